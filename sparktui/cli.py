@@ -1,0 +1,63 @@
+"""Entry point: ``sparktui`` opens the dashboard; verbs (``status``, ``start`` …) serve scripts.
+
+Each verb lives in ``sparktui.commands.<verb>`` and is imported only when used, so ``sparktui --help``
+and ``sparktui timeline`` start fast and never load Textual or asyncssh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from sparktui import __version__
+
+VERBS: dict[str, str] = {
+    "status": "show each node's reachability, SSH state, host facts, telemetry and the engine state",
+    "start": "start the engine across the nodes (preflight, Ray head + workers, vllm serve)",
+    "stop": "stop vLLM, Ray and our containers on every node, and verify nothing is left",
+    "restart": "stop, then start",
+    "logs": "print the head's vLLM log (--follow to keep streaming)",
+    "timeline": "read a vLLM log and print its init-stage timeline, facts and failure",
+    "history": "list earlier engine starts with their stage durations",
+}
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="PATH", help="config file (default: $SPARKTUI_CONFIG, "
+                   "./config.toml, ~/.config/sparktui/config.toml)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparktui",
+        description="Run one vLLM model across several DGX Spark machines and watch it from one screen. "
+        "Without a verb, opens the dashboard (the built-in demo when no config is found).",
+    )
+    parser.add_argument("--version", action="version", version=f"sparktui {__version__}")
+    _add_common(parser)
+    parser.add_argument("--demo", action="store_true", help="run on a built-in simulated two-node cluster")
+    parser.add_argument("--readonly", action="store_true", help="watch only: start/stop/restart disabled")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for verb, help_text in VERBS.items():
+        p = sub.add_parser(verb, help=help_text, description=help_text)
+        _add_common(p)
+        module = importlib.import_module(f"sparktui.commands.{verb}")
+        module.add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    verb = args.verb or "dashboard"
+    module = importlib.import_module(f"sparktui.commands.{verb}")
+    try:
+        return int(module.run(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The config.toml schema, its lookup order, and error messages that name file, key and fault.
+
+Validation is pydantic's (strict models, unknown keys forbidden) so a typo never passes silently.
+This module is domain code: it imports neither textual nor asyncssh.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+#: Where a config is looked for, after ``--config`` and ``$SPARKTUI_CONFIG``.
+DEFAULT_LOCATIONS: tuple[Path, ...] = (
+    Path("config.toml"),
+    Path("~/.config/sparktui/config.toml"),
+)
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class _Model(BaseModel):
+    # frozen: the config is read once and shared by every task; nobody may change it under another's feet.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ClusterConfig(_Model):
+    name: NonEmpty = "spark-cluster"
+    #: Set in the shipped example; a config found by the default lookup with this set starts the demo instead.
+    example: bool = False
+
+
+class NodeConfig(_Model):
+    """One DGX Spark (or a test host)."""
+
+    name: NonEmpty
+    #: An address or an ``~/.ssh/config`` alias; ``localhost`` with ``local = true`` runs commands here.
+    host: NonEmpty
+    user: str | None = None
+    port: Port | None = None
+    identity_file: str | None = None
+    #: A known_hosts file of its own (in addition to ``~/.ssh/known_hosts``); host keys are always checked.
+    known_hosts: str | None = None
+    role: Literal["head", "worker"] = "worker"
+    #: Run commands on this machine without SSH.
+    local: bool = False
+    #: The high-speed interface (e.g. ``enp1s0f1np1``); auto-detected when empty.
+    interface: str | None = None
+    #: RDMA devices of the cable (e.g. ``["rocep1s0f1", "roceP2p1s0f1"]``); auto-detected when empty.
+    rdma_devices: tuple[NonEmpty, ...] = Field(default=(), strict=False)
+    #: The address other nodes and Ray use for this node (the cable's IP); defaults to ``host``.
+    ip: str | None = None
+    #: Python used on the node to run the telemetry probe.
+    python: NonEmpty = "python3"
+    #: Where the probe reads /proc and /sys (fixtures in the test bed; "/" on a real node).
+    proc_root: NonEmpty = "/proc"
+    sys_root: NonEmpty = "/sys"
+
+    @property
+    def address(self) -> str:
+        return self.ip or self.host
+
+
+class Mount(_Model):
+    source: NonEmpty
+    target: NonEmpty
+    read_only: bool = True
+
+
+class EngineConfig(_Model):
+    runtime: Literal["docker", "host"] = "docker"
+    image: str = "nvcr.io/nvidia/vllm:25.11-py3"
+    #: Prefix of every container and process name sparktui creates, so it finds (and only stops) its own.
+    name_prefix: NonEmpty = "sparktui"
+    model: NonEmpty
+    served_model_name: str | None = None
+    tensor_parallel_size: Annotated[int, Field(ge=1)] = 2
+    pipeline_parallel_size: Annotated[int, Field(ge=1)] = 1
+    executor: Literal["ray", "mp"] = "ray"
+    extra_args: tuple[str, ...] = Field(default=(), strict=False)
+    env: dict[str, str] = Field(default_factory=dict)
+    mounts: tuple[Mount, ...] = Field(default=(), strict=False)
+    api_port: Port = 8000
+    ray_port: Port = 6379
+    #: Rendezvous port of vLLM's own multi-node mode (``executor = "mp"``).
+    master_port: Port = 29501
+    shm_size: NonEmpty = "10.24g"
+    #: Directory on the head that holds the engine's log and pid files (``~`` is the remote user's home).
+    state_dir: NonEmpty = "~/.local/state/sparktui"
+    #: How vLLM and Ray are invoked (inside the container for ``docker``, on the node for ``host``).
+    vllm_command: tuple[NonEmpty, ...] = Field(default=("vllm",), min_length=1, strict=False)
+    ray_command: tuple[NonEmpty, ...] = Field(default=("ray",), min_length=1, strict=False)
+    #: Seconds to wait for Ray to report every node and GPU.
+    ray_wait_timeout: Annotated[float, Field(gt=0, strict=False)] = 120.0
+    #: Seconds between SIGINT, SIGTERM and SIGKILL when stopping vLLM.
+    stop_grace: Annotated[float, Field(gt=0, strict=False)] = 10.0
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not key or not (key[0].isalpha() or key[0] == "_") or not all(
+                c.isalnum() or c == "_" for c in key
+            ):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+        return value
+
+
+class ServingConfig(_Model):
+    #: ``/health`` failing this long after ready means the engine crashed.
+    health_fail_seconds: Annotated[float, Field(gt=0, strict=False)] = 15.0
+    auto_restart: bool = False
+    auto_restart_limit: Annotated[int, Field(ge=0)] = 3
+    smoke_prompt: NonEmpty = "Say hello in five words."
+    smoke_max_tokens: Annotated[int, Field(ge=1)] = 32
+
+
+class UIConfig(_Model):
+    refresh_interval: Annotated[float, Field(gt=0, le=60, strict=False)] = 1.0
+    log_buffer_lines: Annotated[int, Field(ge=100, le=5_000_000)] = 20_000
+    readonly: bool = False
+    theme: str = "textual-dark"
+    #: Binding id → keys, e.g. ``start = "s"`` or ``stop = "x,ctrl+x"``.
+    keys: dict[str, str] = Field(default_factory=dict)
+
+
+class SparkConfig(_Model):
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    nodes: tuple[NodeConfig, ...] = Field(min_length=1, strict=False)
+    engine: EngineConfig
+    serving: ServingConfig = Field(default_factory=ServingConfig)
+    ui: UIConfig = Field(default_factory=UIConfig)
+
+    @model_validator(mode="after")
+    def _one_head(self) -> SparkConfig:
+        heads = [n.name for n in self.nodes if n.role == "head"]
+        if len(heads) != 1:
+            raise ValueError(f"exactly one node must have role = \"head\", found {len(heads)}: {heads}")
+        names = [n.name for n in self.nodes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"node names must be unique, repeated: {dupes}")
+        return self
+
+    @property
+    def head(self) -> NodeConfig:
+        return next(n for n in self.nodes if n.role == "head")
+
+    @property
+    def workers(self) -> tuple[NodeConfig, ...]:
+        return tuple(n for n in self.nodes if n.role != "head")
+
+    def node(self, name: str) -> NodeConfig:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    key_path: str
+    fault: str
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; ``str()`` names the file, each key path and its fault."""
+
+    def __init__(self, path: Path | str | None, problems: Sequence[ConfigProblem]):
+        self.path = str(path) if path is not None else "<config>"
+        self.problems = tuple(problems)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        lines = [f"{self.path}: invalid config"]
+        lines += [f"  {self.path}: {p.key_path}: {p.fault}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def _key_path(loc: Sequence[int | str], data: Mapping[str, Any]) -> str:
+    """Turn pydantic's location into a TOML key path: ``nodes[1].role``, using node names where known."""
+    out = ""
+    node: Any = data
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return out or "<top level>"
+
+
+def _fault(err: Mapping[str, Any]) -> str:
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        return "unknown key (check the spelling; see config.toml for the keys)"
+    if kind == "missing":
+        return "required key is missing"
+    msg = str(err.get("msg", "invalid value"))
+    msg = msg.removeprefix("Value error, ")
+    if "input" in err and kind not in ("model_type",):
+        value = err["input"]
+        if not isinstance(value, dict | list):
+            msg += f" (got {value!r})"
+    return msg
+
+
+def parse_config(data: Mapping[str, Any], path: Path | str | None = None) -> SparkConfig:
+    try:
+        return SparkConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = [ConfigProblem(_key_path(e["loc"], data), _fault(e)) for e in exc.errors()]
+        raise ConfigError(path, problems) from None
+
+
+def load_config(path: Path | str) -> SparkConfig:
+    p = Path(path).expanduser()
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError(p, [ConfigProblem("<file>", f"cannot read: {exc.strerror or exc}")]) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(p, [ConfigProblem("<file>", f"not UTF-8 text: {exc}")]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(p, [ConfigProblem("<file>", f"TOML syntax error: {exc}")]) from None
+    return parse_config(data, p)
+
+
+def find_config(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path | None:
+    """The config file to use: ``--config``, ``$SPARKTUI_CONFIG``, ``./config.toml``, then the XDG path.
+
+    An explicit path (flag or variable) must exist; the default locations are optional.
+    """
+    env = os.environ if environ is None else environ
+    for candidate in (explicit, env.get("SPARKTUI_CONFIG")):
+        if candidate:
+            return Path(candidate).expanduser()
+    for default in DEFAULT_LOCATIONS:
+        p = default.expanduser()
+        if p.is_file():
+            return p
+    return None
