@@ -1,0 +1,269 @@
+"""Run history: each engine start's stage durations, and start-up ETAs drawn from earlier runs.
+
+Stored as JSON lines in ``$XDG_STATE_HOME/sparktui/runs.jsonl`` (default ``~/.local/state``), one line
+per start, appended with a single write so two sparktui processes never interleave half lines. Runs are
+compared only with runs of the same model *and* image: another model or another vLLM build loads,
+compiles and captures at a different pace.
+
+The ETA functions are pure: they take the earlier runs and the running stage's elapsed time/fraction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+HISTORY_FILE = "runs.jsonl"
+
+#: The start-up stages in the order vLLM goes through them (the log timeline's stage names).
+STAGE_ORDER: tuple[str, ...] = (
+    "config", "placement", "distributed", "weights", "compile", "kv_cache", "cuda_graphs", "engine", "api",
+)
+
+
+def format_duration(seconds: float) -> str:
+    """Compact human duration: ``3.2s``, ``42s``, ``14m50s``, ``2h03m``."""
+    seconds = max(0.0, float(seconds))
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}h{rest // 60:02d}m"
+
+
+def format_remaining(seconds: float) -> str:
+    """How a person says time left: ``about 40 s``, ``about 8 min``, ``about 1h 10m``."""
+    seconds = max(0.0, seconds)
+    if seconds < 55:
+        return f"about {max(5, round(seconds / 5) * 5)} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"about {minutes} min"
+    return f"about {minutes // 60}h {minutes % 60}m"
+
+
+# ---- records --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunRecord:
+    """One engine start as remembered for later ETAs and ``sparktui history``."""
+
+    started_at: float                      # epoch seconds
+    model: str
+    image: str
+    outcome: str                           # "ready" | "failed" | "stopped" | "incomplete"
+    #: stage name → seconds, for the stages that finished (in the order they ran)
+    stages: Mapping[str, float] = field(default_factory=dict)
+    #: launch → "can generate" (verify-ready done); None when it never got there
+    ready_seconds: float | None = None
+    vllm_version: str | None = None
+    failure: str | None = None             # failure kind or one-line root cause
+    cluster: str = ""
+
+    def same_setup(self, model: str, image: str) -> bool:
+        return self.model == model and self.image == image
+
+    def to_json(self) -> str:
+        data = {"v": SCHEMA_VERSION, **asdict(self)}
+        data["stages"] = dict(self.stages)
+        return json.dumps(data, separators=(",", ":"), sort_keys=False)
+
+    @classmethod
+    def from_json(cls, line: str) -> RunRecord:
+        """Parse one line; raises ``ValueError`` for anything that is not a record we wrote."""
+        data: Any = json.loads(line)
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        stages = data.get("stages") or {}
+        if not isinstance(stages, dict):
+            raise ValueError("stages is not an object")
+        try:
+            return cls(
+                started_at=float(data["started_at"]),
+                model=str(data["model"]),
+                image=str(data.get("image", "")),
+                outcome=str(data.get("outcome", "incomplete")),
+                stages={str(k): float(v) for k, v in stages.items()},
+                ready_seconds=None if data.get("ready_seconds") is None else float(data["ready_seconds"]),
+                vllm_version=data.get("vllm_version"),
+                failure=data.get("failure"),
+                cluster=str(data.get("cluster", "")),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"bad record: {exc}") from exc
+
+
+# ---- the file store -------------------------------------------------------------------------------
+def state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/sparktui``, or ``~/.local/state/sparktui`` (XDG Base Directory spec)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_STATE_HOME", "")
+    # The spec says a relative path in the variable is invalid and must be ignored.
+    root = Path(base) if base and os.path.isabs(base) else Path(env.get("HOME", "~")) / ".local" / "state"
+    return root.expanduser() / "sparktui"
+
+
+def default_history_path(environ: Mapping[str, str] | None = None) -> Path:
+    return state_dir(environ) / HISTORY_FILE
+
+
+class HistoryStore:
+    """The runs file. Reading skips lines it cannot parse (a crash mid-write, a newer schema)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path if path is not None else default_history_path()
+
+    def append(self, record: RunRecord) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = (record.to_json() + "\n").encode("utf-8")
+        # One write on an O_APPEND descriptor: concurrent writers never interleave inside a line.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def load(self) -> list[RunRecord]:
+        """All runs, oldest first."""
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return []
+        runs: list[RunRecord] = []
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            try:
+                runs.append(RunRecord.from_json(line))
+            except ValueError:
+                continue
+        runs.sort(key=lambda r: r.started_at)
+        return runs
+
+    def runs_for(self, model: str, image: str) -> list[RunRecord]:
+        return runs_for(self.load(), model, image)
+
+
+def runs_for(runs: Iterable[RunRecord], model: str, image: str) -> list[RunRecord]:
+    """Earlier runs of the same model and image, oldest first."""
+    return [r for r in runs if r.same_setup(model, image)]
+
+
+def record_run(
+    *,
+    started_at: float,
+    model: str,
+    image: str,
+    outcome: str,
+    stage_seconds: Mapping[str, float | None],
+    ready_seconds: float | None = None,
+    vllm_version: str | None = None,
+    failure: str | None = None,
+    cluster: str = "",
+) -> RunRecord:
+    """Build a record from a finished (or failed) start: stages without a duration are left out."""
+    stages = {name: float(s) for name, s in stage_seconds.items() if s is not None and s >= 0}
+    return RunRecord(started_at, model, image, outcome, stages, ready_seconds, vllm_version, failure, cluster)
+
+
+# ---- ETAs -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StageEta:
+    """What the stage bar says about time: e.g. "about 8 min left; last 3 runs 14m50s"."""
+
+    stage: str
+    runs: int = 0                          # earlier runs the estimate rests on
+    typical_seconds: float | None = None   # median stage duration of those runs
+    remaining_seconds: float | None = None
+    overdue: bool = False                  # already slower than the typical run
+
+    def describe(self) -> str:
+        if self.typical_seconds is None:
+            return ""
+        basis = (f"last run {format_duration(self.typical_seconds)}" if self.runs == 1
+                 else f"last {self.runs} runs {format_duration(self.typical_seconds)}")
+        if self.overdue:
+            return f"taking longer than usual; {basis}"
+        if self.remaining_seconds is None:
+            return basis
+        return f"{format_remaining(self.remaining_seconds)} left; {basis}"
+
+
+def typical_stage_seconds(runs: Sequence[RunRecord], stage: str, last: int = 3) -> tuple[float | None, int]:
+    """Median duration of ``stage`` over the newest ``last`` runs that completed it, and how many."""
+    durations = [r.stages[stage] for r in runs if stage in r.stages][-last:]
+    if not durations:
+        return None, 0
+    return statistics.median(durations), len(durations)
+
+
+def stage_eta(
+    runs: Sequence[RunRecord],
+    stage: str,
+    elapsed: float,
+    fraction: float | None = None,
+    last: int = 3,
+) -> StageEta:
+    """ETA of a running stage from earlier runs (``runs``: same model and image, oldest first).
+
+    With a progress fraction (e.g. weight shards 5/12) the history's remaining share is blended with
+    this run's own pace, because this run may differ: a second load reads weights from the page cache and
+    is much faster than the first from disk. Without a fraction: typical duration minus elapsed.
+    """
+    typical, count = typical_stage_seconds(runs, stage, last)
+    if typical is None:
+        return StageEta(stage)
+    elapsed = max(0.0, elapsed)
+    if fraction is not None and 0.0 < fraction < 1.0:
+        estimates = [typical * (1.0 - fraction)]
+        if fraction >= 0.1 and elapsed > 0:
+            estimates.append(elapsed * (1.0 - fraction) / fraction)
+        return StageEta(stage, count, typical, sum(estimates) / len(estimates))
+    if fraction is not None and fraction >= 1.0:
+        return StageEta(stage, count, typical, 0.0)
+    remaining = typical - elapsed
+    if remaining < 0:
+        return StageEta(stage, count, typical, None, overdue=True)
+    return StageEta(stage, count, typical, remaining)
+
+
+def ready_eta(
+    runs: Sequence[RunRecord],
+    running_stage: str | None,
+    elapsed_in_stage: float,
+    fraction: float | None = None,
+    done: Iterable[str] = (),
+    last: int = 3,
+) -> float | None:
+    """Seconds until ready: the running stage's ETA plus the typical time of every stage still ahead
+    (in ``STAGE_ORDER``; stages in ``done`` or never seen in earlier runs count as 0). ``None`` without
+    any earlier run."""
+    if not any(r.stages for r in runs):
+        return None
+    finished = set(done)
+    if running_stage not in STAGE_ORDER:
+        running_stage = None
+    total = 0.0
+    ahead = False
+    for stage in STAGE_ORDER:
+        if stage == running_stage:
+            eta = stage_eta(runs, stage, elapsed_in_stage, fraction, last)
+            total += eta.remaining_seconds or 0.0
+            ahead = True
+        elif (ahead or running_stage is None) and stage not in finished:
+            typical, _ = typical_stage_seconds(runs, stage, last)
+            total += typical or 0.0
+    return total
+
+
+def runs_as_dicts(runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
+    return [{**asdict(r), "stages": dict(r.stages)} for r in runs]
