@@ -1,0 +1,58 @@
+"""``python -m tests.testbed up [NAMES...]`` / ``down [ID ...|--all]`` / ``list``: the test bed by hand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tests.testbed.bed import Testbed, TestbedError, teardown_all, testbed_root
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.testbed", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="build test hosts, write and print their config.toml")
+    up.add_argument("names", nargs="*", default=["spark1", "spark2"])
+    down = sub.add_parser("down", help="tear test beds down (by id, or all under the root directory)")
+    down.add_argument("ids", nargs="*")
+    down.add_argument("--all", action="store_true")
+    sub.add_parser("list", help="list the test beds under the root directory")
+    args = parser.parse_args(argv)
+    root = testbed_root()
+
+    if args.cmd == "up":
+        try:
+            bed = Testbed(args.names).up()
+        except TestbedError as exc:
+            print(f"testbed: {exc}", file=sys.stderr)
+            return 1
+        print(f"# test bed {bed.id}: {', '.join(f'{h.name}={h.ip}' for h in bed.hosts.values())}")
+        print(f"# config: {bed.config_path}")
+        print(f"# ssh:    {' '.join(bed.ssh_argv(bed.names[0]))}")
+        print(f"# down:   python -m tests.testbed down {bed.id}")
+        print(bed.config_path.read_text())
+        return 0
+    if args.cmd == "list":
+        for manifest in sorted(root.glob("tb*/manifest.json")):
+            bed = Testbed.from_manifest(manifest)
+            print(bed.id, bed.subnet, " ".join(f"{h.name}={h.ip}" for h in bed.hosts.values()))
+        return 0
+    if args.all:
+        problems = teardown_all(root)
+    else:
+        if not args.ids:
+            parser.error("down needs test bed ids or --all")
+        problems = []
+        for run_id in args.ids:
+            manifest = root / run_id / "manifest.json"
+            if not manifest.exists():
+                problems.append(f"{run_id}: no manifest at {manifest}")
+                continue
+            problems += Testbed.from_manifest(manifest).teardown()
+    for problem in problems:
+        print(f"testbed: {problem}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

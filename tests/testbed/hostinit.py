@@ -1,0 +1,97 @@
+"""PID 1 of one test host (standard library only; run as a script inside the host's namespaces).
+
+Started as ``ip netns exec NS unshare --pid --fork --mount-proc --uts --mount python hostinit.py ...``.
+It gives the host its name and its own /tmp and /dev/shm, starts sshd as a *child* (so killing sshd
+leaves the host alive and ``start_sshd`` can bring it back), reaps every orphan (Ray daemonises and
+its processes end up re-parented to us), and on SIGTERM takes every process of the host down with it.
+
+Usage: hostinit.py HOSTNAME HOST_TMP_DIR SSHD_CONFIG SSHD_LOG
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from types import FrameType
+
+SSHD = "/usr/sbin/sshd"
+
+
+class _Stop(Exception):
+    """Raised from the signal handler to leave the reaping loop."""
+
+
+def _on_stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop
+
+
+def _isolate(hostname: str, host_tmp: str) -> None:
+    socket.sethostname(hostname)
+    # unshare made the mount namespace private already; these mounts never reach the root namespace.
+    subprocess.run(["mount", "--bind", host_tmp, "/tmp"], check=True)
+    # Ray keeps its object store in /dev/shm: give each host its own.
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/dev/shm"], check=True)
+    # sshd's privilege-separation directory (shared with the root namespace; harmless).
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+
+
+def _start_sshd(config: str, log_path: str) -> None:
+    with open(log_path, "ab") as log:
+        subprocess.Popen([SSHD, "-D", "-e", "-f", config], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+
+def _reap_all() -> bool:
+    """Reap every child that has exited; return whether any child is left."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
+def _shutdown() -> None:
+    # As PID 1 of the namespace, kill(-1) reaches every other process of this host and nothing else.
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGTERM)
+    deadline = time.monotonic() + 1.0
+    while _reap_all() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGKILL)
+    deadline = time.monotonic() + 2.0
+    while _reap_all() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def main(argv: list[str]) -> int:
+    hostname, host_tmp, sshd_config, sshd_log = argv
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _on_stop)
+    try:
+        _isolate(hostname, host_tmp)
+        _start_sshd(sshd_config, sshd_log)
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                # No children right now (sshd was killed on purpose): wait for new orphans.
+                time.sleep(0.2)
+    except _Stop:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        _shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
