@@ -100,6 +100,11 @@ class EngineConfig(_Model):
     ray_wait_timeout: Annotated[float, Field(gt=0, strict=False)] = 120.0
     #: Seconds between SIGINT, SIGTERM and SIGKILL when stopping vLLM.
     stop_grace: Annotated[float, Field(gt=0, strict=False)] = 10.0
+    #: Extra ``ray start`` arguments on every node (e.g. ``--num-gpus 1`` on hosts without NVML,
+    #: ``--include-dashboard=false``, ``--temp-dir``).
+    ray_start_args: tuple[str, ...] = Field(default=(), strict=False)
+    #: The Python that has Ray (inside the container for ``docker``); runs the cluster-state probe.
+    ray_python: tuple[NonEmpty, ...] = Field(default=("python3",), min_length=1, strict=False)
 
     @field_validator("env")
     @classmethod
