@@ -1,0 +1,266 @@
+"""Failure diagnosis: which kind of startup failure a log line shows, and what a person should do.
+
+Signatures come from vLLM's ``raise``/``logger.error`` format strings across 0.6 → 0.33 (see the
+reference's §6) plus torch/NCCL/Ray/uvicorn texts. They are matched on the *message* (prefix and
+header removed), most specific first. A kind's natural stage (placement for Ray placement errors,
+compile for Inductor errors, ...) overrides the stage that happened to be running.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+FAILURE_KINDS = (
+    "placement_timeout",
+    "no_gpu_on_node",
+    "ip_mismatch",
+    "nccl",
+    "oom",
+    "kv_cache_insufficient",
+    "free_memory_low",
+    "compile",
+    "model_not_found",
+    "unsupported_architecture",
+    "kernel_unsupported",
+    "config_error",
+    "port_in_use",
+    "worker_died",
+    "engine_timeout",
+    "unknown",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    kind: str
+    keyword: str  # cheap pre-check: must be a substring of the message
+    pattern: re.Pattern[str] | None = None
+
+
+def _sig(kind: str, keyword: str, pattern: str | None = None) -> Signature:
+    return Signature(kind, keyword, re.compile(pattern) if pattern else None)
+
+
+# Order matters: the first signature that matches wins.
+SIGNATURES: tuple[Signature, ...] = (
+    _sig("port_in_use", "Address already in use"),
+    _sig("port_in_use", "[Errno 98]"),
+    _sig("placement_timeout", "Cannot provide a placement group"),
+    _sig("ip_mismatch", "No available node types can fulfill",
+         r"fulfill (?:resource|placement group) requests?.*'node:"),
+    _sig("placement_timeout", "No available node types can fulfill"),
+    _sig("ip_mismatch", "is not included in a placement group"),
+    _sig("ip_mismatch", "Every node should have a unique IP address"),
+    _sig("no_gpu_on_node", "Ray does not allocate any"),
+    _sig("no_gpu_on_node", "has no ", r"Current node has no \w+ available"),
+    _sig("no_gpu_on_node", "No CUDA GPUs are available"),
+    _sig("kv_cache_insufficient", "To serve at least one request with the model"),
+    _sig("kv_cache_insufficient", "No available memory for the cache blocks"),
+    _sig("kv_cache_insufficient", "stored in KV cache"),
+    _sig("kv_cache_insufficient", "KV cache is needed, which is larger than"),
+    _sig("free_memory_low", "on startup is less than desired"),
+    _sig("oom", "out of memory"),
+    _sig("oom", "OutOfMemoryError"),
+    _sig("nccl", "NCCL error"),
+    _sig("nccl", "DistBackendError"),
+    _sig("nccl", "DistNetworkError"),
+    _sig("nccl", "Failed to load NCCL library"),
+    _sig("nccl", "nccl", r"\bnccl(?:SystemError|InternalError|UnhandledCudaError|RemoteError)\b"),
+    _sig("engine_timeout", "Timed out waiting for engine core"),
+    _sig("compile", "vLLM failed to compile the model"),
+    _sig("compile", "BackendCompilerFailed"),
+    _sig("compile", "InductorError"),
+    _sig("compile", "Triton compilation failed"),
+    _sig("compile", "Failed to run autotuning"),
+    _sig("compile", "torch._dynamo.exc"),
+    _sig("kernel_unsupported", "Failed to find a kernel that can implement"),
+    _sig("kernel_unsupported", "no kernel image is available"),
+    _sig("kernel_unsupported", "not supported on this", r"not supported on this (?:GPU|device|platform)"),
+    _sig("unsupported_architecture", "are not supported for now"),
+    _sig("unsupported_architecture", "Error in inspecting model architecture"),
+    _sig("unsupported_architecture", "Cannot find model module"),
+    _sig("model_not_found", "Invalid repository ID or local directory"),
+    _sig("model_not_found", "RepositoryNotFoundError"),
+    _sig("model_not_found", "GatedRepoError"),
+    _sig("model_not_found", "Repo id must"),
+    _sig("model_not_found", "is not a valid model identifier"),
+    _sig("model_not_found", "does not appear to have a file named config.json"),
+    _sig("worker_died", "died unexpectedly"),
+    _sig("worker_died", "ActorDiedError"),
+    _sig("worker_died", "The actor died"),
+    _sig("worker_died", "EngineDeadError"),
+    _sig("config_error", "validation error for"),
+    _sig("config_error", "unrecognized arguments"),
+    _sig("config_error", "error: argument"),
+)
+
+# Lines that say "startup failed" without saying why: they make a failure certain, but the root cause
+# is elsewhere (earlier in a worker/EngineCore traceback).
+_MARKERS = re.compile(
+    r"EngineCore failed to start|Engine core initialization failed|Engine process failed to start"
+    r"|Application startup failed|WorkerProc (?:failed to start|hit an exception)"
+    r"|Error executing method|EngineCore encountered a fatal error|Ray workers have not started"
+    r"|Worker \d+ failed to initialize|RayWorkerProc failed|RayTaskError|Frontend process failed"
+    r"|died unexpectedly|EngineDeadError"
+)
+# A Python exception line: ``ValueError: ...``, ``torch._inductor.exc.InductorError: ...``,
+# ``ray.exceptions.RayTaskError(ValueError): ...``, uvicorn/autoscaler ``Error: ...``.
+_EXCEPTION = re.compile(r"(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)(?:\([\w.]*\))?: \S")
+_CONFIG_EXCEPTION = re.compile(r"(?:[\w.]*\.)?(?:ValueError|TypeError|KeyError|NotImplementedError|"
+                               r"ValidationError|AssertionError)\b")
+# Errors that end a serving engine (after "ready" only these flip the outcome).
+FATAL_AFTER_READY = re.compile(r"died unexpectedly|EngineDeadError|EngineCore encountered a fatal error"
+                               r"|Engine core proc \S+ died|ActorDiedError")
+
+KIND_STAGE = {
+    "placement_timeout": "placement",
+    "ip_mismatch": "placement",
+    "no_gpu_on_node": "placement",
+    "kv_cache_insufficient": "kv_cache",
+    "compile": "compile",
+    "config_error": "config",
+    "model_not_found": "config",
+    "unsupported_architecture": "config",
+}
+# Kinds whose natural stage is only a default: the running stage wins when there is one.
+_STAGE_IF_NONE = {"model_not_found", "unsupported_architecture", "port_in_use"}
+
+
+def classify(message: str) -> str | None:
+    """The specific failure kind a message shows, or None."""
+    for sig in SIGNATURES:
+        if sig.keyword in message and (sig.pattern is None or sig.pattern.search(message)):
+            return sig.kind
+    return None
+
+
+def is_marker(message: str) -> bool:
+    return _MARKERS.search(message) is not None
+
+
+def is_exception_line(message: str) -> bool:
+    return _EXCEPTION.match(message.lstrip()) is not None
+
+
+def is_config_exception(message: str) -> bool:
+    return _CONFIG_EXCEPTION.match(message.lstrip()) is not None
+
+
+def failure_stage(kind: str, running: str | None) -> str:
+    natural = KIND_STAGE.get(kind)
+    if natural is not None and kind not in _STAGE_IF_NONE:
+        return natural
+    return running or natural or "config"
+
+
+_NODE_BUNDLE = re.compile(r"'node:([^']+)'")
+_GPU_BUNDLE = re.compile(r"'(GPU|NPU)': ([\d.]+)")
+_DISK_FULL = ("Disk quota", "No space left")
+
+_HINTS = {
+    "placement_timeout": (
+        "Ray could not reserve {need}GPU bundles for vLLM's placement group. Run `ray status` on the "
+        "head: how many GPUs does Ray see in total (vLLM needs {need_or}of them)? Is the worker node's "
+        "Ray container up and joined? Does VLLM_HOST_IP on each node match the IP Ray registered for "
+        "that node (`ray list nodes`)?"
+    ),
+    "ip_mismatch": (
+        "Ray cannot place the bundle pinned to {where}: no Ray node with that IP has a free GPU. Make "
+        "VLLM_HOST_IP (and ray start --node-ip-address) on each node the address Ray shows in "
+        "`ray list nodes`, and check that Ray sees a GPU on the head node (`ray status`)."
+    ),
+    "no_gpu_on_node": (
+        "The node running the engine has no {dev} that Ray can give to vLLM{seen}. Check that "
+        "`ray status` shows the GPUs of every node (start Ray inside the GPU container, --num-gpus) and "
+        "that `vllm serve` runs on a node with a GPU."
+    ),
+    "nccl": (
+        "NCCL failed between the ranks. Check that NCCL_SOCKET_IFNAME / NCCL_IB_HCA name the RoCE link "
+        "on every node, that the nodes reach each other on it, that both run the same NCCL, and rerun "
+        "with NCCL_DEBUG=INFO to see the failing call."
+    ),
+    "oom": (
+        "Out of GPU memory during {stage}. Lower --gpu-memory-utilization, --max-model-len or "
+        "--max-num-seqs{eager}; on unified-memory Sparks drop the page cache "
+        "(echo 3 > /proc/sys/vm/drop_caches) and stop other GPU processes first."
+    ),
+    "kv_cache_insufficient": (
+        "The memory left after the weights is too small for one request at this max length. Raise "
+        "--gpu-memory-utilization or lower --max-model-len (the message gives vLLM's estimate of the "
+        "largest length that fits)."
+    ),
+    "free_memory_low": (
+        "Less GPU memory was free at startup than --gpu-memory-utilization asks for. Something else "
+        "holds it (another vLLM, a stale container, page cache on unified memory): stop it, drop "
+        "caches, or lower --gpu-memory-utilization."
+    ),
+    "compile_disk": (
+        "torch.compile could not write its cache: the disk is full or over quota. Free space, or point "
+        "VLLM_CACHE_ROOT (and TORCHINDUCTOR_CACHE_DIR) at a larger disk; --enforce-eager skips "
+        "compilation."
+    ),
+    "compile": (
+        "torch.compile / Inductor failed. Remove ~/.cache/vllm/torch_compile_cache (a corrupt "
+        "artifact is the usual cause) and retry, or start with --enforce-eager to skip compilation."
+    ),
+    "model_not_found": (
+        "vLLM cannot find the model. Check the model path or Hugging Face repo id, that the model "
+        "directory is mounted into the container on every node, and HF_TOKEN for gated repos."
+    ),
+    "unsupported_architecture": (
+        "This vLLM build cannot load the model's architecture. Use a newer vLLM image (or the one "
+        "the model card names), and check --trust-remote-code and the architectures in config.json."
+    ),
+    "kernel_unsupported": (
+        "No kernel in this vLLM build implements the model's quantization on this GPU (GB10 is "
+        "sm_121). Use an image built for this GPU, another quantization of the model, or the switch "
+        "the message suggests."
+    ),
+    "config_error": (
+        "vLLM rejected the configuration before the engine started. Fix the flag or value the "
+        "message names."
+    ),
+    "port_in_use": (
+        "The API port is already taken (an earlier vLLM still running?). Stop it or change the "
+        "serving port."
+    ),
+    "worker_died": (
+        "A vLLM worker process died. Look at the lines just before for its cause (OOM killer, "
+        "segfault, NCCL abort); on the other node check `dmesg` and "
+        "/tmp/ray/session_latest/logs/worker-*.err."
+    ),
+    "engine_timeout": (
+        "The API server gave up waiting for the engine (VLLM_ENGINE_READY_TIMEOUT_S, 600 s by "
+        "default), usually because weights are still loading: raise the timeout or pre-download the "
+        "weights to a local disk."
+    ),
+    "unknown_disk": "A disk is full or over quota. Free space on the volume the message names and restart.",
+    "unknown": (
+        "vLLM failed during {stage}; the message is the first error line. Read the lines around it "
+        "in the log."
+    ),
+}
+
+
+def hint_for(kind: str, message: str, stage: str, facts: dict[str, object]) -> str:
+    """A sentence a person can act on, with the numbers the log gives."""
+    tp = facts.get("tensor_parallel_size")
+    pp = facts.get("pipeline_parallel_size") or 1
+    need = f"{tp * pp} " if isinstance(tp, int) and isinstance(pp, int) else ""
+    node = _NODE_BUNDLE.search(message)
+    seen = ", ".join(f"{k}: {v}" for k, v in _GPU_BUNDLE.findall(message))
+    disk = any(word in message for word in _DISK_FULL)
+    key = kind
+    if kind in ("compile", "unknown") and disk:
+        key = f"{kind}_disk"
+    template = _HINTS.get(key, _HINTS["unknown"])
+    return template.format(
+        need=need,
+        need_or=need or "TP x PP ",
+        where=f"node:{node.group(1)}" if node else "the driver's node",
+        dev="NPU" if "NPU" in message else "GPU",
+        seen=f" (Ray lists {seen} there, so the resource name does not match)" if seen else "",
+        stage=stage,
+        eager=", or use --enforce-eager to skip CUDA-graph memory" if stage == "cuda_graphs" else "",
+    )

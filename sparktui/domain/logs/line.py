@@ -1,0 +1,293 @@
+"""The line layer: one physical log record in, one :class:`LogRecord` out.
+
+A vLLM log line is an onion (see docs in ``__init__``):
+
+    [outer wrapper] [process prefix(es)] [header] message [Ray dedup suffix]
+
+* outer wrappers: ``docker logs -t`` / k8s RFC 3339 timestamps, Slurm's ``0: ``, ``kubectl --prefix``;
+* process prefixes nest: ``(EngineCore_DP0 pid=1) (RayWorkerWrapper pid=2, ip=10.0.0.2) ...`` and Ray's
+  own ``(autoscaler +10s, ip=...)`` / ``(raylet)``; the innermost *named* group is the role, the Ray
+  ``ip=`` is the node (none means the head);
+* headers by emitter: vLLM (``INFO 04-08 23:32:43 [core.py:101]``, and the pre-0.8 bracket-less form),
+  uvicorn (``INFO:     ...``), Ray's Python logger, ``- LEVEL -`` loggers and glog/c10d
+  (``[W716 19:53:12.33 socket.cpp:764]``);
+* Ray's ``[repeated Nx across cluster]`` suffix.
+
+Everything here is defensive: :func:`parse_line` never raises, whatever bytes were decoded into it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# --- ANSI -----------------------------------------------------------------------------------------
+# CSI sequences (colours, cursor moves), two-byte escapes and a lone ESC left by a cut sequence.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|\x1b")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+# --- outer wrappers -------------------------------------------------------------------------------
+_DOCKER_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
+_SLURM = re.compile(r"\d{1,5}: ")
+_KUBECTL = re.compile(r"\[pod/[^\]\s]+\] ")
+
+# --- process prefixes -----------------------------------------------------------------------------
+# ``(Name pid=N[, ip=X]) `` — the name may hold spaces (``VllmWorker rank=0``) or be absent (``(pid=N)``).
+_PREFIX = re.compile(r"\((?:(?P<name>[^()]*?) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\) ?")
+_RAY_SPECIAL = re.compile(r"\((?P<name>autoscaler \+[^,)\s]+|raylet)(?:, ip=(?P<ip>[^)\s]+))?\) ?")
+# A paste cut inside the first prefix: ``RayWorkerWrapper pid=1861983) INFO ...``.
+_CUT_PREFIX = re.compile(
+    r"(?P<name>[A-Za-z_][\w:.\-]*(?: [\w=]+)?) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\) "
+)
+
+# --- headers --------------------------------------------------------------------------------------
+_LEVELS = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
+# vLLM >= 0.8: ``LEVEL MM-DD hh:mm:ss [file:line] ``; <= 0.7: ``LEVEL MM-DD hh:mm:ss file:line] ``.
+_VLLM_HEADER = re.compile(
+    rf"(?P<level>{_LEVELS}) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? "
+    r"(?:\[(?P<file>[^\]\s]+:\d+)\]|(?P<file2>[^\]\s]+:\d+)\])(?: |$)"
+)
+_UVICORN_HEADER = re.compile(rf"(?P<level>{_LEVELS}|TRACE):\s+")
+# Ray's logger: ``2025-04-20 18:28:18,394\tINFO worker.py:1654 -- ``
+_RAY_HEADER = re.compile(
+    r"(?P<date>\d{4}-(?P<md>\d\d-\d\d)) (?P<hms>\d\d:\d\d:\d\d),\d+\s+(?P<level>[A-Z]+) (?P<file>\S+:\d+) -- "
+)
+# ``2026-07-16 20:03:57,095 - INFO - autotuner.py:651 - `` (flashinfer, launcher scripts)
+_DASH_HEADER = re.compile(
+    r"(?P<date>\d{4}-(?P<md>\d\d-\d\d)) (?P<hms>\d\d:\d\d:\d\d)(?:[,.]\d+)? - (?P<level>[A-Z]+) - "
+    r"(?:(?P<file>\S+:\d+) - )?"
+)
+# glog / c10d: ``[W716 19:53:12.333618227 socket.cpp:764] `` or ``[rank2]:E0716 18:21:22.79 1 f.py:874] ``
+_GLOG_HEADER = re.compile(
+    r"(?:\[rank\d+\]:)?\[?(?P<lv>[IWEF])(?P<mm>\d\d)(?P<dd>\d\d) (?P<hms>\d\d:\d\d:\d\d)\.\d+ "
+    r"(?:\d+ )?(?P<file>[^\]\s]+:\d+)\] ?"
+)
+_GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
+
+# --- suffix and progress --------------------------------------------------------------------------
+_REPEAT = re.compile(
+    r"\s*\[repeated (?P<n>\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*)?\s*$"
+)
+# tqdm: vLLM's ``desc: 50% Completed | 4/8 [..]`` and the default ``desc:  45%|████▌ | 30/67 [..]``.
+_PROGRESS = re.compile(
+    r"(?P<desc>[^\r\n]{1,200}?):\s+(?P<pct>\d{1,3})%(?: Completed \||\|[^|]{0,200}\|) "
+    r"(?P<n>\d+)/(?P<total>\d+)(?: \[|\s*$)"
+)
+# The end of a tqdm bar (``[00:01<00:00,  3.33it/s]``); text after it on the same line is a glued record.
+_BAR_TAIL = re.compile(r"\[[\d:]+<[\d:?]+,\s*[^\]\r\n]{0,40}?(?:it/s|s/it)\]")
+
+_CUM_DAYS = (0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305, 335)  # leap year, so 02-29 fits
+
+
+def seconds_in_year(md_hms: str) -> float | None:
+    """``MM-DD hh:mm:ss`` -> seconds since Jan 1st of an (unknown, leap) year; None if malformed."""
+    try:
+        month = int(md_hms[0:2])
+        day = int(md_hms[3:5])
+        if not (1 <= month <= 12 and 1 <= day <= 31):
+            return None
+        return float(
+            (_CUM_DAYS[month - 1] + day - 1) * 86400
+            + int(md_hms[6:8]) * 3600
+            + int(md_hms[9:11]) * 60
+            + int(md_hms[12:14])
+        )
+    except (ValueError, IndexError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """One tqdm update: ``desc`` (e.g. "Loading safetensors checkpoint shards"), ``done`` of ``total``."""
+
+    desc: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One log record with its wrappers peeled off.
+
+    ``raw`` is the record after ANSI stripping; ``message`` what the program logged. ``time`` is the
+    log's own ``MM-DD hh:mm:ss`` (None when the emitter prints none, e.g. tqdm or uvicorn) and
+    ``seconds`` the same as seconds into an unknown year (see :class:`~.stages.Timeline` for rollover).
+    ``role`` is the innermost named process prefix (``EngineCore_DP0``, ``RayWorkerWrapper``,
+    ``Worker_TP0``, ``APIServer``); ``node`` the Ray ``ip=`` (None: the head node); ``repeat`` Ray's
+    ``[repeated Nx across cluster]`` count (0 when absent).
+    """
+
+    raw: str
+    message: str
+    level: str | None = None
+    time: str | None = None
+    seconds: float | None = None
+    role: str | None = None
+    node: str | None = None
+    pid: int | None = None
+    repeat: int = 0
+    is_progress: bool = False
+    source_file: str | None = None
+    progress: Progress | None = None
+    has_prefix: bool = False
+
+    @property
+    def is_prefix_only(self) -> bool:
+        """A process prefix with nothing after it (Ray relays a bar as ``<prefix> \\n<bar>``)."""
+        return self.has_prefix and not self.message.strip()
+
+
+def parse_progress(message: str) -> Progress | None:
+    if "%" not in message:
+        return None
+    m = _PROGRESS.match(message.lstrip())
+    if m is None:
+        return None
+    try:
+        return Progress(m["desc"].strip(), int(m["n"]), int(m["total"]))
+    except ValueError:
+        return None
+
+
+def split_glued(record: str) -> list[str]:
+    """Split a record whose tqdm bar has the next log line glued on (no newline in between)."""
+    if "/s]" not in record and "/it]" not in record:
+        return [record]
+    out: list[str] = []
+    rest = record
+    while True:
+        m = _BAR_TAIL.search(rest)
+        if m is None or m.end() >= len(rest) or not rest[m.end():].strip():
+            out.append(rest)
+            return out
+        out.append(rest[: m.end()])
+        rest = rest[m.end():]
+
+
+def parse_line(text: str) -> LogRecord:
+    """Parse one record (one physical line, or one ``\\r`` segment). Never raises."""
+    try:
+        return _parse(text)
+    except Exception:  # defensive: a parser bug must never take the dashboard down
+        return LogRecord(raw=text, message=text)
+
+
+def parse_physical_line(text: str) -> list[LogRecord]:
+    """A physical line as a line reader returns it: glued records become separate records."""
+    return [parse_line(part) for part in split_glued(strip_ansi(text))]
+
+
+def _parse(text: str) -> LogRecord:
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    raw = text.rstrip("\r\n")
+    rest = raw
+
+    # Outer wrappers (in any order, at most a few).
+    for _ in range(3):
+        c = rest[:1]
+        if not c or c == "(":
+            break
+        if c.isdigit():
+            m = _DOCKER_TS.match(rest) or _SLURM.match(rest)
+        elif c == "[" and rest.startswith("[pod/"):
+            m = _KUBECTL.match(rest)
+        else:
+            m = None
+        if m is None:
+            break
+        rest = rest[m.end():]
+
+    # Process prefixes, outermost first.
+    role: str | None = None
+    node: str | None = None
+    pid: int | None = None
+    has_prefix = False
+    if rest.startswith("("):
+        while rest.startswith("("):
+            m = _PREFIX.match(rest)
+            if m is not None:
+                name = m["name"]
+                if name:
+                    role = name
+                pid = int(m["pid"])
+                if m["ip"]:
+                    node = m["ip"]
+            else:
+                m = _RAY_SPECIAL.match(rest)
+                if m is None:
+                    break
+                role = m["name"].split(" ", 1)[0]
+                if m["ip"]:
+                    node = m["ip"]
+            has_prefix = True
+            rest = rest[m.end():]
+    elif " pid=" in rest[:160]:
+        m = _CUT_PREFIX.match(rest)
+        if m is not None:
+            role, pid, has_prefix = m["name"], int(m["pid"]), True
+            node = m["ip"] or None
+            rest = rest[m.end():]
+
+    # Several \r-separated updates on one physical line: the last non-empty one is current.
+    if "\r" in rest:
+        segments = [s for s in rest.split("\r") if s.strip()]
+        rest = segments[-1] if segments else ""
+
+    level: str | None = None
+    time: str | None = None
+    seconds: float | None = None
+    source: str | None = None
+    c = rest[:1]
+    m2: re.Match[str] | None = None
+    if c in "DIWEC" and c:
+        m2 = _VLLM_HEADER.match(rest)
+        if m2 is not None:
+            level, time = m2["level"], m2["time"]
+            source = m2["file"] or m2["file2"]
+            seconds = seconds_in_year(time)
+        else:
+            m2 = _UVICORN_HEADER.match(rest)
+            if m2 is not None:
+                level = m2["level"]
+    elif c.isdigit():
+        m2 = _RAY_HEADER.match(rest) or _DASH_HEADER.match(rest)
+        if m2 is not None:
+            level, source = m2["level"], m2["file"]
+            time = f"{m2['date']} {m2['hms']}"
+            seconds = seconds_in_year(f"{m2['md']} {m2['hms']}")
+    elif c == "[":
+        m2 = _GLOG_HEADER.match(rest)
+        if m2 is not None:
+            level, source = _GLOG_LEVEL[m2["lv"]], m2["file"]
+            time = f"{m2['mm']}-{m2['dd']} {m2['hms']}"
+            seconds = seconds_in_year(time)
+    message = rest[m2.end():] if m2 is not None else rest
+
+    repeat = 0
+    if "across cluster]" in message:
+        m3 = _REPEAT.search(message)
+        if m3 is not None:
+            repeat = int(m3["n"])
+            message = message[: m3.start()]
+
+    progress = parse_progress(message) if level is None else None
+    return LogRecord(
+        raw=raw,
+        message=message,
+        level=level,
+        time=time,
+        seconds=seconds,
+        role=role,
+        node=node,
+        pid=pid,
+        repeat=repeat,
+        is_progress=progress is not None,
+        source_file=source,
+        progress=progress,
+        has_prefix=has_prefix,
+    )
