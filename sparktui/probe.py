@@ -1,0 +1,933 @@
+#!/usr/bin/env python3
+"""sparktui node probe: one JSON object per interval on stdout, until its channel closes.
+
+Runs on a DGX Spark (or any Linux node) with nothing but the Python standard library; ``pynvml``
+(package ``nvidia-ml-py``) is used when the node has it. It imports nothing of sparktui, because the
+controller ships this file's text to the node (see ``sparktui/remote/probe_runner.py``).
+
+Cost on the node is kept low on purpose: it runs next to a serving model.
+- No process is spawned per sample. /proc and /sys files stay open and are re-read with ``os.pread``
+  at offset 0 (procfs/sysfs regenerate the text on a read at offset 0).
+- The process list is rescanned every ``--proc-every`` seconds and only new PIDs' cmdlines are read.
+- Containers come from the Docker socket every ``--docker-every`` seconds (the ``docker`` CLI only
+  when the socket is not reachable, and then at most once a minute).
+- Without NVML, ``nvidia-smi`` is started ONCE in its loop mode (``-lms``) and its lines are read as
+  they come, instead of one ``nvidia-smi`` per sample.
+
+Exit: with ``--until-stdin-closes`` (how sparktui starts it) the probe exits as soon as stdin reaches
+EOF, i.e. when the SSH channel (or local pipe) that started it closes; a write to a closed stdout also
+ends it, and on Linux it asks for SIGTERM when its parent dies. ``--count N`` stops after N samples.
+
+Sample (``"v": 1``): ``seq``, ``mono`` (node monotonic s), ``wall`` (Unix s), ``host``, ``interval``,
+``memory`` (unified memory, bytes), ``cpu``, ``gpu``, ``rdma`` (raw sysfs counters; data counters are
+octets/4 — the controller multiplies by 4), ``processes``, ``containers``, ``probe`` (own pid and CPU
+seconds), ``problems`` (path → reason for values that are ``null``; each said once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+SCHEMA_VERSION = 1
+UNIFIED_LABEL = "unified memory"
+
+# Ray and vLLM processes as they show on a node (``ray::`` is the proctitle of Ray workers and actors).
+RAY_DAEMONS = ("raylet", "gcs_server")
+
+
+# ---- problems: a value that cannot be read is null, and its reason is said once ---------------------
+class Problems:
+    def __init__(self) -> None:
+        self._said: dict[str, str] = {}
+        self._new: dict[str, str] = {}
+
+    def note(self, path: str, reason: str) -> None:
+        if self._said.get(path) != reason:
+            self._said[path] = reason
+            self._new[path] = reason
+
+    def clear(self, path: str) -> None:
+        # A value that recovers may fail again later; let that failure be said again.
+        self._said.pop(path, None)
+
+    def drain(self) -> dict[str, str]:
+        out, self._new = self._new, {}
+        return out
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return f"{errno.errorcode.get(exc.errno, exc.errno)}: {exc.strerror}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class OpenFiles:
+    """Files kept open and re-read from offset 0 (one ``pread`` per read, no open/close per sample)."""
+
+    def __init__(self, problems: Problems) -> None:
+        self._fds: dict[str, int] = {}
+        self.problems = problems
+
+    def read(self, path: str, key: str | None = None, size: int = 65536) -> bytes | None:
+        fd = self._fds.get(path)
+        try:
+            if fd is None:
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                self._fds[path] = fd
+            data = os.pread(fd, size, 0)
+        except OSError as exc:
+            if fd is not None:
+                # The device may have gone (driver reload): reopen next time.
+                self._drop(path)
+            self.problems.note(key or path, _reason(exc))
+            return None
+        return data
+
+    def _drop(self, path: str) -> None:
+        fd = self._fds.pop(path, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def drop_under(self, prefix: str) -> None:
+        for path in [p for p in self._fds if p.startswith(prefix)]:
+            self._drop(path)
+
+
+def read_once(path: str, size: int = 65536) -> bytes | None:
+    """Open, read, close: for files read rarely (per new PID, at discovery)."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            return f.read(size)
+    except OSError:
+        return None
+
+
+# ---- memory and CPU --------------------------------------------------------------------------------
+def parse_meminfo(data: bytes) -> dict[str, int]:
+    """``/proc/meminfo`` → bytes (``kB`` lines × 1024; HugePages_* lines are page counts)."""
+    out: dict[str, int] = {}
+    for line in data.split(b"\n"):
+        key, _, rest = line.partition(b":")
+        fields = rest.split()
+        if not fields:
+            continue
+        try:
+            value = int(fields[0])
+        except ValueError:
+            continue
+        out[key.decode("ascii", "replace")] = value * 1024 if len(fields) > 1 else value
+    return out
+
+
+def memory_section(info: dict[str, int] | None, psi: dict[str, Any] | None) -> dict[str, Any]:
+    mem: dict[str, Any] = {"label": UNIFIED_LABEL}
+    if info is None:
+        mem.update(total=None, used=None, available=None, free=None, cached=None, buffers=None,
+                   swap_total=None, swap_used=None, basis="memavailable")
+        return mem
+    total = info.get("MemTotal")
+    available = info.get("MemAvailable")
+    hp_total = info.get("HugePages_Total", 0)
+    hp_free = info.get("HugePages_Free")
+    hp_size = info.get("Hugepagesize")
+    swap_total = info.get("SwapTotal")
+    swap_free = info.get("SwapFree")
+    swap_used = None if swap_total is None or swap_free is None else swap_total - swap_free
+    basis = "memavailable"
+    if hp_total and hp_free is not None and hp_size:
+        # With HugePages reserved, MemAvailable misleads on Spark; NVIDIA's advice: free = HugePages_Free ×
+        # Hugepagesize, and swap reported as 0.
+        basis = "hugepages"
+        available = hp_free * hp_size
+        swap_total, swap_used = 0, 0
+    used = None if total is None or available is None else total - available
+    mem.update(
+        total=total, used=used, available=available, free=info.get("MemFree"), cached=info.get("Cached"),
+        buffers=info.get("Buffers"), swap_total=swap_total, swap_used=swap_used, basis=basis,
+        hugepages_total=hp_total, hugepages_free=hp_free, hugepage_size=hp_size,
+    )
+    mem["pressure"] = psi
+    return mem
+
+
+def parse_psi(data: bytes) -> dict[str, Any]:
+    """``/proc/pressure/memory``: ``some avg10=0.00 avg60=0.00 avg300=0.00 total=0`` (+ ``full``)."""
+    out: dict[str, Any] = {}
+    for line in data.decode("ascii", "replace").splitlines():
+        words = line.split()
+        if not words:
+            continue
+        kind = words[0]
+        for word in words[1:]:
+            name, _, value = word.partition("=")
+            try:
+                if name == "total":
+                    out[f"{kind}_total_us"] = int(value)
+                else:
+                    out[f"{kind}_{name}"] = float(value)
+            except ValueError:
+                continue
+    return out
+
+
+def parse_cpu_times(data: bytes) -> tuple[int, int] | None:
+    """First line of ``/proc/stat`` → (busy, total) jiffies."""
+    first = data.split(b"\n", 1)[0].split()
+    if not first or first[0] != b"cpu":
+        return None
+    vals = [int(v) for v in first[1:9]]   # user nice system idle iowait irq softirq steal
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+    total = sum(vals)
+    return total - idle, total
+
+
+# ---- GPU: NVML ---------------------------------------------------------------------------------------
+class NvmlGpu:
+    """GPU readings through NVML. A call that raises Not Supported is not called again (GB10 memory)."""
+
+    def __init__(self, nv: Any, problems: Problems, proc_root: str, host_mem_total: int | None) -> None:
+        self.nv = nv
+        self.problems = problems
+        self.proc_root = proc_root
+        self.host_mem_total = host_mem_total
+        self.unsupported: dict[str, str] = {}
+        nv.nvmlInit()
+        self.driver = self._call("gpu.driver_version", nv.nvmlSystemGetDriverVersion)
+        count = nv.nvmlDeviceGetCount()
+        self.handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        self.static = [
+            {
+                "index": i,
+                "name": _text(self._call(f"gpu[{i}].name", nv.nvmlDeviceGetName, h)),
+                "uuid": _text(self._call(f"gpu[{i}].uuid", nv.nvmlDeviceGetUUID, h)),
+            }
+            for i, h in enumerate(self.handles)
+        ]
+
+    def _not_supported(self, exc: BaseException) -> bool:
+        code = getattr(self.nv, "NVML_ERROR_NOT_SUPPORTED", 3)
+        return getattr(exc, "value", None) == code or type(exc).__name__ == "NVMLError_NotSupported"
+
+    def _call(self, key: str, fn: Any, *args: Any) -> Any:
+        if key in self.unsupported:
+            return None
+        try:
+            value = fn(*args)
+        except Exception as exc:
+            if self._not_supported(exc):
+                reason = f"NVML: Not Supported ({getattr(fn, '__name__', 'call')})"
+                self.unsupported[key] = reason
+            else:
+                reason = f"NVML: {exc} ({getattr(fn, '__name__', 'call')})"
+            self.problems.note(key, reason)
+            return None
+        self.problems.clear(key)
+        return value
+
+    def sample(self) -> dict[str, Any]:
+        nv = self.nv
+        devices = []
+        for i, h in enumerate(self.handles):
+            d: dict[str, Any] = dict(self.static[i])
+            util = self._call(f"gpu[{i}].util_percent", nv.nvmlDeviceGetUtilizationRates, h)
+            d["util_percent"] = None if util is None else float(util.gpu)
+            temp = self._call(f"gpu[{i}].temperature_c", nv.nvmlDeviceGetTemperature, h,
+                              getattr(nv, "NVML_TEMPERATURE_GPU", 0))
+            d["temperature_c"] = None if temp is None else float(temp)
+            power = self._call(f"gpu[{i}].power_w", nv.nvmlDeviceGetPowerUsage, h)
+            d["power_w"] = None if power is None else power / 1000.0   # NVML gives milliwatts
+            clock = self._call(f"gpu[{i}].sm_clock_mhz", nv.nvmlDeviceGetClockInfo, h,
+                               getattr(nv, "NVML_CLOCK_SM", 1))
+            d["sm_clock_mhz"] = None if clock is None else float(clock)
+            self._memory(i, h, d, util)
+            d["processes"] = self._processes(i, h)
+            devices.append(d)
+        return {"source": "nvml", "devices": devices, "reason": None, "driver_version": _text(self.driver)}
+
+    def _memory(self, i: int, h: Any, d: dict[str, Any], util: Any) -> None:
+        key = f"gpu[{i}].memory_total"
+        info = self._call(key, self.nv.nvmlDeviceGetMemoryInfo, h)
+        d["memory_total"] = d["memory_used"] = d["memory_free"] = None
+        d["memory_unified"] = key in self.unsupported
+        if info is not None:
+            total = int(info.total)
+            if total <= 0:
+                # Some integrated-GPU drivers answer "success" with zeros: unknown, not 0.
+                self.problems.note(key, "NVML: memory info reported 0 bytes (integrated GPU)")
+                d["memory_unified"] = True
+            else:
+                d["memory_total"], d["memory_used"], d["memory_free"] = total, int(info.used), int(info.free)
+                # A driver may report the host's memory as the GPU's: then it is the unified pool.
+                if self.host_mem_total and 0.9 <= total / self.host_mem_total <= 1.1:
+                    d["memory_unified"] = True
+        if d["memory_unified"]:
+            # Memory-controller utilisation means nothing on a unified-memory GPU (GB10 reports 0).
+            d["memory_util_percent"] = None
+            self.problems.note(f"gpu[{i}].memory_util_percent", "unified memory: no separate GPU memory")
+        else:
+            d["memory_util_percent"] = None if util is None else float(util.memory)
+
+    def _processes(self, i: int, h: Any) -> list[dict[str, Any]] | None:
+        procs = self._call(f"gpu[{i}].processes", self.nv.nvmlDeviceGetComputeRunningProcesses, h)
+        if procs is None:
+            return None
+        out = []
+        for p in procs:
+            used = getattr(p, "usedGpuMemory", None)
+            name = read_once(os.path.join(self.proc_root, str(p.pid), "comm"), 256)
+            out.append({
+                "pid": int(p.pid),
+                "name": name.decode("utf-8", "replace").strip() if name else "",
+                # pynvml maps NVML_VALUE_NOT_AVAILABLE to None; keep unknown as null.
+                "used_memory": None if used is None else int(used),
+            })
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.nv.nvmlShutdown()
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+# ---- GPU: nvidia-smi fallback (one long-running child, never one per sample) --------------------------
+SMI_FIELDS = ("index", "name", "uuid", "utilization.gpu", "utilization.memory", "temperature.gpu",
+              "power.draw", "clocks.sm", "memory.total", "memory.used", "memory.free")
+
+
+class SmiGpu:
+    def __init__(self, exe: str, interval: float, problems: Problems) -> None:
+        self.exe = exe
+        self.interval = interval
+        self.problems = problems
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.buf = b""
+        self.latest: dict[int, dict[str, Any]] = {}
+        self.started_at = 0.0
+        self._start()
+
+    def _start(self) -> None:
+        self.started_at = time.monotonic()
+        ms = max(100, int(self.interval * 1000))
+        argv = [self.exe, "--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits",
+                f"-lms={ms}"]
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            assert self.proc.stdout is not None
+            os.set_blocking(self.proc.stdout.fileno(), False)
+        except OSError as exc:
+            self.proc = None
+            self.problems.note("gpu", f"nvidia-smi: {_reason(exc)}")
+
+    def _drain(self) -> None:
+        if self.proc is None or self.proc.stdout is None:
+            if time.monotonic() - self.started_at > 30:
+                self._start()
+            return
+        while True:
+            try:
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                # nvidia-smi ended; start it again, but not more than every 30 s.
+                self.proc.wait()
+                self.proc = None
+                break
+            self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        for line in lines:
+            row = self._row(line.decode("utf-8", "replace"))
+            if row is not None:
+                self.latest[row["index"]] = row
+
+    def _row(self, line: str) -> dict[str, Any] | None:
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != len(SMI_FIELDS):
+            return None
+        vals = dict(zip(SMI_FIELDS, parts, strict=True))
+        try:
+            index = int(vals["index"])
+        except ValueError:
+            return None
+
+        def num(field: str, key: str, scale: float = 1.0) -> float | None:
+            raw = vals[field]
+            try:
+                value = float(raw) * scale
+            except ValueError:
+                self.problems.note(f"gpu[{index}].{key}", f"nvidia-smi: {raw}")
+                return None
+            self.problems.clear(f"gpu[{index}].{key}")
+            return value
+
+        mib = 1024 * 1024
+        total = num("memory.total", "memory_total", mib)
+        row: dict[str, Any] = {
+            "index": index, "name": vals["name"], "uuid": vals["uuid"],
+            "util_percent": num("utilization.gpu", "util_percent"),
+            "temperature_c": num("temperature.gpu", "temperature_c"),
+            "power_w": num("power.draw", "power_w"),
+            "sm_clock_mhz": num("clocks.sm", "sm_clock_mhz"),
+            "memory_total": None if total is None else int(total),
+            "memory_unified": total is None,
+            "processes": None,
+        }
+        used, free = num("memory.used", "memory_used", mib), num("memory.free", "memory_free", mib)
+        row["memory_used"] = None if used is None else int(used)
+        row["memory_free"] = None if free is None else int(free)
+        row["memory_util_percent"] = (None if total is None
+                                      else num("utilization.memory", "memory_util_percent"))
+        self.problems.note(f"gpu[{index}].processes", "per-process GPU memory needs NVML")
+        return row
+
+    def sample(self) -> dict[str, Any]:
+        self._drain()
+        return {"source": "nvidia-smi", "devices": [self.latest[i] for i in sorted(self.latest)],
+                "reason": None if self.latest else "waiting for nvidia-smi", "driver_version": None}
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class NoGpu:
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def sample(self) -> dict[str, Any]:
+        return {"source": "none", "devices": [], "reason": self.reason, "driver_version": None}
+
+    def close(self) -> None:
+        pass
+
+
+def open_gpu(module_name: str, interval: float, problems: Problems, proc_root: str,
+             host_mem_total: int | None) -> NvmlGpu | SmiGpu | NoGpu:
+    why = ""
+    try:
+        import importlib
+
+        nv = importlib.import_module(module_name)
+    except ImportError as exc:
+        why = f"{module_name} not installed ({exc})"
+    else:
+        try:
+            gpu = NvmlGpu(nv, problems, proc_root, host_mem_total)
+        except Exception as exc:
+            why = f"NVML: {exc}"
+        else:
+            if gpu.handles:
+                return gpu
+            gpu.close()
+            return NoGpu("no GPU (NVML found no devices)")
+    exe = _which("nvidia-smi")
+    if exe:
+        problems.note("gpu", f"{why}; using nvidia-smi")
+        return SmiGpu(exe, interval, problems)
+    return NoGpu(f"no GPU: {why}; nvidia-smi not found")
+
+
+def _which(name: str) -> str | None:
+    for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        p = os.path.join(d or ".", name)
+        if os.access(p, os.X_OK) and not os.path.isdir(p):
+            return p
+    return None
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to send SIGTERM when the parent dies (no orphans if the channel vanishes abruptly)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+# ---- RDMA (RoCE / InfiniBand) -------------------------------------------------------------------------
+class RdmaPortReader:
+    def __init__(self, files: OpenFiles, device: str, port: int, base: str, dev_dir: str) -> None:
+        self.files = files
+        self.device = device
+        self.port = port
+        self.base = base
+        self.key = f"rdma.{device}/{port}"
+        self.counters = _listdir(os.path.join(base, "counters"))
+        self.hw_counters = _listdir(os.path.join(base, "hw_counters"))
+        ll = read_once(os.path.join(base, "link_layer"))
+        self.link_layer = ll.decode().strip() if ll else None
+        self.netdev = _netdev(base, dev_dir, port)
+
+    def _text(self, name: str) -> str | None:
+        raw = self.files.read(os.path.join(self.base, name), f"{self.key}.{name}", 256)
+        return None if raw is None else raw.decode("utf-8", "replace").strip()
+
+    def _counter(self, group: str, name: str) -> int | None:
+        key = f"{self.key}.{group}.{name}"
+        raw = self.files.read(os.path.join(self.base, group, name), key, 64)
+        if raw is None:
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            # e.g. "N/A (no PMA)" when the kernel's MAD query failed.
+            self.files.problems.note(key, raw.decode("utf-8", "replace").strip() or "empty")
+            return None
+
+    def sample(self) -> dict[str, Any]:
+        state_id, state = _id_name(self._text("state"))
+        phys_id, phys = _id_name(self._text("phys_state"))
+        rate = self._text("rate")
+        return {
+            "device": self.device, "port": self.port,
+            "state": state, "state_id": state_id, "phys_state": phys, "phys_state_id": phys_id,
+            "rate": rate, "rate_gbps": _rate_gbps(rate), "link_layer": self.link_layer, "netdev": self.netdev,
+            "counters": {n: self._counter("counters", n) for n in self.counters},
+            "hw_counters": {n: self._counter("hw_counters", n) for n in self.hw_counters},
+        }
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _id_name(text: str | None) -> tuple[int | None, str | None]:
+    """``"4: ACTIVE"`` → (4, "ACTIVE")."""
+    if text is None:
+        return None, None
+    head, sep, tail = text.partition(":")
+    try:
+        return (int(head), tail.strip()) if sep else (None, text)
+    except ValueError:
+        return None, text
+
+
+def _rate_gbps(text: str | None) -> float | None:
+    """``"200 Gb/sec (4X HDR)"`` → 200.0."""
+    if not text:
+        return None
+    try:
+        return float(text.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def _netdev(port_dir: str, dev_dir: str, port: int) -> str | None:
+    """The netdev of an RDMA port: the GID table's ``ndevs/0`` (per port), else ``device/net/*``."""
+    raw = read_once(os.path.join(port_dir, "gid_attrs", "ndevs", "0"), 256)
+    if raw and raw.strip():
+        return raw.decode("utf-8", "replace").strip()
+    nets = _listdir(os.path.join(dev_dir, "device", "net"))
+    if len(nets) == 1:
+        return nets[0]
+    for net in nets:
+        dp = read_once(os.path.join(dev_dir, "device", "net", net, "dev_port"), 32)
+        if dp is not None and dp.strip() == str(port - 1).encode():
+            return net
+    return nets[0] if nets else None
+
+
+class Rdma:
+    """All RDMA ports under ``<sys>/class/infiniband``; rediscovered every ``rescan`` seconds."""
+
+    def __init__(self, files: OpenFiles, sys_root: str, rescan: float = 30.0) -> None:
+        self.files = files
+        self.root = os.path.join(sys_root, "class", "infiniband")
+        self.rescan = rescan
+        self.ports: list[RdmaPortReader] = []
+        self.scanned_at = -1e9
+        self.names: tuple[str, ...] = ()
+
+    def _scan(self) -> None:
+        self.scanned_at = time.monotonic()
+        found = []
+        for dev in _listdir(self.root):
+            dev_dir = os.path.join(self.root, dev)
+            for port in _listdir(os.path.join(dev_dir, "ports")):
+                if port.isdigit():
+                    found.append((dev, int(port), os.path.join(dev_dir, "ports", port), dev_dir))
+        if not found:
+            self.files.problems.note("rdma", f"no RDMA devices under {self.root}")
+        names = tuple(f"{d}/{p}" for d, p, _, _ in found)
+        if names != self.names:
+            self.files.drop_under(self.root)
+            self.ports = [RdmaPortReader(self.files, *f) for f in found]
+            self.names = names
+
+    def sample(self) -> list[dict[str, Any]]:
+        if time.monotonic() - self.scanned_at > self.rescan:
+            self._scan()
+        return [p.sample() for p in self.ports]
+
+
+# ---- our processes and containers ---------------------------------------------------------------------
+def classify(argv: list[str], comm: str) -> str | None:
+    """Which of our kinds a process is (Ray daemons, Ray workers, vLLM), or None."""
+    first = argv[0] if argv else comm
+    base = os.path.basename(first.split(" ", 1)[0])
+    if first.startswith("ray::") or comm.startswith("ray::"):
+        return "ray-worker"
+    if base in RAY_DAEMONS:
+        return base
+    if comm in RAY_DAEMONS:
+        return comm
+    # vLLM renames its processes (VLLM::EngineCore, VllmWorker…), which shows in comm.
+    if "vllm" in comm.lower() or first.lower().startswith("vllm::"):
+        return "vllm"
+    # The program, or the script/module a Python runs: ".../bin/vllm serve", "python3 /usr/local/bin/vllm",
+    # "python -m vllm.entrypoints.openai.api_server" — but not "tail -F …/vllm.log".
+    if base == "vllm":
+        return "vllm"
+    if base.startswith("python") and len(argv) > 1:
+        if os.path.basename(argv[1]) == "vllm":
+            return "vllm"
+        if argv[1] == "-m" and len(argv) > 2 and argv[2].split(".")[0] == "vllm":
+            return "vllm"
+    return None
+
+
+class Processes:
+    def __init__(self, proc_root: str, every: float, problems: Problems) -> None:
+        self.root = proc_root
+        self.every = every
+        self.problems = problems
+        self.known: dict[int, dict[str, Any] | None] = {}
+        self.scanned_at = -1e9
+        self.result: list[dict[str, Any]] = []
+        self.me = os.getpid()
+
+    def sample(self) -> list[dict[str, Any]]:
+        if time.monotonic() - self.scanned_at >= self.every:
+            self._scan()
+        return self.result
+
+    def _scan(self) -> None:
+        self.scanned_at = time.monotonic()
+        try:
+            pids = {int(n) for n in os.listdir(self.root) if n.isdigit()}
+        except OSError as exc:
+            self.problems.note("processes", _reason(exc))
+            return
+        for gone in set(self.known) - pids:
+            del self.known[gone]
+        for pid in pids - set(self.known):
+            self.known[pid] = None if pid == self.me else self._identify(pid)
+        out = []
+        for pid in sorted(self.known):
+            info = self.known[pid]
+            if info is None:
+                continue
+            statm = read_once(os.path.join(self.root, str(pid), "statm"), 128)
+            rss = None
+            if statm:
+                try:
+                    rss = int(statm.split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                except (IndexError, ValueError):
+                    rss = None
+            out.append({**info, "rss": rss})
+        self.result = out
+
+    def _identify(self, pid: int) -> dict[str, Any] | None:
+        raw = read_once(os.path.join(self.root, str(pid), "cmdline"), 4096)
+        comm_raw = read_once(os.path.join(self.root, str(pid), "comm"), 256)
+        if raw is None and comm_raw is None:
+            return None
+        argv = [a.decode("utf-8", "replace") for a in (raw or b"").split(b"\0") if a]
+        comm = comm_raw.decode("utf-8", "replace").strip() if comm_raw else ""
+        kind = classify(argv, comm)
+        if kind is None:
+            return None
+        return {"pid": pid, "name": comm or (os.path.basename(argv[0]) if argv else ""), "kind": kind,
+                "cmdline": " ".join(argv)[:300]}
+
+
+class Containers:
+    """Containers whose name starts with the engine prefix: Docker socket first, CLI rarely, else null."""
+
+    def __init__(self, prefix: str, socket_path: str, every: float, problems: Problems) -> None:
+        self.prefix = prefix
+        self.socket_path = socket_path
+        self.every = every
+        self.problems = problems
+        self.next_check = -1e9
+        self.result: list[dict[str, Any]] | None = None
+        self.cli = _which("docker")
+        self.disabled = not prefix
+
+    def _socket(self) -> str | None:
+        candidates = [self.socket_path]
+        host = os.environ.get("DOCKER_HOST", "")
+        if host.startswith("unix://"):
+            candidates.insert(0, host[len("unix://"):])
+        run_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+        candidates.append(os.path.join(run_dir, "docker.sock"))    # rootless Docker
+        return next((c for c in candidates if os.path.exists(c)), None)
+
+    def sample(self) -> list[dict[str, Any]] | None:
+        if self.disabled:
+            return None
+        if time.monotonic() < self.next_check:
+            return self.result
+        sock = self._socket()
+        if sock is not None:
+            self.next_check = time.monotonic() + self.every
+            self.result = self._from_socket(sock)
+        elif self.cli:
+            # The CLI costs tens of ms of CPU per call: at most once a minute, every 5 min after a failure.
+            self.result = self._from_cli()
+            self.next_check = time.monotonic() + (max(self.every, 60.0) if self.result is not None else 300.0)
+        else:
+            self.next_check = time.monotonic() + max(self.every, 60.0)
+            self.problems.note("containers", "docker not found on the node")
+            self.result = None
+        return self.result
+
+    def _keep(self, names: list[str]) -> str | None:
+        for n in names:
+            n = n.lstrip("/")
+            if n.startswith(self.prefix):
+                return n
+        return None
+
+    def _from_socket(self, path: str) -> list[dict[str, Any]] | None:
+        query = json.dumps({"name": [self.prefix]})
+        request = (f"GET /containers/json?all=1&filters={_urlquote(query)} HTTP/1.0\r\n"
+                   "Host: docker\r\n\r\n").encode()
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(2.0)
+                s.connect(path)
+                s.sendall(request)
+                chunks = []
+                while True:
+                    c = s.recv(65536)
+                    if not c:
+                        break
+                    chunks.append(c)
+        except OSError as exc:
+            self.problems.note("containers", f"docker socket {path}: {_reason(exc)}")
+            return None
+        head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+        status = head.split(b"\r\n", 1)[0]
+        if b" 200 " not in status + b" ":
+            self.problems.note("containers", f"docker socket: {status.decode('latin-1')}")
+            return None
+        try:
+            items = json.loads(body)
+        except ValueError:
+            self.problems.note("containers", "docker socket: unreadable answer")
+            return None
+        self.problems.clear("containers")
+        out = []
+        for c in items:
+            name = self._keep(list(c.get("Names") or []))
+            if name:
+                out.append({"name": name, "id": str(c.get("Id", ""))[:12], "image": c.get("Image", ""),
+                            "status": c.get("Status", "")})
+        return out
+
+    def _from_cli(self) -> list[dict[str, Any]] | None:
+        argv = [self.cli or "docker", "ps", "-a", "--filter", f"name={self.prefix}", "--format", "{{json .}}"]
+        try:
+            res = subprocess.run(argv, capture_output=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.problems.note("containers", f"docker ps: {_reason(exc)}")
+            return None
+        if res.returncode != 0:
+            err = res.stderr.decode("utf-8", "replace").strip()[:200]
+            self.problems.note("containers", f"docker ps: {err}")
+            return None
+        out = []
+        for line in res.stdout.decode("utf-8", "replace").splitlines():
+            try:
+                c = json.loads(line)
+            except ValueError:
+                continue
+            name = self._keep(str(c.get("Names", "")).split(","))
+            if name:
+                out.append({"name": name, "id": c.get("ID", ""), "image": c.get("Image", ""),
+                            "status": c.get("Status", "")})
+        return out
+
+
+def _urlquote(text: str) -> str:
+    safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~"
+    return "".join(ch if ch in safe else "".join(f"%{b:02X}" for b in ch.encode()) for ch in text)
+
+
+# ---- the probe ----------------------------------------------------------------------------------------
+class Probe:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.problems = Problems()
+        self.files = OpenFiles(self.problems)
+        self.proc = args.proc_root
+        self.host = socket.gethostname()
+        self.seq = 0
+        info = self._meminfo()
+        self.gpu = open_gpu(args.nvml_module, args.interval, self.problems, self.proc,
+                            info.get("MemTotal") if info else None)
+        self.rdma = Rdma(self.files, args.sys_root)
+        self.processes = Processes(self.proc, args.proc_every, self.problems)
+        self.containers = Containers(args.name_prefix, args.docker_socket, args.docker_every, self.problems)
+        self.cpu_prev = self._cpu_times()
+        self.ncpu = os.cpu_count()
+
+    def _meminfo(self) -> dict[str, int] | None:
+        raw = self.files.read(os.path.join(self.proc, "meminfo"), "memory")
+        return None if raw is None else parse_meminfo(raw)
+
+    def _cpu_times(self) -> tuple[int, int] | None:
+        raw = self.files.read(os.path.join(self.proc, "stat"), "cpu.percent", 4096)
+        return None if raw is None else parse_cpu_times(raw)
+
+    def _psi(self) -> dict[str, Any] | None:
+        raw = self.files.read(os.path.join(self.proc, "pressure", "memory"), "memory.pressure", 512)
+        return None if raw is None else parse_psi(raw)
+
+    def _cpu(self) -> dict[str, Any]:
+        cur = self._cpu_times()
+        percent = None
+        if cur is not None and self.cpu_prev is not None and cur[1] > self.cpu_prev[1]:
+            percent = round(100.0 * (cur[0] - self.cpu_prev[0]) / (cur[1] - self.cpu_prev[1]), 2)
+        if cur is not None:
+            self.cpu_prev = cur
+        load = self.files.read(os.path.join(self.proc, "loadavg"), "cpu.load1", 256)
+        load1 = None
+        if load:
+            try:
+                load1 = float(load.split()[0])
+            except (IndexError, ValueError):
+                load1 = None
+        return {"percent": percent, "count": self.ncpu, "load1": load1}
+
+    def sample(self) -> dict[str, Any]:
+        mono, wall = time.monotonic(), time.time()
+        self.seq += 1
+        out: dict[str, Any] = {"v": SCHEMA_VERSION, "seq": self.seq, "mono": mono, "wall": wall,
+                               "host": self.host, "interval": self.args.interval}
+        out["memory"] = memory_section(self._meminfo(), self._psi())
+        out["cpu"] = self._cpu()
+        try:
+            out["gpu"] = self.gpu.sample()
+        except Exception as exc:   # a GPU fault must not stop memory and RoCE readings
+            self.problems.note("gpu", _reason(exc))
+            out["gpu"] = {"source": "none", "devices": [], "reason": _reason(exc), "driver_version": None}
+        out["rdma"] = self.rdma.sample()
+        out["processes"] = self.processes.sample()
+        out["containers"] = self.containers.sample()
+        t = os.times()
+        out["probe"] = {"pid": os.getpid(), "cpu_s": round(t[0] + t[1], 4)}
+        out["problems"] = self.problems.drain()
+        return out
+
+    def close(self) -> None:
+        self.gpu.close()
+
+
+def _write_all(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(1, view)
+        view = view[n:]
+
+
+def _stdin_closed(until: float) -> bool:
+    """Wait until monotonic ``until``; True as soon as stdin reaches EOF (the channel that started us
+    closed). Anything written to stdin is read and ignored."""
+    while True:
+        left = until - time.monotonic()
+        if left <= 0:
+            return False
+        ready, _, _ = select.select([0], [], [], left)
+        if ready:
+            try:
+                if os.read(0, 65536) == b"":
+                    return True
+            except OSError:
+                return True
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="sparktui-probe",
+                                description=__doc__.split("\n\n")[0] if __doc__ else "")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
+    p.add_argument("--count", type=int, default=0, help="emit N samples then exit (0: until closed)")
+    p.add_argument("--proc-root", default="/proc")
+    p.add_argument("--sys-root", default="/sys")
+    p.add_argument("--nvml-module", default=os.environ.get("SPARKTUI_PROBE_NVML_MODULE", "pynvml"),
+                   help="module used as pynvml (a test double in tests); env SPARKTUI_PROBE_NVML_MODULE")
+    p.add_argument("--name-prefix", default="sparktui",
+                   help="containers whose name starts with this are ours")
+    p.add_argument("--docker-socket", default="/var/run/docker.sock")
+    p.add_argument("--docker-every", type=float, default=10.0, help="seconds between container checks")
+    p.add_argument("--proc-every", type=float, default=5.0, help="seconds between process-list scans")
+    p.add_argument("--until-stdin-closes", action="store_true",
+                   help="exit when stdin reaches EOF (how sparktui runs it over its channel)")
+    args = p.parse_args(argv)
+    if args.interval <= 0:
+        p.error("--interval must be > 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.until_stdin_closes:
+        _die_with_parent()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    probe = Probe(args)
+    try:
+        next_at = time.monotonic()
+        while True:
+            line = json.dumps(probe.sample(), separators=(",", ":")) + "\n"
+            try:
+                _write_all(line.encode())
+            except (BrokenPipeError, OSError):
+                return 0
+            if args.count and probe.seq >= args.count:
+                return 0
+            next_at += args.interval
+            now = time.monotonic()
+            if next_at < now:          # fell behind (suspended, slow read): skip, do not burst
+                next_at = now
+            if args.until_stdin_closes:
+                if _stdin_closed(next_at):
+                    return 0
+            else:
+                time.sleep(next_at - now)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        probe.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Runs the node-side probe over a node's existing transport and turns its lines into ``Sample`` objects.
+
+How the probe gets to the node: ``python3 -c BOOTSTRAP <n> <probe args>`` with the probe's source
+written to its stdin. The tiny constant bootstrap reads exactly ``n`` bytes, compiles and runs them.
+Why this way rather than ``python3 -`` (which reads the script until EOF) or an uploaded file:
+- stdin stays open after the source, so the probe's stdin is the channel's lifeline: when the SSH
+  channel (or the local pipe) closes, the probe sees EOF at once and exits (no orphan), instead of
+  noticing only at its next failed write;
+- nothing is written to the node's disk, so there is no cache to invalidate and the probe always
+  matches the controller's version;
+- the command line stays short and constant (no script text in ``ps`` or in the SSH exec request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+from sparktui.config import NodeConfig
+from sparktui.domain.telemetry import NodeTelemetry, Sample
+from sparktui.remote.transport import LinkPhase, Transport, TransportError
+
+log = logging.getLogger(__name__)
+
+#: Reads exactly argv[1] bytes of source from stdin, then runs it as ``__main__`` with the rest of argv.
+BOOTSTRAP = (
+    "import os,sys\n"
+    "n=int(sys.argv[1]);b=b''\n"
+    "while len(b)<n:\n"
+    " c=os.read(0,n-len(b))\n"
+    " if not c:raise SystemExit('sparktui-probe: source cut short')\n"
+    " b+=c\n"
+    "sys.argv=['sparktui-probe']+sys.argv[2:]\n"
+    "exec(compile(b,'sparktui-probe','exec'),{'__name__':'__main__'})\n"
+)
+
+#: Seconds between restarts of a probe whose channel ended; doubled while it keeps failing.
+RESTART_DELAY = 1.0
+MAX_RESTART_DELAY = 30.0
+
+
+def probe_source() -> bytes:
+    return resources.files("sparktui").joinpath("probe.py").read_bytes()
+
+
+def probe_argv(
+    node: NodeConfig,
+    interval: float,
+    *,
+    count: int = 0,
+    name_prefix: str = "sparktui",
+    follow_stdin: bool = True,
+    extra_args: Sequence[str] = (),
+    source: bytes | None = None,
+) -> list[str]:
+    """The argv that starts the probe on ``node`` (its source goes to stdin)."""
+    src = probe_source() if source is None else source
+    argv = [node.python, "-c", BOOTSTRAP, str(len(src)),
+            "--interval", repr(float(interval)),
+            "--proc-root", node.proc_root, "--sys-root", node.sys_root,
+            "--name-prefix", name_prefix]
+    if count:
+        argv += ["--count", str(count)]
+    if follow_stdin:
+        argv.append("--until-stdin-closes")
+    return [*argv, *extra_args]
+
+
+def parse_line(line: bytes, received: float) -> Sample | None:
+    try:
+        return Sample.from_json(json.loads(line), received=received)
+    except ValueError as exc:   # json.JSONDecodeError is a ValueError
+        log.warning("probe: unreadable line (%s): %.200r", exc, line)
+        return None
+
+
+async def stream_samples(
+    transport: Transport,
+    node: NodeConfig,
+    interval: float,
+    *,
+    name_prefix: str = "sparktui",
+    env: Mapping[str, str] | None = None,
+    extra_args: Sequence[str] = (),
+    on_error: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    restart_delay: float = RESTART_DELAY,
+) -> AsyncIterator[Sample]:
+    """Samples of ``node`` as they arrive, for as long as the caller iterates.
+
+    When the channel ends (transport dropped, probe died), the probe is started again once the
+    transport is connected again. Ends only when the transport is closed. Closing the generator
+    closes the probe's channel, and the probe exits.
+    """
+    source = probe_source()
+    argv = probe_argv(node, interval, name_prefix=name_prefix, extra_args=extra_args, source=source)
+    delay = restart_delay
+    while True:
+        if transport.state.phase is LinkPhase.CLOSED:
+            return
+        try:
+            await transport.wait_connected()
+            proc = await transport.start(argv, env=env)
+        except TransportError as exc:
+            if transport.state.phase is LinkPhase.CLOSED:
+                return
+            _report(on_error, f"{node.name}: probe not started: {exc}")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_RESTART_DELAY)
+            continue
+        got_any = False
+        try:
+            await proc.write(source)
+            buf = b""
+            async for chunk in proc.chunks():
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    sample = parse_line(line, clock())
+                    if sample is not None:
+                        got_any = True
+                        yield sample
+        except (TransportError, OSError, ConnectionError) as exc:
+            log.info("%s: probe channel ended: %s", node.name, exc)
+        finally:
+            proc.terminate()
+        rc: int | None = None
+        with contextlib.suppress(Exception):
+            rc = await asyncio.wait_for(proc.wait(), 5)
+        if got_any:
+            delay = restart_delay
+        else:
+            err = ""
+            with contextlib.suppress(Exception):
+                err = (await asyncio.wait_for(proc.stderr_text(), 2)).strip()
+            _report(on_error, f"{node.name}: probe exited (status {rc}) without a sample: {err[-500:]}")
+            delay = min(delay * 2, MAX_RESTART_DELAY)
+        await asyncio.sleep(delay)
+
+
+def _report(on_error: Callable[[str], None] | None, message: str) -> None:
+    log.warning("%s", message)
+    if on_error is not None:
+        on_error(message)
+
+
+async def sample_once(
+    transport: Transport,
+    node: NodeConfig,
+    *,
+    name_prefix: str = "sparktui",
+    env: Mapping[str, str] | None = None,
+    extra_args: Sequence[str] = (),
+    gap: float = 0.5,
+    timeout: float = 30.0,
+) -> dict[str, Any]:
+    """One reading of ``node`` for ``sparktui status --json``: two samples ``gap`` s apart, so the dict
+    carries rates too (``NodeTelemetry.to_json`` shape plus ``"error"`` when no sample came)."""
+    source = probe_source()
+    argv = probe_argv(node, gap, count=2, name_prefix=name_prefix, follow_stdin=False,
+                      extra_args=extra_args, source=source)
+    telemetry = NodeTelemetry(node.name, rdma_devices=node.rdma_devices)
+    try:
+        result = await transport.run(argv, input=source, timeout=timeout, env=env)
+    except TransportError as exc:
+        return {**telemetry.to_json(), "error": str(exc)}
+    now = time.monotonic()
+    for line in result.stdout.splitlines():
+        sample = parse_line(line.encode(), now)
+        if sample is not None:
+            telemetry.update(sample, now)
+    out = telemetry.to_json()
+    if telemetry.latest is None:
+        out["error"] = (f"probe exited with status {result.returncode}: "
+                        f"{result.stderr.strip()[-500:] or 'no output'}")
+    return out
