@@ -409,7 +409,10 @@ def group_cables(devices: Iterable[str], configured: Sequence[str] = ()) -> tupl
         m = _SPARK_RDMA.match(dev)
         key = f"f{m['func']}" if m else dev
         groups.setdefault(key, []).append(dev)
-    for members in groups.values():
+    # Stable names whatever order sysfs lists them in: the PCI-domain-0 device first (rocep1s0f1 before
+    # roceP2p1s0f1), cables by function number.
+    for key in sorted(groups):
+        members = sorted(groups[key], key=lambda d: (bool(re.match(r"^roceP\d", d)), d))
         cables.append(Cable("+".join(members), tuple(members)))
     return tuple(cables)
 

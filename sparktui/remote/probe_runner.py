@@ -18,7 +18,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -91,7 +91,7 @@ async def stream_samples(
     on_error: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     restart_delay: float = RESTART_DELAY,
-) -> AsyncIterator[Sample]:
+) -> AsyncGenerator[Sample, None]:
     """Samples of ``node`` as they arrive, for as long as the caller iterates.
 
     When the channel ends (transport dropped, probe died), the probe is started again once the
