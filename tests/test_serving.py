@@ -230,6 +230,7 @@ def test_rates_and_window_quantiles_in_every_naming(dialect: str) -> None:
     assert snap.prefix_cache_hit_rate == pytest.approx(0.5)
     assert snap.prefix_cache_hit_rate_lifetime == pytest.approx(1120 / 3200)
     assert snap.history.generation_tokens_per_s == (0.0, 100.0)
+    assert snap.legacy_names == (dialect == "old")
     assert snap.history.kv_cache_usage == (0.0, 0.4)
 
 
@@ -294,3 +295,9 @@ def test_fixture_sample_load_matches_the_033_sample_counts() -> None:
     old = sample_from_text(exposition("both", sample_load()))
     assert new.counters["prompt_tokens"] == old.counters["prompt_tokens"]
     assert new.histograms["itl"].count == old.histograms["itl"].count
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("vllm-*.txt")))
+def test_parsing_only_the_wanted_families_reads_the_same_values(name: str) -> None:
+    text = fixture(name)
+    assert sample_from_text(text) == resolve(parse_metrics(text))

@@ -334,7 +334,7 @@ async def test_watch_process_gone_is_a_crash_at_once(engine_server: LocalServer)
 
 
 async def test_watch_survives_a_bad_metrics_body(engine_server: LocalServer) -> None:
-    engine_server.engine.metrics = lambda: "garbage { not prometheus\n"
+    engine_server.engine.metrics = lambda: "vllm:num_requests_running{engine= not prometheus\n"
     async with EngineApi(engine_server.url) as api:
         watch = ServingWatch(api, ready_at=time.monotonic(), interval=0.05)
         verdict, snap = await watch.poll_once()

@@ -60,6 +60,13 @@ HISTOGRAM_NAMES: Mapping[str, tuple[str, ...]] = {
     "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
 }
 
+#: Exposition names that newer releases replaced (as ``ServingSample.sources`` spells them).
+LEGACY_NAMES: frozenset[str] = frozenset({
+    "vllm:gpu_cache_usage_perc", "vllm:gpu_prefix_cache_hit_rate",
+    "vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total",
+    "vllm:time_per_output_token_seconds",
+})
+
 #: Counters and histograms whose deltas the tracker uses (a decrease of any of them is a reset).
 TRACKED_COUNTERS: tuple[str, ...] = (
     "prompt_tokens", "generation_tokens", "requests_finished", "preemptions",
@@ -100,14 +107,8 @@ class ParsedMetrics:
     counters: Mapping[str, float] = field(default_factory=dict)
     histograms: Mapping[str, Histogram] = field(default_factory=dict)
 
-    @property
-    def family_names(self) -> set[str]:
-        return {*self.gauges, *self.counters, *self.histograms}
-
-    @property
-    def stats_enabled(self) -> bool:
-        """False when no ``vllm:`` family is present: the server runs with ``--disable-log-stats``."""
-        return any(name.startswith("vllm:") for name in self.family_names)
+    #: False when no ``vllm:`` family is present: the server runs with ``--disable-log-stats``.
+    stats_enabled: bool = True
 
 
 class MetricsParseError(ValueError):
@@ -118,18 +119,43 @@ def _le(value: str) -> float:
     return math.inf if value in ("+Inf", "Inf", "inf") else float(value)
 
 
-def parse_metrics(text: str, model_name: str | None = None) -> ParsedMetrics:
-    """Parse Prometheus text. With ``model_name``, samples labelled with another model are left out."""
+def _only_families(text: str, prefixes: tuple[str, ...]) -> str:
+    """The lines of the families whose names start with one of ``prefixes`` (comments included).
+
+    A full 0.33 scrape is ~650 lines, mostly histograms the panel never shows; handing only the wanted
+    families to the parser makes a scrape about ten times cheaper. Values are still read by the parser.
+    """
+    kept = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            name = parts[2] if len(parts) > 2 and parts[1] in ("HELP", "TYPE") else ""
+        else:
+            name = line
+        if name.startswith(prefixes):
+            kept.append(line)
+    kept.append("")
+    return "\n".join(kept)
+
+
+def parse_metrics(
+    text: str, model_name: str | None = None, families: Iterable[str] | None = None
+) -> ParsedMetrics:
+    """Parse Prometheus text. With ``model_name``, samples labelled with another model are left out;
+    with ``families``, only families whose names start with one of those are parsed."""
+    stats_enabled = any(line.startswith("vllm:") for line in text.splitlines())
+    if families is not None:
+        text = _only_families(text, tuple(families))
     gauges: dict[str, list[float]] = {}
     counters: dict[str, float] = {}
     hist_buckets: dict[str, dict[float, float]] = {}
     hist_count: dict[str, float] = {}
     hist_sum: dict[str, float] = {}
     try:
-        families = list(text_string_to_metric_families(text))
+        metric_families = list(text_string_to_metric_families(text))
     except ValueError as exc:
         raise MetricsParseError(f"not Prometheus text: {exc}") from exc
-    for family in families:
+    for family in metric_families:
         for sample in family.samples:
             if model_name is not None and sample.labels.get("model_name", model_name) != model_name:
                 continue
@@ -167,7 +193,7 @@ def parse_metrics(text: str, model_name: str | None = None) -> ParsedMetrics:
         for base, buckets in hist_buckets.items()
         if buckets
     }
-    return ParsedMetrics({k: tuple(v) for k, v in gauges.items()}, counters, histograms)
+    return ParsedMetrics({k: tuple(v) for k, v in gauges.items()}, counters, histograms, stats_enabled)
 
 
 # ---- layer 2: canonical names ---------------------------------------------------------------------
@@ -233,8 +259,18 @@ def resolve(parsed: ParsedMetrics) -> ServingSample:
     )
 
 
+#: Every family the name map can read (prefixes: a histogram's ``_bucket``/``_sum`` lines match too).
+WANTED_FAMILIES: tuple[str, ...] = tuple(sorted({
+    *(n for names in GAUGE_NAMES.values() for n in names),
+    *(n for names in COUNTER_NAMES.values() for n in names),
+    *(n for pair in PREFIX_CACHE_PAIRS for n in pair),
+    *(n for names in HISTOGRAM_NAMES.values() for n in names),
+}))
+
+
 def sample_from_text(text: str, model_name: str | None = None) -> ServingSample:
-    return resolve(parse_metrics(text, model_name))
+    """One ``/metrics`` body → canonical sample (parses only the families the panel uses)."""
+    return resolve(parse_metrics(text, model_name, WANTED_FAMILIES))
 
 
 # ---- math -----------------------------------------------------------------------------------------
@@ -330,6 +366,11 @@ class ServingSnapshot:
     @property
     def kv_cache_usage_percent(self) -> float | None:
         return None if self.kv_cache_usage is None else self.kv_cache_usage * 100.0
+
+    @property
+    def legacy_names(self) -> bool:
+        """True when some figure came from a name newer vLLM releases renamed (an older server)."""
+        return any(name in LEGACY_NAMES for name in self.sources.values())
 
 
 class ServingTracker:
