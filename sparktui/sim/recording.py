@@ -148,9 +148,11 @@ def _classify(physical: list[str]) -> list[RecordedLine]:
 
 
 def _is_ray_prefix(m: re.Match[str]) -> bool:
-    return m.group("pre").startswith("\x1b[36m") or m.group("ip") is not None or m.group(
-        "name"
-    ) in _RAY_ACTOR_NAMES
+    return (
+        m.group("pre").startswith("\x1b[36m")
+        or m.group("ip") is not None
+        or m.group("name") in _RAY_ACTOR_NAMES
+    )
 
 
 def _worker_line(offset: float, body: str, prefix: re.Match[str], raw: str) -> RecordedLine:

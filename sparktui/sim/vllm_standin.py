@@ -1,0 +1,621 @@
+"""A faithful stand-in for `vllm serve … --distributed-executor-backend ray` (no GPU, no model).
+
+    python -m sparktui.sim.vllm_standin serve MODEL --tensor-parallel-size 2 \
+        --distributed-executor-backend ray --host 0.0.0.0 --port 8000 [other vLLM flags]
+
+What is real: the Ray cluster it joins (``RAY_ADDRESS`` or ``auto``), the STRICT_SPREAD placement group
+with one ``{"GPU": 1}`` bundle per rank (so a missing worker node leaves it waiting, printing vLLM's
+placement-group lines, exactly as vLLM does), one ``RayWorkerWrapper`` actor per bundle, and Ray's log
+forwarding: the worker lines of a recorded real vLLM start-up are printed *by those actors*, so they reach
+this process's output through Ray with Ray's own ``(RayWorkerWrapper pid=…, ip=…)`` prefixes. The head
+prints the recording's head lines itself. When the replay reaches uvicorn's "Application startup
+complete." it serves `/health`, `/v1/models`, `/metrics` and `/v1/chat/completions` (`standin_http`).
+
+Stand-in options (flags, or environment for launchers that pass only vLLM's flags):
+
+  --standin-pace SECONDS        SPARKTUI_STANDIN_PACE         start-up replay length (default 60)
+  --standin-fail KIND           SPARKTUI_STANDIN_FAIL         oom | nccl | crash_after_ready[:SECONDS]
+  --standin-metrics-dialect D   SPARKTUI_STANDIN_METRICS      old | new metric names (default: by recording)
+  --standin-recording NAME      SPARKTUI_STANDIN_RECORDING    a name from sparktui.sim.recording
+  --standin-pg-timeout SECONDS  SPARKTUI_STANDIN_PG_TIMEOUT   vLLM's PG wait limit (default 1800)
+  --standin-pg-wait-scale X     SPARKTUI_STANDIN_PG_WAIT_SCALE  shrink vLLM's 10,30,70,… s wait cadence
+  --standin-seq                 SPARKTUI_STANDIN_SEQ=1        " [seq=N]" on every line we print, and
+                                                              heartbeat lines during weight loading
+  --standin-serving-logs        SPARKTUI_STANDIN_SERVING_LOGS=1  the periodic stats line even when idle
+  --standin-stats-interval S    SPARKTUI_STANDIN_STATS_INTERVAL  stats line period (default 10, vLLM's)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from sparktui.sim import standin_script as script
+from sparktui.sim.recording import DEFAULT_RECORDING, RecordedLine, load_recording
+from sparktui.sim.standin_http import ServedModel, StandinHTTPServer
+from sparktui.sim.standin_metrics import DIALECTS, Dialect, ServingMetrics
+
+SHUTDOWN_DEADLINE_SECONDS = 2.5
+SEQ_HEARTBEAT_SECONDS = 0.25
+
+# vLLM flags the stand-in understands; every other flag is accepted and ignored, like a vLLM that
+# happens to support it. (Value-taking unknown flags keep their value: "--max-model-len 32768".)
+_BOOL_FLAGS = {
+    "--trust-remote-code",
+    "--enforce-eager",
+    "--enable-prefix-caching",
+    "--no-enable-prefix-caching",
+    "--disable-log-requests",
+    "--disable-log-stats",
+    "--enable-chunked-prefill",
+    "--no-enable-chunked-prefill",
+    "--enable-auto-tool-choice",
+    "--disable-custom-all-reduce",
+    "--headless",
+    "--enable-expert-parallel",
+    "--disable-frontend-multiprocessing",
+    "--enable-log-requests",
+    "--no-use-tqdm-on-load",
+    "--disable-uvicorn-access-log",
+    "--enable-server-load-tracking",
+    "--enable-sleep-mode",
+}
+
+
+class VllmArgumentParser(argparse.ArgumentParser):
+    """argparse with vLLM's usage line and error shape (``vllm serve: error: …``, exit 2)."""
+
+
+def build_parser() -> VllmArgumentParser:
+    parser = VllmArgumentParser(
+        prog="vllm serve",
+        usage="vllm serve [model_tag] [options]",
+        description="Launch a local OpenAI-compatible API server to serve LLM "
+        "completions via HTTP. (sparktui stand-in engine)",
+    )
+    parser.add_argument("model_tag", nargs="?", help="The model tag to serve")
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    parser.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    parser.add_argument(
+        "--distributed-executor-backend", choices=["ray", "mp", "uni", "external_launcher"], default=None
+    )
+    parser.add_argument("--host", default=None)
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--served-model-name", nargs="+", default=None)
+    parser.add_argument("--max-model-len", type=_human_int, default=None)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    s = parser.add_argument_group("stand-in")
+    s.add_argument("--standin-pace", type=float, default=_env_float("SPARKTUI_STANDIN_PACE", 60.0))
+    s.add_argument("--standin-fail", default=os.environ.get("SPARKTUI_STANDIN_FAIL") or None)
+    s.add_argument(
+        "--standin-metrics-dialect",
+        choices=DIALECTS,
+        default=os.environ.get("SPARKTUI_STANDIN_METRICS") or None,
+    )
+    s.add_argument(
+        "--standin-recording", default=os.environ.get("SPARKTUI_STANDIN_RECORDING") or DEFAULT_RECORDING
+    )
+    s.add_argument(
+        "--standin-pg-timeout", type=float, default=_env_float("SPARKTUI_STANDIN_PG_TIMEOUT", 1800.0)
+    )
+    s.add_argument(
+        "--standin-pg-wait-scale", type=float, default=_env_float("SPARKTUI_STANDIN_PG_WAIT_SCALE", 1.0)
+    )
+    s.add_argument("--standin-seq", action="store_true", default=_env_flag("SPARKTUI_STANDIN_SEQ"))
+    s.add_argument(
+        "--standin-serving-logs", action="store_true", default=_env_flag("SPARKTUI_STANDIN_SERVING_LOGS")
+    )
+    s.add_argument(
+        "--standin-stats-interval", type=float, default=_env_float("SPARKTUI_STANDIN_STATS_INTERVAL", 10.0)
+    )
+    return parser
+
+
+def _human_int(value: str) -> int:
+    # vLLM accepts "32768", "32k", "1M" for --max-model-len.
+    v = value.strip().lower()
+    mult = {"k": 1000, "m": 1_000_000}.get(v[-1:], 1)
+    return int(float(v[:-1] if mult > 1 else v) * mult)
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw else default
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = build_parser()
+    argv = list(argv)
+    if not argv or argv[0] != "serve":
+        top = argparse.ArgumentParser(
+            prog="vllm", usage="vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."
+        )
+        top.error(
+            "argument subparser: invalid choice: "
+            f"{argv[0] if argv else ''!r} (choose from 'chat', 'complete', 'serve', 'bench', "
+            "'collect-env', 'run-batch')"
+        )
+    args, unknown = parser.parse_known_args(argv[1:])
+    for item in unknown:
+        if item.startswith("-") and item.split("=", 1)[0] not in _BOOL_FLAGS and not item.startswith("--"):
+            parser.error(f"unrecognized arguments: {item}")
+    args.model = args.model_tag or args.model
+    if not args.model:
+        parser.error("the following arguments are required: model_tag")
+    if args.tensor_parallel_size < 1 or args.pipeline_parallel_size < 1:
+        parser.error("argument --tensor-parallel-size/-tp: must be a positive integer")
+    fail = args.standin_fail
+    if fail and fail.split(":", 1)[0] not in ("oom", "nccl", "crash_after_ready", "placement"):
+        parser.error(
+            f"argument --standin-fail: invalid choice: {fail!r} (choose from 'oom', 'nccl', "
+            "'crash_after_ready[:SECONDS]', 'placement')"
+        )
+    return args
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+class LineWriter:
+    """Writes whole lines atomically to a stream shared with Ray's log-forwarding thread.
+
+    Ray prints forwarded worker output with ``print()`` (text, then newline: two writes) from its own
+    thread; our lines must never land between the two. Installed as ``sys.stdout``/``sys.stderr``, it
+    collects each thread's partial writes and emits complete lines under one lock.
+    """
+
+    _lock = threading.Lock()
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._partial: dict[int, str] = {}
+
+    def write(self, text: str) -> int:
+        ident = threading.get_ident()
+        with self._lock:
+            buf = self._partial.get(ident, "") + text
+            if "\n" in buf:
+                complete, _, rest = buf.rpartition("\n")
+                self._stream.write(complete + "\n")
+                self._stream.flush()
+                buf = rest
+            self._partial[ident] = buf
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class Stopped(Exception):
+    """SIGINT/SIGTERM arrived: unwind to the shutdown path."""
+
+
+@dataclasses.dataclass
+class Worker:
+    handle: Any
+    node_ip: str
+    pid: int
+    on_driver_node: bool
+
+
+class StandinEngine:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.pid = os.getpid()
+        self.lines = load_recording(args.standin_recording)
+        self.anchors = script.find_anchors(self.lines)
+        dialect = script.detect_dialect(self.lines)
+        self.dialect = dataclasses.replace(
+            dialect,
+            api_prefix=dialect.api_prefix.format(pid=self.pid),
+            engine_prefix=dialect.engine_prefix.format(pid=self.pid),
+        )
+        self.world = args.tensor_parallel_size * args.pipeline_parallel_size
+        self.served = list(args.served_model_name or [args.model])
+        self.max_model_len = args.max_model_len or self.dialect.recorded_max_len or 32768
+        self.rewrite = script.Rewriter(
+            self.dialect,
+            args.model,
+            self.served[0],
+            args.tensor_parallel_size,
+            args.pipeline_parallel_size,
+            args.host,
+            args.port,
+            self.pid,
+            args.max_model_len,
+        )
+        fail = (args.standin_fail or "").split(":", 1)
+        self.fail = fail[0]
+        self.fail_after = float(fail[1]) if len(fail) > 1 and fail[1] else 5.0
+        metrics_dialect: Dialect = args.standin_metrics_dialect or (
+            "old" if script.version_tuple(self.dialect.version) < (0, 9) else "new"
+        )
+        self.metrics = ServingMetrics(
+            metrics_dialect,
+            self.served[0],
+            self.max_model_len,
+            {"num_gpu_blocks": "25588", "gpu_memory_utilization": str(args.gpu_memory_utilization)},
+        )
+        self.stop = threading.Event()
+        self.seq = 0
+        self.seq_lock = threading.Lock()
+        self.ray: Any = None
+        self.pg: Any = None
+        self.workers: list[Worker] = []
+        self.http: StandinHTTPServer | None = None
+        self.serving = False
+        self.started = time.monotonic()
+
+    # -- output -------------------------------------------------------------------------------------
+    def _mark(self, text: str) -> str:
+        if not self.args.standin_seq:
+            return text
+        with self.seq_lock:
+            self.seq += 1
+            return f"{text} [seq={self.seq}]"
+
+    def head(self, text: str) -> None:
+        sys.stdout.write(self._mark(text) + "\n")
+
+    def to_worker(self, worker: Worker, texts: list[str]) -> None:
+        # Fire and forget: the actor prints, Ray forwards. Each line is marked here, in replay order.
+        worker.handle.emit.remote([self._mark(t) for t in texts])
+
+    # -- run ----------------------------------------------------------------------------------------
+    def run(self) -> int:
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        try:
+            self._bind()
+            self._replay_until_pg()
+            self._connect_ray()
+            if not self._place():
+                return 1
+            self._start_workers()
+            result = self._replay_startup()
+            if result is not None:
+                return result
+            return self._serve()
+        except Stopped:
+            return self._shutdown(0 if self.serving else 1)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if not self.stop.is_set():
+            self.stop.set()
+            # Never linger: a wedged Ray call must not keep a stopped engine alive.
+            killer = threading.Timer(SHUTDOWN_DEADLINE_SECONDS, lambda: os._exit(1))
+            killer.daemon = True
+            killer.start()
+            raise Stopped
+
+    def _sleep_until(self, deadline: float) -> None:
+        delay = deadline - time.monotonic()
+        if delay > 0 and self.stop.wait(delay):
+            raise Stopped
+
+    def _bind(self) -> None:
+        model = ServedModel(
+            self.served,
+            self.args.model,
+            self.max_model_len,
+            self.dialect.version,
+            self.metrics,
+            self._access_log,
+        )
+        host = self.args.host or "0.0.0.0"
+        try:
+            self.http = StandinHTTPServer(host, self.args.port, model)
+            self.http.bind_early()
+        except OSError as exc:
+            self.head(f"{self.dialect.api_prefix}OSError: [Errno {exc.errno}] {exc.strerror}")
+            raise SystemExit(1) from exc
+
+    def _access_log(self, line: str) -> None:
+        self.head(self.dialect.api_prefix + line)
+
+    def _replay_until_pg(self) -> None:
+        lines = self.lines[: self.anchors.pg_create]
+        offsets = self._pace_offsets(0, self.anchors.pg_create)
+        start = time.monotonic()
+        for line, at in zip(lines, offsets, strict=True):
+            if script.is_ray_connect(line):
+                continue
+            self._sleep_until(start + at)
+            if line.role == "head":
+                self.head(self.rewrite(line.text))
+
+    def _pace_offsets(self, begin: int, end: int) -> list[float]:
+        total = script.compressed_offsets(self.lines, 0, self.anchors.end, self.args.standin_pace)
+        return [t - (total[begin] if begin < len(total) else 0.0) for t in total[begin:end]]
+
+    def _connect_ray(self) -> None:
+        import ray
+
+        self.ray = ray
+        if self.args.standin_seq:
+            # Ray's de-duplication drops lines that differ only in numbers ("[seq=17]"): a sequence
+            # check needs every line.
+            os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+        address = os.environ.get("RAY_ADDRESS") or "auto"
+        ray.init(address=address, log_to_driver=True, logging_level=logging.INFO)
+
+    def _place(self) -> bool:
+        from ray.util.placement_group import placement_group
+
+        ray = self.ray
+        pg_line = self.lines[self.anchors.pg_create]
+        if script._PG_CREATE.search(pg_line.text):
+            self.head(self.rewrite(pg_line.text))
+        driver_ip = ray.util.get_node_ip_address()
+        specs = script.placement_specs(self.dialect, self.world, driver_ip)
+        self.pg = placement_group(specs, strategy="STRICT_SPREAD")
+        ready_ref = self.pg.ready()
+        began = time.monotonic()
+        scale = max(self.args.standin_pg_wait_scale, 1e-3)
+        timeout = self.args.standin_pg_timeout
+        interval = 10.0
+        # vLLM: ray.wait(timeout=interval) with the interval doubling, one INFO line per miss, and the
+        # deadline only checked between waits. Waits are sliced so a signal is handled promptly.
+        while (time.monotonic() - began) / scale < timeout:
+            deadline = time.monotonic() + interval * scale
+            while time.monotonic() < deadline:
+                if self.stop.is_set():
+                    raise Stopped
+                ready, _ = ray.wait([ready_ref], timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+                if ready:
+                    return True
+            interval *= 2
+            waited = int((time.monotonic() - began) / scale)
+            self.head(script.pg_wait_line(self.dialect, waited, repr(specs)))
+        ready, _ = ray.wait([ready_ref], timeout=0)
+        if ready:
+            return True
+        for line in script.engine_failure(
+            self.dialect, "ValueError", script.pg_timeout_message(repr(specs), int(timeout))
+        ):
+            self.head(line)
+        self._release()
+        return False
+
+    def _start_workers(self) -> None:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        ray = self.ray
+        actor_cls = ray.remote(num_cpus=0, num_gpus=1)(RayWorkerWrapper)
+        handles = [
+            actor_cls.options(
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    placement_group=self.pg,
+                    placement_group_capture_child_tasks=True,
+                    placement_group_bundle_index=i,
+                )
+            ).remote()
+            for i in range(self.world)
+        ]
+        driver_ip = ray.util.get_node_ip_address()
+        infos = ray.get([h.info.remote() for h in handles])
+        self.workers = [
+            Worker(h, ip, pid, ip == driver_ip) for h, (ip, pid) in zip(handles, infos, strict=True)
+        ]
+
+    def _route(self, line: RecordedLine, assignment: dict[str, Worker]) -> Worker:
+        """Which of our actors prints a recorded worker line: local ones on the driver's node, remote ones
+        spread over the other nodes in order of first appearance."""
+        key = line.source or ""
+        if key not in assignment:
+            local = [w for w in self.workers if w.on_driver_node] or self.workers
+            remote = [w for w in self.workers if not w.on_driver_node] or local
+            pool = remote if line.remote else local
+            used = sum(1 for k, w in assignment.items() if w in pool and k)
+            assignment[key] = pool[used % len(pool)]
+        return assignment[key]
+
+    def _replay_startup(self) -> int | None:
+        a = self.anchors
+        offsets = self._pace_offsets(a.pg_create + 1, a.end)
+        start = time.monotonic()
+        assignment: dict[str, Worker] = {}
+        last_heartbeat = start
+        in_weights = False
+        for index, at in zip(range(a.pg_create + 1, a.end), offsets, strict=True):
+            line = self.lines[index]
+            if self.args.standin_seq and in_weights:
+                # Extra lines while "loading weights", so a log follower has something to lose.
+                while start + at - last_heartbeat > SEQ_HEARTBEAT_SECONDS:
+                    last_heartbeat += SEQ_HEARTBEAT_SECONDS
+                    self._sleep_until(last_heartbeat)
+                    self.head(
+                        script.stamp(
+                            "INFO",
+                            "standin.py:1",
+                            "weight loading in progress (stand-in heartbeat)",
+                            self.dialect.engine_prefix,
+                        )
+                    )
+            self._sleep_until(start + at)
+            last_heartbeat = max(last_heartbeat, time.monotonic())
+            if index == a.weights_start:
+                in_weights = True
+            if a.weights_end is not None and index >= a.weights_end:
+                in_weights = False
+            if self.fail == "nccl" and index == a.dist:
+                return self._fail_nccl()
+            if self.fail == "oom" and index == a.kv:
+                return self._fail_oom()
+            if script.is_ray_connect(line) or (a.ready is not None and index == a.ready):
+                continue
+            text = self.rewrite(line.text)
+            if line.role == "worker":
+                self.to_worker(self._route(line, assignment), [text])
+            else:
+                self.head(text)
+        return None
+
+    def _fail_nccl(self) -> int:
+        remote = [w for w in self.workers if not w.on_driver_node] or self.workers
+        self.to_worker(
+            remote[0],
+            script.worker_method_error(self.dialect, "init_device", "RuntimeError", script.NCCL_MESSAGE),
+        )
+        time.sleep(1.0)  # let Ray forward the worker's traceback before the head's, as in real logs
+        for line in script.engine_failure(self.dialect, "RuntimeError", script.NCCL_MESSAGE):
+            self.head(line)
+        self._release()
+        return 1
+
+    def _fail_oom(self) -> int:
+        for line in script.engine_failure(
+            self.dialect, "ValueError", script.oom_message(self.dialect, self.max_model_len)
+        ):
+            self.head(line)
+        self._release()
+        return 1
+
+    # -- serving ------------------------------------------------------------------------------------
+    def _serve(self) -> int:
+        api = self.dialect.api_prefix
+        if self.anchors.ready is None:
+            self.head(script.uvicorn(f"Started server process [{self.pid}]", api))
+            self.head(script.uvicorn("Waiting for application startup.", api))
+        assert self.http is not None
+        self.http.start_serving()
+        self.serving = True
+        self.head(script.uvicorn("Application startup complete.", api))
+        crash_at = time.monotonic() + self.fail_after if self.fail == "crash_after_ready" else None
+        interval = max(0.1, self.args.standin_stats_interval)
+        next_stats = time.monotonic() + interval
+        last_prompt, last_gen = self._token_totals()
+        was_busy = False
+        while True:
+            wake = min(next_stats, crash_at) if crash_at is not None else next_stats
+            self._sleep_until(wake)
+            if crash_at is not None and time.monotonic() >= crash_at:
+                return self._crash()
+            prompt, gen = self._token_totals()
+            busy = prompt > last_prompt or gen > last_gen or self.metrics.running > 0
+            # vLLM logs the stats line at DEBUG when this and the previous interval were idle.
+            if busy or was_busy or self.args.standin_serving_logs:
+                for text in self._stats_lines((prompt - last_prompt) / interval, (gen - last_gen) / interval):
+                    self.head(text)
+            was_busy = busy
+            last_prompt, last_gen = prompt, gen
+            next_stats += interval
+
+    def _token_totals(self) -> tuple[float, float]:
+        values = {s.name: s.value for m in self.metrics.registry.collect() for s in m.samples}
+        return values.get("vllm:prompt_tokens_total", 0.0), values.get("vllm:generation_tokens_total", 0.0)
+
+    def _stats_lines(self, prompt_tps: float, gen_tps: float) -> list[str]:
+        running = self.metrics.running
+        if self.dialect.v1:
+            return [
+                script.stamp(
+                    "INFO",
+                    "loggers.py:123",
+                    f"Engine 000: Avg prompt throughput: {prompt_tps:.1f} tokens/s, Avg generation "
+                    f"throughput: {gen_tps:.1f} tokens/s, Running: {running} reqs, Waiting: 0 reqs, "
+                    f"GPU KV cache usage: {1.9 * running:.1f}%, Prefix cache hit rate: 0.0%",
+                    self.dialect.api_prefix,
+                )
+            ]
+        return [
+            script.stamp(
+                "INFO",
+                "metrics.py:488",
+                f"Avg prompt throughput: {prompt_tps:.1f} tokens/s, Avg generation throughput: "
+                f"{gen_tps:.1f} tokens/s, Running: {running} reqs, Swapped: 0 reqs, Pending: 0 reqs, "
+                f"GPU KV cache usage: {1.9 * running:.1f}%, CPU KV cache usage: 0.0%.",
+            ),
+            script.stamp("INFO", "metrics.py:504", "Prefix cache hit rate: GPU: 0.00%, CPU: 0.00%"),
+        ]
+
+    def _crash(self) -> int:
+        if self.http is not None:
+            self.http.stop()
+        self.serving = False
+        for line in script.crash_lines(self.dialect):
+            self.head(line)
+        self._release()
+        return 1
+
+    # -- teardown -----------------------------------------------------------------------------------
+    def _shutdown(self, code: int) -> int:
+        if self.http is not None and self.serving:
+            self.http.stop()
+        for line in script.shutdown_lines(self.dialect, self.serving, self.pid, bool(self.workers)):
+            self.head(line)
+        self._release()
+        return code
+
+    def _release(self) -> None:
+        if self.http is not None:
+            with contextlib.suppress(OSError):
+                self.http.server_close()
+        ray = self.ray
+        if ray is None:
+            return
+        try:
+            from ray.util.placement_group import remove_placement_group
+
+            for w in self.workers:
+                ray.kill(w.handle)
+            if self.pg is not None:
+                remove_placement_group(self.pg)
+        except Exception:
+            pass
+        time.sleep(0.3)  # let the log monitor flush the last forwarded lines
+        ray.shutdown()
+
+
+class RayWorkerWrapper:
+    """The actor class; Ray prefixes its output with this class name, as for vLLM's own workers."""
+
+    def info(self) -> tuple[str, int]:
+        import ray
+
+        return ray.util.get_node_ip_address(), os.getpid()
+
+    def emit(self, lines: list[str]) -> None:
+        for line in lines:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    sys.stdout = LineWriter(sys.stdout)
+    sys.stderr = LineWriter(sys.stderr)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    engine = StandinEngine(args)
+    try:
+        return engine.run()
+    finally:
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
