@@ -1,15 +1,38 @@
-"""`sparktui timeline` (placeholder until its issue lands)."""
+"""`sparktui timeline LOGFILE [--json]`: read a vLLM log, print its init-stage timeline, facts, failure.
+
+Exit status: 0 when the log shows a ready server or a start still under way, 1 when it failed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-from sparktui.commands.common import not_implemented
+from sparktui.commands.common import print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("logfile", metavar="LOGFILE", help="the vLLM log to read (- for stdin)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--nodes", type=int, default=None, metavar="N",
+                        help="nodes the engine spans: a per-node stage is done when all N reported")
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("timeline")
+    from sparktui.domain.logs.timeline import render_human, timeline_from_bytes
+
+    try:
+        if args.logfile == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(args.logfile, "rb") as fh:
+                data = fh.read()
+    except OSError as exc:
+        print(f"sparktui timeline: cannot read {args.logfile}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    snap = timeline_from_bytes(data, expected_nodes=args.nodes)
+    if args.json:
+        print_json(snap.to_json())
+    else:
+        print(render_human(snap))
+    return 1 if snap.outcome == "failed" else 0

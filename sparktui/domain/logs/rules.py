@@ -1,0 +1,227 @@
+"""Startup rules: which message means which stage event, written from vLLM's format strings by version.
+
+Each rule has a *keyword* (a literal substring that every message the rule can match contains) and an
+optional regex. The keyword is the fast path: a message is only tried against the regexes of the
+rules whose keyword it contains, and a bulk reader first finds candidate lines with ``str.find`` on
+whole blocks of text (see :mod:`.stages`). Version ranges are in the comments; the reference is the
+project's ``vllm-log-lines.md`` (§3 stage table, §8 regex set).
+
+Events:
+  start      the stage is under way            progress   it moved (optionally with done/total)
+  done       finished (printed once, by the EngineCore or API server)
+  node_done  finished on one node (printed per node or rank: wait for every expected node)
+  fact       facts only                        skip       ``--enforce-eager``: compile + cuda_graphs
+  ready      uvicorn "Application startup complete"
+  serving    evidence of serving (access log, stats line) for captures without uvicorn's startup lines
+Special handlers are named after the data they parse (``config``, ``args``, ``ranks``, ``pg_wait``, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+STAGES = (
+    "config", "placement", "distributed", "weights", "compile", "kv_cache", "cuda_graphs", "engine", "api",
+)
+STAGE_INDEX = {name: i for i, name in enumerate(STAGES)}
+
+# (regex group, fact key, "int" | "float" | "str", overwrite?)
+FactSpec = tuple[str, str, str, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    keyword: str
+    pattern: re.Pattern[str] | None
+    stage: str | None
+    event: str
+    facts: tuple[FactSpec, ...] = ()
+
+
+def _r(name: str, keyword: str, pattern: str | None, stage: str | None, event: str,
+       *facts: FactSpec) -> Rule:
+    return Rule(name, keyword, re.compile(pattern) if pattern else None, stage, event, tuple(facts))
+
+
+_NUM = r"(?P<{}>-?\d[\d,]*(?:\.\d+)?)"
+
+
+def _n(group: str) -> str:
+    return _NUM.format(group)
+
+
+RULES: tuple[Rule, ...] = (
+    # --- config (API server, then EngineCore) -----------------------------------------------------
+    _r("api_version", "vLLM API server version", r"vLLM API server version (?P<v>\S+)", "config", "start",
+       ("v", "vllm_version", "str", False)),  # <= 0.14
+    _r("logo_version", "█  version", r"version\s+(?P<v>\d+\.\d+\S*)\s*$", "config", "start",
+       ("v", "vllm_version", "str", False)),  # logo banner, 0.15+
+    _r("logo_model", "█  model", r"model\s+(?P<m>\S.*?)\s*$", "config", "start",
+       ("m", "model", "str", False)),
+    _r("plain_version", "vLLM server version",
+       r"vLLM server version (?P<v>[^\s,]+), serving model (?P<m>\S+)", "config", "start",
+       ("v", "vllm_version", "str", False), ("m", "model", "str", False)),
+    _r("non_default_args", "non-default args:", None, "config", "args"),  # 0.9.2+
+    _r("namespace_args", "args: Namespace(", None, "config", "args"),  # <= 0.8
+    _r("architecture", "Resolved architecture:", r"Resolved architecture: (?P<a>\S+)", "config", "start",
+       ("a", "architecture", "str", False)),
+    _r("max_model_len", "Using max model len", r"Using max model len (?P<n>\d+)", "config", "fact",
+       ("n", "max_model_len", "int", False)),
+    _r("engine_config", "LLM engine (v",
+       r"Initializing an? (?:V[01] )?LLM engine \(v(?P<v>[^)]+)\) with config: (?P<cfg>.*)",
+       "config", "config"),
+    _r("backend", "for distributed inference", r"Defaulting to use (?P<b>\w+) for distributed inference",
+       "config", "fact", ("b", "distributed_executor_backend", "str", False)),
+    # Hard-wrapped pastes lose the prefix on continuation lines; these keep TP/PP/eager readable anyway.
+    _r("tp", "tensor_parallel_size", r"\btensor_parallel_size'?\s*[=:]\s*(?P<n>\d+)", None, "fact",
+       ("n", "tensor_parallel_size", "int", False)),
+    _r("pp", "pipeline_parallel_size", r"\bpipeline_parallel_size'?\s*[=:]\s*(?P<n>\d+)", None, "fact",
+       ("n", "pipeline_parallel_size", "int", False)),
+    _r("dp", "data_parallel_size", r"\bdata_parallel_size'?\s*[=:]\s*(?P<n>\d+)", None, "fact",
+       ("n", "data_parallel_size", "int", False)),
+    _r("eager_flag", "enforce_eager", r"\benforce_eager=True\b(?!')|'enforce_eager': True", None, "skip"),
+    _r("eager_warning", "Enforce eager set", None, None, "skip"),  # 0.17+
+    _r("eager_cudagraph", "Cudagraph is disabled under eager mode", None, None, "skip"),  # 0.10.1+
+    # --- placement (Ray) --------------------------------------------------------------------------
+    _r("ray_connect", "Connecting to existing Ray cluster", r"at address: (?P<a>\S+?)(?:\.\.\.)?$",
+       "placement", "start", ("a", "ray_address", "str", False)),
+    _r("ray_local", "Started a local Ray instance", None, "placement", "start"),
+    _r("ray_connected", "Connected to Ray cluster", None, "placement", "progress"),
+    _r("ray_ready", "Ray is already initialized", None, "placement", "start"),
+    _r("pg_new", "No current placement group found", None, "placement", "start"),  # 0.8.5+
+    _r("pg_existing", "Using the existing placement group", None, "placement", "start"),
+    _r("pg_wait", "Waiting for creating a placement group", r"for (?P<s>\d+) seconds", "placement",
+       "pg_wait"),
+    _r("pg_node", "is bigger than a reserved number of", None, "placement", "progress"),
+    _r("pg_short", "exceeds the total number of available", None, "placement", "progress"),
+    # --- distributed (workers, NCCL) --------------------------------------------------------------
+    _r("dist_init", "distributed_init_method=", r"world_size=(?P<ws>\d+) rank=(?P<r>\d+)", "distributed",
+       "ranks"),  # INFO 0.12+
+    _r("rank_assigned", "in world size", r"rank (?P<r>\d+) in world size (?P<ws>\d+) is assigned",
+       "distributed", "ranks"),
+    _r("vllm_nccl", "vLLM is using nccl==", r"nccl==(?P<v>\S+)", "distributed", "start",
+       ("v", "nccl_version", "str", False)),
+    _r("nccl_banner", "NCCL version ", r"NCCL version (?P<v>\d[\w.+-]*)", "distributed", "start",
+       ("v", "nccl_version", "str", False)),
+    _r("found_nccl", "Found nccl from library", None, "distributed", "start"),
+    _r("gloo", "[Gloo] Rank", None, "distributed", "start"),
+    _r("cross_node", "process group spans across nodes", None, "distributed", "start"),
+    # --- weights ----------------------------------------------------------------------------------
+    _r("load_start", "Starting to load model", r"Starting to load model (?P<m>.+?)(?:\.\.\.)?\s*$", "weights",
+       "start", ("m", "model", "str", False)),
+    _r("load_scratch", "Loading model from scratch", None, "weights", "start"),
+    _r("weights_format", "Using model weights format", None, "weights", "start"),
+    _r("download", "Time spent downloading weights", r": (?P<s>[\d.]+) seconds", "weights", "progress",
+       ("s", "download_seconds", "float", True)),
+    _r("prefetch", "Prefetching checkpoint files:", r"(?P<p>\d+)% \((?P<a>\d+)/(?P<b>\d+)\)", "weights",
+       "prefetch"),  # 0.18+
+    _r("weights_took", "Loading weights took", r"took (?P<s>[\d.]+) seconds", "weights", "progress",
+       ("s", "weights_load_seconds", "float", True)),  # 0.8.5+
+    _r("model_loading", "oading model weights took",  # V0 <= 0.7: "Loading model weights took X GB"
+       rf"took {_n('g')} (?:GiB|GB)", "weights", "node_done", ("g", "weights_gib", "float", True)),
+    _r("model_loading2", "Model loading took",  # 0.8+: "... X GiB [memory ]and Y seconds"
+       rf"took {_n('g')} (?:GiB|GB)(?: memory)?(?: and {_n('s')} seconds)?", "weights", "node_done",
+       ("g", "weights_gib", "float", True), ("s", "weights_seconds", "float", True)),
+    # --- compile (V1; skipped by --enforce-eager) ----------------------------------------------------
+    _r("compile_cache_dir", "for vLLM's torch.compile", None, "compile", "start"),
+    _r("compile_disabled", "torch.compile cache is disabled", None, "compile", "start"),
+    _r("compile_start", "Starting torch.compile", None, "compile", "start"),  # 0.32+
+    _r("dynamo", "Dynamo bytecode transform time", None, "compile", "progress"),
+    _r("compiling", "Compiling a graph for", None, "compile", "compiled"),
+    _r("cache_graph", "Cache the graph of", None, "compile", "progress"),
+    _r("cache_hit", "Directly load the compiled graph", None, "compile", "cache_hit"),
+    _r("aot_hit", "Directly load AOT compilation", None, "compile", "cache_hit"),
+    _r("compile_done", "torch.compile t", r"torch\.compile t(?:akes|ook) (?P<s>[\d.]+) s in total", "compile",
+       "node_done", ("s", "compile_seconds", "float", True)),
+    # --- KV cache (memory profiling and sizing) ---------------------------------------------------
+    _r("mem_profiling", "Memory profiling takes", None, "kv_cache", "start"),  # V0
+    _r("warmup_run", "Initial profiling/warmup run took", None, "kv_cache", "start"),  # 0.18+
+    _r("cg_mem_profile", "Profiling CUDA graph memory", None, "kv_cache", "start"),  # 0.18+
+    _r("cg_mem_estimate", "Estimated CUDA graph memory", None, "kv_cache", "progress"),
+    _r("kv_available", "Available KV cache memory:", rf"memory: {_n('g')} GiB", "kv_cache", "progress",
+       ("g", "kv_cache_gib", "float", True)),  # 0.9.2+
+    _r("kv_v0", "reserved for KV Cache is", rf"KV Cache is {_n('g')} ?GiB", "kv_cache", "progress",
+       ("g", "kv_cache_gib", "float", True)),
+    _r("kv_tokens", "KV cache size:", rf"KV cache size: {_n('t')} tokens", "kv_cache", "progress",
+       ("t", "kv_cache_tokens", "int", True)),
+    _r("kv_blocks", " blocks: ", r"# (?:\w+ )?\w+ blocks: (?P<b>\d+)", "kv_cache", "progress",
+       ("b", "kv_cache_blocks", "int", True)),
+    _r("kv_concurrency", "Maximum concurrency for",
+       rf"for {_n('l')} tokens per request: {_n('x')}x", "kv_cache", "done",
+       ("x", "max_concurrency", "float", True)),
+    # --- CUDA graphs (bars are handled from LogRecord.progress) -----------------------------------
+    _r("cg_capture_v0", "Capturing cudagraphs for decoding", None, "cuda_graphs", "start"),  # 0.7.3-0.10
+    _r("cg_capture_v06", "Capturing the model for CUDA graphs", None, "cuda_graphs", "start"),  # 0.6
+    _r("cg_done", "Graph capturing finished in",
+       rf"in {_n('s')} secs(?:, took {_n('g')} GiB)?", "cuda_graphs", "node_done",
+       ("s", "cuda_graphs_seconds", "float", True), ("g", "cuda_graphs_gib", "float", True)),
+    # --- engine -----------------------------------------------------------------------------------
+    _r("engine_done", "init engine (profile",
+       rf"took {_n('s')} s(?:econds)?(?: \(compilation: {_n('c')} s)?", "engine", "done",
+       ("s", "engine_seconds", "float", True)),
+    # --- API server -------------------------------------------------------------------------------
+    _r("tasks", "upported", r"^Supported[_ ]tasks", "api", "start"),
+    _r("api_url", "Starting vLLM ", r"Starting vLLM (?:API )?server(?: \d+)? on (?P<u>\S+)", "api", "start",
+       ("u", "api_url", "str", True)),
+    _r("routes", "Available routes are", None, "api", "progress"),
+    _r("uvicorn_started", "Started server process", None, "api", "progress"),
+    _r("uvicorn_waiting", "Waiting for application startup", None, "api", "progress"),
+    _r("ready", "Application startup complete", None, "api", "ready"),
+    _r("access_log", ' HTTP/1.', r'"[A-Z]+ \S+ HTTP/[\d.]+" [23]\d\d', "api", "serving"),
+    _r("stats_line", "Avg prompt throughput:", None, "api", "serving"),
+)
+
+# Substrings that make a line worth the error path (see failures.py). Every signature keyword is in
+# one of these or in the exception shape (``...Error: ``), so the bulk scan never skips a root cause.
+ERROR_KEYWORDS: tuple[str, ...] = (
+    "ERROR", "Error", "Exception", "CRITICAL", "failed", "died", "Dead", "fatal", "out of memory",
+    "Address already in use", "Timed out", "Cannot provide a placement group", "not supported",
+    "no kernel image", "has no ", "unrecognized arguments", "error: argument",
+)
+# Progress bars: the bar text itself (a record may have lost its header).
+BAR_KEYWORDS: tuple[str, ...] = ("checkpoint shards", "Loading safetensors", "shards:", "Capturing ")
+
+STARTUP_KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
+    [r.keyword for r in RULES] + list(ERROR_KEYWORDS) + list(BAR_KEYWORDS)
+))
+# Once the API is up only a dying engine or a new start matters: the serving-time flood of stats,
+# access-log and NCCL lines is skipped without being parsed.
+SERVING_KEYWORDS: tuple[str, ...] = (
+    "ERROR", "Error", "died", "Dead", "fatal", "LLM engine (v", "vLLM API server version", "█  version",
+)
+RESTART_RULES = frozenset({"api_version", "logo_version", "plain_version", "engine_config"})
+
+_BY_KEYWORD: dict[str, tuple[Rule, ...]] = {}
+for _rule in RULES:
+    _BY_KEYWORD[_rule.keyword] = (*_BY_KEYWORD.get(_rule.keyword, ()), _rule)
+RULE_KEYWORDS: tuple[str, ...] = tuple(_BY_KEYWORD)
+
+
+def rules_for(message: str) -> list[tuple[Rule, re.Match[str] | None]]:
+    """Every rule that matches ``message``, in table order, with its match (None for keyword-only)."""
+    hits: list[tuple[Rule, re.Match[str] | None]] = []
+    for kw in RULE_KEYWORDS:
+        if kw in message:
+            for rule in _BY_KEYWORD[kw]:
+                if rule.pattern is None:
+                    hits.append((rule, None))
+                else:
+                    m = rule.pattern.search(message)
+                    if m is not None:
+                        hits.append((rule, m))
+    return hits
+
+
+def convert(value: str, kind: str) -> object:
+    if kind == "int":
+        return int(value.replace(",", ""))
+    if kind == "float":
+        return float(value.replace(",", ""))
+    return value
+
+
+# ``key=value`` pairs of ``str(VllmConfig)`` and ``'key': value`` pairs of the non-default args dict.
+CONFIG_PAIR = re.compile(r"(?<![\w.])(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,\s)]+)")
+ARGS_PAIR = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,}\s]+)")

@@ -1,0 +1,590 @@
+"""The init-stage machine: records in, a :class:`TimelineSnapshot` out.
+
+Stages run in a fixed order (:data:`~.rules.STAGES`). A stage starts on its first evidence; when a later
+stage starts, earlier running ones are done and earlier ones never seen are ``skipped``. Lines for an
+earlier stage never reopen it (Ray's log dedup delays copies from other nodes by 5 s or more), they
+only add facts. Per-node completion lines (``Model loading took``, ``Graph capturing finished``, ...)
+finish a stage once every expected node reported; a ``[repeated Nx across cluster]`` line counts as
+N more reporters, because Ray only folds copies from *other* (ip, pid) sources.
+
+Times: vLLM prints ``MM-DD hh:mm:ss`` without a year in the emitting node's clock. Durations come from
+those (a jump back of more than half a year is a year rollover); lines without a time inherit the last
+one. ``now`` (wall-clock seconds, as from ``time.time()``) passed by a live caller gives times to a log
+that has none and drives :meth:`Timeline.stall_seconds`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time as _time
+from collections import deque
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from sparktui.domain.logs import failures as fl
+from sparktui.domain.logs.line import LogRecord, parse_line, split_glued, strip_ansi
+from sparktui.domain.logs.rules import (
+    ARGS_PAIR,
+    CONFIG_PAIR,
+    RESTART_RULES,
+    SERVING_KEYWORDS,
+    STAGE_INDEX,
+    STAGES,
+    STARTUP_KEYWORDS,
+    Rule,
+    convert,
+    rules_for,
+)
+
+OUTCOMES = ("ready", "failed", "incomplete")
+# Ray connection lines that launcher scripts print too: they only mean "placement" once vLLM is running.
+_BEFORE_VLLM_OK = frozenset({"ray_connect", "ray_connected", "ray_local", "ray_ready"})
+STATUSES = ("pending", "running", "done", "failed", "skipped")
+_YEAR = 366 * 86400.0
+PLACEMENT_TIMEOUT_S = 1800  # vLLM's PG_WAIT_TIMEOUT: the placement bar's total
+
+_CONFIG_FACTS = {
+    "tensor_parallel_size": "int",
+    "pipeline_parallel_size": "int",
+    "data_parallel_size": "int",
+    "max_seq_len": "int",
+    "quantization": "str",
+    "dtype": "str",
+    "kv_cache_dtype": "str",
+    "distributed_executor_backend": "str",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StageProgress:
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class StageSnapshot:
+    name: str
+    status: str
+    started: str | None
+    ended: str | None
+    seconds: float | None
+    progress: StageProgress | None
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    kind: str
+    stage: str
+    message: str
+    hint: str
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineSnapshot:
+    outcome: str
+    vllm_version: str | None
+    model: str | None
+    stages: tuple[StageSnapshot, ...]
+    facts: MappingProxyType[str, Any]
+    failure: Failure | None
+    nodes: tuple[str, ...]
+    current: str | None  # the running stage (failed: the failed stage; ready: None)
+
+    def stage(self, name: str) -> StageSnapshot:
+        return self.stages[STAGE_INDEX[name]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "vllm_version": self.vllm_version,
+            "model": self.model,
+            "stages": [
+                {
+                    "name": s.name,
+                    "status": s.status,
+                    "started": s.started,
+                    "ended": s.ended,
+                    "seconds": None if s.seconds is None else round(s.seconds, 2),
+                    "progress": None
+                    if s.progress is None
+                    else {"done": s.progress.done, "total": s.progress.total},
+                }
+                for s in self.stages
+            ],
+            "facts": dict(self.facts),
+            "failure": None
+            if self.failure is None
+            else {
+                "kind": self.failure.kind,
+                "stage": self.failure.stage,
+                "message": self.failure.message,
+                "hint": self.failure.hint,
+            },
+            "nodes": list(self.nodes),
+        }
+
+
+@dataclass
+class _Stage:
+    name: str
+    status: str = "pending"
+    explicit_skip: bool = False
+    seen: bool = False  # has run (a finished stage is never reopened)
+    start_s: float | None = None
+    end_s: float | None = None
+    start_t: str | None = None
+    end_t: str | None = None
+    start_wall: float | None = None
+    end_wall: float | None = None
+    last_wall: float | None = None  # last progress, wall clock
+    progress: tuple[int, int] | None = None
+    reporters: set[str] = field(default_factory=set)
+    repeats: int = 0
+
+
+class Timeline:
+    """The stage machine. Feed it records (:meth:`feed`) or whole text blocks (:meth:`feed_text`)."""
+
+    def __init__(self, expected_nodes: int | None = None) -> None:
+        self.expected_nodes = max(1, expected_nodes or 1)
+        self._reset()
+
+    # --- state ---------------------------------------------------------------------------------------
+    def _reset(self) -> None:
+        self._stages = {name: _Stage(name) for name in STAGES}
+        self._furthest = -1
+        self._facts: dict[str, Any] = {}
+        self._outcome = "incomplete"
+        self._failure: tuple[str, str, str, int] | None = None  # kind, stage, message, rank
+        self._nodes: dict[str, None] = {}
+        self._last_s: float | None = None  # last log time on the year-free axis
+        self._last_t: str | None = None
+        self._year_offset = 0.0
+        self._now: float | None = None
+        self._ranks: set[int] = set()
+        self._rank_repeats = 0
+        self._bars: dict[str, dict[str | None, tuple[int, int]]] = {}
+        self._cache_hit = False
+        self._compiled = False
+        self._recent_errors: deque[tuple[int, str, str | None]] = deque(maxlen=200)
+        self._pending_prefix: LogRecord | None = None
+        self.records_seen = 0
+
+    # --- feeding ---------------------------------------------------------------------------------------
+    def feed(self, record: LogRecord, now: float | None = None) -> None:
+        """Apply one record. ``now`` is the wall clock of its arrival (live callers)."""
+        if now is not None:
+            self._now = now
+        self.records_seen += 1
+        if record.is_prefix_only:
+            self._pending_prefix = record
+            return
+        if self._pending_prefix is not None:
+            prefix, self._pending_prefix = self._pending_prefix, None
+            if not record.has_prefix and record.is_progress:
+                from dataclasses import replace
+
+                record = replace(record, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)
+        msg = record.message
+        keywords = SERVING_KEYWORDS if self._outcome == "ready" else STARTUP_KEYWORDS
+        if not any(kw in msg for kw in keywords):
+            return
+        self._apply(record)
+
+    def feed_text(self, text: str, now: float | None = None) -> None:
+        """Bulk path: a block of complete lines. Lines that contain none of the keywords that can still
+        matter are skipped with ``str.find`` over the whole block, without being split or parsed."""
+        if now is not None:
+            self._now = now
+        if not text:
+            return
+        for line in self._candidate_lines(text):
+            if "\x1b" in line:
+                line = strip_ansi(line)
+            for part in split_glued(line):
+                if "\r" in part:
+                    for seg in _cr_segments(part):
+                        self.feed(parse_line(seg))
+                else:
+                    self.feed(parse_line(part))
+
+    def feed_lines(self, lines: list[str], now: float | None = None) -> None:
+        """Bulk path for a list of records (e.g. from :meth:`LineSplitter.feed`)."""
+        if lines:
+            self.feed_text("\n".join(lines), now)
+
+    def _candidate_lines(self, text: str) -> list[str]:
+        keywords = SERVING_KEYWORDS if self._outcome == "ready" else STARTUP_KEYWORDS
+        spans: set[int] = set()
+        find, rfind = text.find, text.rfind
+        for kw in keywords:
+            i = find(kw)
+            while i != -1:
+                start = rfind("\n", 0, i) + 1
+                spans.add(start)
+                end = find("\n", i)
+                if end == -1:
+                    break
+                i = find(kw, end)
+        out: list[str] = []
+        for start in sorted(spans):
+            end = find("\n", start)
+            out.append(text[start:] if end == -1 else text[start:end])
+        return out
+
+    # --- one record --------------------------------------------------------------------------------
+    def _apply(self, rec: LogRecord) -> None:
+        if rec.seconds is not None:
+            self._last_s = self._axis(rec.seconds)
+            t = rec.time or ""
+            self._last_t = t[5:] if len(t) == 19 else t  # Ray's "YYYY-MM-DD hh:mm:ss" -> "MM-DD hh:mm:ss"
+        if (rec.has_prefix or rec.level is not None) and rec.role not in ("autoscaler", "raylet"):
+            self._nodes.setdefault(rec.node or "head", None)
+        msg = rec.message
+        if rec.is_progress and rec.progress is not None:
+            if self._outcome == "incomplete":
+                self._on_bar(rec)
+            return
+        hits = rules_for(msg)
+        if hits and self._outcome != "incomplete" and any(r.name in RESTART_RULES for r, _ in hits):
+            self._restart()
+        if self._outcome == "ready":
+            if fl.FATAL_AFTER_READY.search(msg):
+                self._fail_after_ready(rec)
+            elif rec.level in ("ERROR", "CRITICAL") or (rec.level is None and fl.is_exception_line(msg)):
+                self._recent_errors.append((self.records_seen, msg.strip(), fl.classify(msg)))
+            return
+        if self._outcome == "incomplete":
+            for rule, m in hits:
+                self._on_rule(rule, m, rec)
+        if rec.level in ("ERROR", "CRITICAL") or rec.level is None or rec.role == "autoscaler":
+            self._on_error(rec)
+
+    def _restart(self) -> None:
+        expected = self.expected_nodes
+        now = self._now
+        self._reset()
+        self.expected_nodes = expected
+        self._now = now
+
+    def _axis(self, sec: float) -> float:
+        """Place a year-free time on a continuous axis (handles Dec 31 -> Jan 1)."""
+        t = sec + self._year_offset
+        if self._last_s is not None:
+            if t < self._last_s - _YEAR / 2:
+                self._year_offset += _YEAR
+                t += _YEAR
+            elif t > self._last_s + _YEAR / 2:
+                t -= _YEAR  # a late line from before the rollover
+        return t
+
+    # --- rules ---------------------------------------------------------------------------------------
+    def _on_rule(self, rule: Rule, m: Any, rec: LogRecord) -> None:
+        for group, key, kind, overwrite in rule.facts:
+            value = m.group(group) if m is not None else None
+            if value is not None and (overwrite or key not in self._facts):
+                with contextlib.suppress(ValueError):
+                    self._facts[key] = convert(value, kind)
+        event, stage = rule.event, rule.stage
+        if event == "fact":
+            return
+        if rule.name in _BEFORE_VLLM_OK and self._stages["config"].status == "pending":
+            return  # a launcher script's own ray.init() before vLLM started (e.g. LWS multi-node-serving.sh)
+        if event == "skip":
+            self._skip_eager()
+            return
+        if stage is None:
+            return
+        if event == "config":
+            self._facts.setdefault("vllm_version", m.group("v"))
+            self._parse_pairs(CONFIG_PAIR.findall(m.group("cfg")))
+            self._touch(stage)
+        elif event == "args":
+            text = rec.message
+            self._parse_pairs(ARGS_PAIR.findall(text) + CONFIG_PAIR.findall(text.split("Namespace(", 1)[-1])
+                              if "Namespace(" in text else ARGS_PAIR.findall(text))
+            self._touch(stage)
+        elif event == "ranks":
+            self._ranks.add(int(m.group("r")))
+            self._rank_repeats += rec.repeat  # Ray folded that many more ranks into this line
+            ws = int(m.group("ws"))
+            self._facts["world_size"] = ws
+            self._touch(stage, (min(len(self._ranks) + self._rank_repeats, ws), ws))
+        elif event == "pg_wait":
+            waited = int(m.group("s"))
+            self._facts["placement_wait_seconds"] = waited
+            self._touch(stage, (min(waited, PLACEMENT_TIMEOUT_S), PLACEMENT_TIMEOUT_S))
+        elif event == "prefetch":
+            self._touch(stage, (int(m.group("a")), int(m.group("b"))))
+        elif event == "compiled":
+            self._compiled = True
+            self._touch(stage)
+        elif event == "cache_hit":
+            self._cache_hit = True
+            self._facts["compile_cache_hit"] = True
+            self._touch(stage)
+        elif event in ("start", "progress"):
+            self._touch(stage)
+        elif event == "done":
+            if self._touch(stage):
+                self._close(stage)
+        elif event == "node_done":
+            self._node_done(stage, rec)
+        elif event == "ready":
+            self._touch(stage)
+            self._close(stage)
+            self._outcome = "ready"
+        elif event == "serving":
+            self._facts["ready_inferred"] = True
+            self._touch(stage)
+            self._close(stage)
+            self._outcome = "ready"
+
+    def _parse_pairs(self, pairs: list[tuple[str, str]]) -> None:
+        for key, raw in pairs:
+            value = raw.strip("'\"")
+            if key in ("model", "model_tag"):
+                if value and value != "None":
+                    self._facts.setdefault("model", value)
+            elif key == "enforce_eager":
+                if value == "True":
+                    self._skip_eager()
+            elif key in _CONFIG_FACTS and key not in self._facts and value not in ("None", ""):
+                with contextlib.suppress(ValueError):
+                    self._facts[key] = convert(value, _CONFIG_FACTS[key])
+
+    def _skip_eager(self) -> None:
+        self._facts["enforce_eager"] = True
+        for name in ("compile", "cuda_graphs"):
+            st = self._stages[name]
+            if st.status == "pending":
+                st.status, st.explicit_skip = "skipped", True
+
+    def _on_bar(self, rec: LogRecord) -> None:
+        bar = rec.progress
+        assert bar is not None
+        desc = bar.desc
+        if "Capturing" in desc:
+            stage = "cuda_graphs"
+            if "(" in desc and desc.endswith(")"):
+                self._facts["cuda_graphs_phase"] = desc[desc.index("(") + 1 : -1]
+        elif "shard" in desc or "Loading" in desc or "checkpoint" in desc:
+            stage = "weights"
+        else:
+            return
+        per_source = self._bars.setdefault(desc, {})
+        per_source[rec.node] = (bar.done, bar.total)  # rank 0 of each node draws the bar
+        done = min(d for d, _ in per_source.values())
+        total = max(t for _, t in per_source.values())
+        self._touch(stage, (done, total))
+
+    # --- transitions ---------------------------------------------------------------------------------
+    def _touch(self, name: str, progress: tuple[int, int] | None = None) -> bool:
+        """Evidence for stage ``name``: start it if it may start, record progress. True if it is running."""
+        st = self._stages[name]
+        idx = STAGE_INDEX[name]
+        if st.status == "done" and progress is not None and (st.progress is None or progress > st.progress):
+            st.progress = progress  # late copies (Ray dedup) of an already finished stage
+        if st.status == "pending" or (st.status == "skipped" and not st.explicit_skip and not st.seen):
+            if idx < self._furthest:
+                # Late evidence for a stage passed over as unseen: it did happen.
+                if st.status == "skipped":
+                    st.status, st.seen = "done", True
+                    st.start_s = st.end_s = self._last_s
+                    st.start_t = st.end_t = self._last_t
+                return False
+            self._begin(name)
+        elif st.status == "skipped" and st.explicit_skip and name in ("compile", "cuda_graphs"):
+            return False
+        if st.status != "running":
+            return False
+        st.last_wall = self._now
+        if progress is not None:
+            st.progress = progress
+        return True
+
+    def _begin(self, name: str) -> None:
+        idx = STAGE_INDEX[name]
+        for earlier in STAGES[:idx]:
+            est = self._stages[earlier]
+            if est.status == "running":
+                self._finish(est)
+            elif est.status == "pending":
+                est.status = "skipped"
+        st = self._stages[name]
+        st.status, st.seen = "running", True
+        st.start_s, st.start_t, st.start_wall = self._last_s, self._last_t, self._now
+        st.last_wall = self._now
+        self._furthest = max(self._furthest, idx)
+
+    def _finish(self, st: _Stage) -> None:
+        st.status = "done"
+        st.end_s, st.end_t, st.end_wall = self._last_s, self._last_t, self._now
+        if st.name == "compile" and self._cache_hit and not self._compiled:
+            st.status = "skipped"  # compile-cache hit: nothing was compiled
+        engine_next = st.name == "cuda_graphs" or (
+            st.name == "kv_cache" and self._stages["cuda_graphs"].explicit_skip
+        )
+        if engine_next and self._stages["engine"].status == "pending":
+            self._begin("engine")
+
+    def _close(self, name: str) -> None:
+        st = self._stages[name]
+        if st.status == "running":
+            self._finish(st)
+
+    def _node_done(self, name: str, rec: LogRecord) -> None:
+        if not self._touch(name):
+            return
+        st = self._stages[name]
+        st.reporters.add(rec.node or "head")
+        st.repeats += rec.repeat
+        reported = min(self.expected_nodes, len(st.reporters) + st.repeats)
+        if reported >= self.expected_nodes:
+            self._close(name)
+        elif st.progress is None or name not in ("weights", "cuda_graphs"):
+            st.progress = (reported, self.expected_nodes)
+
+    # --- failures ------------------------------------------------------------------------------------
+    def _running_stage(self) -> str | None:
+        for name in reversed(STAGES):
+            if self._stages[name].status == "running":
+                return name
+        return None
+
+    def _on_error(self, rec: LogRecord) -> None:
+        raw = rec.message
+        if not raw.strip() or raw[:1] in (" ", "\t"):
+            return  # empty, or an indented traceback line (code, not the exception)
+        msg = raw.strip()
+        kind = fl.classify(msg)
+        marker = fl.is_marker(msg)
+        exc = fl.is_exception_line(msg)
+        errorish = rec.level in ("ERROR", "CRITICAL")
+        if not errorish and not exc and not marker:
+            return  # a WARNING or INFO line that merely mentions an error
+        if kind is not None and (errorish or exc or marker):
+            rank = 3
+        elif marker:
+            rank = 1
+        elif exc:
+            rank = 2
+        else:
+            if errorish and not msg.startswith(("File ", "Traceback", "^", "raise ", "return ")):
+                self._facts.setdefault("first_error", msg)
+            return
+        current = self._failure
+        running = self._running_stage() or (current[1] if current is not None else None)
+        if kind is None and rank == 2 and fl.is_config_exception(msg) and (
+            running in (None, "config") and self._furthest <= STAGE_INDEX["config"]
+        ):
+            kind, rank = "config_error", 3
+        if current is not None and current[3] >= rank:
+            return
+        k = kind or "unknown"
+        stage = current[1] if current is not None and kind is None else fl.failure_stage(k, running)
+        self._failure = (k, stage, msg, rank)
+        self._outcome = "failed"
+        self._mark_failed(stage, current[1] if current is not None else None)
+
+    def _mark_failed(self, stage: str, previous: str | None) -> None:
+        if previous is not None and previous != stage:
+            # The root cause moved the failure to another stage: undo the first guess.
+            old = self._stages[previous]
+            if old.status == "failed":
+                old.status = "done" if STAGE_INDEX[previous] < STAGE_INDEX[stage] else "pending"
+        st = self._stages[stage]
+        if st.status in ("pending", "skipped") and STAGE_INDEX[stage] >= self._furthest:
+            self._begin(stage)
+        for other in self._stages.values():
+            if other.status == "running" or other is st:
+                other.status = "failed"
+                if other.end_s is None and other.end_wall is None:
+                    other.end_s, other.end_t, other.end_wall = self._last_s, self._last_t, self._now
+
+    def _fail_after_ready(self, rec: LogRecord) -> None:
+        msg = rec.message.strip()
+        kind, message = fl.classify(msg) or "worker_died", msg
+        for _, text, k in self._recent_errors:
+            if k is not None:
+                kind, message = k, text
+                break
+        self._failure = (kind, "engine", message, 3)
+        self._outcome = "failed"
+
+    # --- reading -------------------------------------------------------------------------------------
+    def stall_seconds(self, now: float | None = None) -> float | None:
+        """Seconds since the running stage last moved (None if nothing runs or no wall clock is known)."""
+        name = self._running_stage()
+        if name is None or self._outcome != "incomplete":
+            return None
+        now = self._now if now is None else now
+        last = self._stages[name].last_wall
+        if now is None or last is None:
+            return None
+        return max(0.0, now - last)
+
+    def snapshot(self) -> TimelineSnapshot:
+        stages = tuple(self._stage_snapshot(self._stages[name]) for name in STAGES)
+        failure = None
+        if self._failure is not None:
+            kind, stage, message, _ = self._failure
+            failure = Failure(kind, stage, message, fl.hint_for(kind, message, stage, self._facts))
+        facts = {k: v for k, v in self._facts.items() if k not in ("vllm_version", "model")}
+        version = self._facts.get("vllm_version")
+        if isinstance(version, str):
+            facts["vllm_release"] = _release(version)
+        facts["nodes_seen"] = len(self._nodes)
+        if self._failure is not None:
+            current: str | None = self._failure[1]
+        elif self._outcome == "ready":
+            current = None
+        else:
+            current = self._running_stage()
+        return TimelineSnapshot(
+            outcome=self._outcome,
+            vllm_version=version if isinstance(version, str) else None,
+            model=self._facts.get("model"),
+            stages=stages,
+            facts=MappingProxyType(facts),
+            failure=failure,
+            nodes=tuple(self._nodes),
+            current=current,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return self.snapshot().to_json()
+
+    def _stage_snapshot(self, st: _Stage) -> StageSnapshot:
+        seconds: float | None = None
+        end_s = st.end_s
+        end_wall = st.end_wall
+        if st.status == "running":
+            end_s, end_wall = self._last_s, self._now
+        if st.start_s is not None and end_s is not None:
+            seconds = max(0.0, end_s - st.start_s)
+        elif st.start_wall is not None and end_wall is not None:
+            seconds = max(0.0, end_wall - st.start_wall)
+        started = st.start_t or _wall_str(st.start_wall)
+        ended = None if st.status == "running" else (st.end_t or _wall_str(st.end_wall))
+        progress = StageProgress(*st.progress) if st.progress is not None else None
+        return StageSnapshot(st.name, st.status, started, ended, seconds, progress)
+
+
+def _wall_str(wall: float | None) -> str | None:
+    return None if wall is None else _time.strftime("%m-%d %H:%M:%S", _time.localtime(wall))
+
+
+def _release(version: str) -> str:
+    """``0.17.1rc1.dev25+g1a629ce0d`` -> ``0.17.1rc1``; ``0.10.2`` stays."""
+    base = version.split("+", 1)[0]
+    parts = base.split(".")
+    keep = [p for p in parts if not p.startswith("dev")]
+    return ".".join(keep) if keep else base
+
+
+def _cr_segments(part: str) -> list[str]:
+    """A physical line holding ``\\r``-separated records: a leading prefix-only piece stays separate so
+    the next bar inherits it."""
+    return [seg for seg in part.split("\r") if seg.strip()]
