@@ -92,8 +92,11 @@ def _describe(exc: Exception, url: str, timeout: float | None = None) -> str:
         return f"cannot connect ({url}): {root if root is not exc else exc}"
     if isinstance(exc, httpx.TimeoutException):
         return f"timed out after {timeout:g}s ({url})" if timeout else f"timed out ({url})"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return f"connection dropped ({url}): {exc}"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        # Through an SSH forward a dead server looks like this: the local side accepts, the far side
+        # cannot connect, and the channel closes without a byte.
+        detail = str(exc) or "closed without an answer"
+        return f"connection dropped ({url}): {detail}"
     return f"{type(exc).__name__}: {exc} ({url})"
 
 
