@@ -287,8 +287,7 @@ class StandinEngine:
 
     # -- run ----------------------------------------------------------------------------------------
     def run(self) -> int:
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGTERM, self._on_signal)
+        self._install_signals()
         try:
             self._bind()
             self._replay_until_pg()
@@ -302,6 +301,10 @@ class StandinEngine:
             return self._serve()
         except Stopped:
             return self._shutdown(0 if self.serving else 1)
+
+    def _install_signals(self) -> None:
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if not self.stop.is_set():
@@ -362,6 +365,8 @@ class StandinEngine:
             os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         address = os.environ.get("RAY_ADDRESS") or "auto"
         ray.init(address=address, log_to_driver=True, logging_level=logging.INFO)
+        # ray.init() installs its own SIGTERM handler (sys.exit(15)); take the signals back.
+        self._install_signals()
 
     def _place(self) -> bool:
         from ray.util.placement_group import placement_group
