@@ -113,6 +113,8 @@ _CONFIG_EXCEPTION = re.compile(r"(?:[\w.]*\.)?(?:ValueError|TypeError|KeyError|N
 FATAL_AFTER_READY = re.compile(r"died unexpectedly|EngineDeadError|EngineCore encountered a fatal error"
                                r"|Engine core proc \S+ died|ActorDiedError")
 
+_DISK_FULL = ("Disk quota", "No space left")
+
 KIND_STAGE = {
     "placement_timeout": "placement",
     "ip_mismatch": "placement",
@@ -127,11 +129,14 @@ KIND_STAGE = {
 _STAGE_IF_NONE = {"model_not_found", "unsupported_architecture", "port_in_use"}
 
 
-def classify(message: str) -> str | None:
-    """The specific failure kind a message shows, or None."""
+def classify(message: str, stage: str | None = None) -> str | None:
+    """The specific failure kind a message shows, or None. ``stage`` is the stage under way: a full
+    disk is a compile failure while compiling (the Inductor cache), not while downloading weights."""
     for sig in SIGNATURES:
         if sig.keyword in message and (sig.pattern is None or sig.pattern.search(message)):
             return sig.kind
+    if stage == "compile" and any(word in message for word in _DISK_FULL):
+        return "compile"
     return None
 
 
@@ -156,7 +161,6 @@ def failure_stage(kind: str, running: str | None) -> str:
 
 _NODE_BUNDLE = re.compile(r"'node:([^']+)'")
 _GPU_BUNDLE = re.compile(r"'(GPU|NPU)': ([\d.]+)")
-_DISK_FULL = ("Disk quota", "No space left")
 
 _HINTS = {
     "placement_timeout": (

@@ -26,8 +26,9 @@ STAGES = (
 )
 STAGE_INDEX = {name: i for i, name in enumerate(STAGES)}
 
-# (regex group, fact key, "int" | "float" | "str", overwrite?)
-FactSpec = tuple[str, str, str, bool]
+# (regex group, fact key, "int" | "float" | "str", which value wins when several lines give one:
+#  "first" | "last" | "max" (per-node figures: the slowest node) | "min" (capacity: the tightest node))
+FactSpec = tuple[str, str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,38 +56,38 @@ def _n(group: str) -> str:
 RULES: tuple[Rule, ...] = (
     # --- config (API server, then EngineCore) -----------------------------------------------------
     _r("api_version", "vLLM API server version", r"vLLM API server version (?P<v>\S+)", "config", "start",
-       ("v", "vllm_version", "str", False)),  # <= 0.14
+       ("v", "vllm_version", "str", "first")),  # <= 0.14
     _r("logo_version", "█  version", r"version\s+(?P<v>\d+\.\d+\S*)\s*$", "config", "start",
-       ("v", "vllm_version", "str", False)),  # logo banner, 0.15+
+       ("v", "vllm_version", "str", "first")),  # logo banner, 0.15+
     _r("logo_model", "█  model", r"model\s+(?P<m>\S.*?)\s*$", "config", "start",
-       ("m", "model", "str", False)),
+       ("m", "model", "str", "first")),
     _r("plain_version", "vLLM server version",
        r"vLLM server version (?P<v>[^\s,]+), serving model (?P<m>\S+)", "config", "start",
-       ("v", "vllm_version", "str", False), ("m", "model", "str", False)),
+       ("v", "vllm_version", "str", "first"), ("m", "model", "str", "first")),
     _r("non_default_args", "non-default args:", None, "config", "args"),  # 0.9.2+
     _r("namespace_args", "args: Namespace(", None, "config", "args"),  # <= 0.8
     _r("architecture", "Resolved architecture:", r"Resolved architecture: (?P<a>\S+)", "config", "start",
-       ("a", "architecture", "str", False)),
+       ("a", "architecture", "str", "first")),
     _r("max_model_len", "Using max model len", r"Using max model len (?P<n>\d+)", "config", "fact",
-       ("n", "max_model_len", "int", False)),
+       ("n", "max_model_len", "int", "first")),
     _r("engine_config", "LLM engine (v",
        r"Initializing an? (?:V[01] )?LLM engine \(v(?P<v>[^)]+)\) with config: (?P<cfg>.*)",
        "config", "config"),
     _r("backend", "for distributed inference", r"Defaulting to use (?P<b>\w+) for distributed inference",
-       "config", "fact", ("b", "distributed_executor_backend", "str", False)),
+       "config", "fact", ("b", "distributed_executor_backend", "str", "first")),
     # Hard-wrapped pastes lose the prefix on continuation lines; these keep TP/PP/eager readable anyway.
     _r("tp", "tensor_parallel_size", r"\btensor_parallel_size'?\s*[=:]\s*(?P<n>\d+)", None, "fact",
-       ("n", "tensor_parallel_size", "int", False)),
+       ("n", "tensor_parallel_size", "int", "first")),
     _r("pp", "pipeline_parallel_size", r"\bpipeline_parallel_size'?\s*[=:]\s*(?P<n>\d+)", None, "fact",
-       ("n", "pipeline_parallel_size", "int", False)),
+       ("n", "pipeline_parallel_size", "int", "first")),
     _r("dp", "data_parallel_size", r"\bdata_parallel_size'?\s*[=:]\s*(?P<n>\d+)", None, "fact",
-       ("n", "data_parallel_size", "int", False)),
+       ("n", "data_parallel_size", "int", "first")),
     _r("eager_flag", "enforce_eager", r"\benforce_eager=True\b(?!')|'enforce_eager': True", None, "skip"),
     _r("eager_warning", "Enforce eager set", None, None, "skip"),  # 0.17+
     _r("eager_cudagraph", "Cudagraph is disabled under eager mode", None, None, "skip"),  # 0.10.1+
     # --- placement (Ray) --------------------------------------------------------------------------
     _r("ray_connect", "Connecting to existing Ray cluster", r"at address: (?P<a>\S+?)(?:\.\.\.)?$",
-       "placement", "start", ("a", "ray_address", "str", False)),
+       "placement", "start", ("a", "ray_address", "str", "first")),
     _r("ray_local", "Started a local Ray instance", None, "placement", "start"),
     _r("ray_connected", "Connected to Ray cluster", None, "placement", "progress"),
     _r("ray_ready", "Ray is already initialized", None, "placement", "start"),
@@ -102,28 +103,28 @@ RULES: tuple[Rule, ...] = (
     _r("rank_assigned", "in world size", r"rank (?P<r>\d+) in world size (?P<ws>\d+) is assigned",
        "distributed", "ranks"),
     _r("vllm_nccl", "vLLM is using nccl==", r"nccl==(?P<v>\S+)", "distributed", "start",
-       ("v", "nccl_version", "str", False)),
+       ("v", "nccl_version", "str", "first")),
     _r("nccl_banner", "NCCL version ", r"NCCL version (?P<v>\d[\w.+-]*)", "distributed", "start",
-       ("v", "nccl_version", "str", False)),
+       ("v", "nccl_version", "str", "first")),
     _r("found_nccl", "Found nccl from library", None, "distributed", "start"),
     _r("gloo", "[Gloo] Rank", None, "distributed", "start"),
     _r("cross_node", "process group spans across nodes", None, "distributed", "start"),
     # --- weights ----------------------------------------------------------------------------------
     _r("load_start", "Starting to load model", r"Starting to load model (?P<m>.+?)(?:\.\.\.)?\s*$", "weights",
-       "start", ("m", "model", "str", False)),
+       "start", ("m", "model", "str", "first")),
     _r("load_scratch", "Loading model from scratch", None, "weights", "start"),
     _r("weights_format", "Using model weights format", None, "weights", "start"),
     _r("download", "Time spent downloading weights", r": (?P<s>[\d.]+) seconds", "weights", "progress",
-       ("s", "download_seconds", "float", True)),
+       ("s", "download_seconds", "float", "max")),
     _r("prefetch", "Prefetching checkpoint files:", r"(?P<p>\d+)% \((?P<a>\d+)/(?P<b>\d+)\)", "weights",
        "prefetch"),  # 0.18+
     _r("weights_took", "Loading weights took", r"took (?P<s>[\d.]+) seconds", "weights", "progress",
-       ("s", "weights_load_seconds", "float", True)),  # 0.8.5+
+       ("s", "weights_load_seconds", "float", "max")),  # 0.8.5+
     _r("model_loading", "oading model weights took",  # V0 <= 0.7: "Loading model weights took X GB"
-       rf"took {_n('g')} (?:GiB|GB)", "weights", "node_done", ("g", "weights_gib", "float", True)),
+       rf"took {_n('g')} (?:GiB|GB)", "weights", "node_done", ("g", "weights_gib", "float", "max")),
     _r("model_loading2", "Model loading took",  # 0.8+: "... X GiB [memory ]and Y seconds"
        rf"took {_n('g')} (?:GiB|GB)(?: memory)?(?: and {_n('s')} seconds)?", "weights", "node_done",
-       ("g", "weights_gib", "float", True), ("s", "weights_seconds", "float", True)),
+       ("g", "weights_gib", "float", "max"), ("s", "weights_seconds", "float", "max")),
     # --- compile (V1; skipped by --enforce-eager) ----------------------------------------------------
     _r("compile_cache_dir", "for vLLM's torch.compile", None, "compile", "start"),
     _r("compile_disabled", "torch.compile cache is disabled", None, "compile", "start"),
@@ -134,37 +135,37 @@ RULES: tuple[Rule, ...] = (
     _r("cache_hit", "Directly load the compiled graph", None, "compile", "cache_hit"),
     _r("aot_hit", "Directly load AOT compilation", None, "compile", "cache_hit"),
     _r("compile_done", "torch.compile t", r"torch\.compile t(?:akes|ook) (?P<s>[\d.]+) s in total", "compile",
-       "node_done", ("s", "compile_seconds", "float", True)),
+       "node_done", ("s", "compile_seconds", "float", "max")),
     # --- KV cache (memory profiling and sizing) ---------------------------------------------------
     _r("mem_profiling", "Memory profiling takes", None, "kv_cache", "start"),  # V0
     _r("warmup_run", "Initial profiling/warmup run took", None, "kv_cache", "start"),  # 0.18+
     _r("cg_mem_profile", "Profiling CUDA graph memory", None, "kv_cache", "start"),  # 0.18+
     _r("cg_mem_estimate", "Estimated CUDA graph memory", None, "kv_cache", "progress"),
     _r("kv_available", "Available KV cache memory:", rf"memory: {_n('g')} GiB", "kv_cache", "progress",
-       ("g", "kv_cache_gib", "float", True)),  # 0.9.2+
+       ("g", "kv_cache_gib", "float", "min")),  # 0.9.2+
     _r("kv_v0", "reserved for KV Cache is", rf"KV Cache is {_n('g')} ?GiB", "kv_cache", "progress",
-       ("g", "kv_cache_gib", "float", True)),
+       ("g", "kv_cache_gib", "float", "min")),
     _r("kv_tokens", "KV cache size:", rf"KV cache size: {_n('t')} tokens", "kv_cache", "progress",
-       ("t", "kv_cache_tokens", "int", True)),
+       ("t", "kv_cache_tokens", "int", "min")),
     _r("kv_blocks", " blocks: ", r"# (?:\w+ )?\w+ blocks: (?P<b>\d+)", "kv_cache", "progress",
-       ("b", "kv_cache_blocks", "int", True)),
+       ("b", "kv_cache_blocks", "int", "last")),
     _r("kv_concurrency", "Maximum concurrency for",
        rf"for {_n('l')} tokens per request: {_n('x')}x", "kv_cache", "done",
-       ("x", "max_concurrency", "float", True)),
+       ("x", "max_concurrency", "float", "min")),
     # --- CUDA graphs (bars are handled from LogRecord.progress) -----------------------------------
     _r("cg_capture_v0", "Capturing cudagraphs for decoding", None, "cuda_graphs", "start"),  # 0.7.3-0.10
     _r("cg_capture_v06", "Capturing the model for CUDA graphs", None, "cuda_graphs", "start"),  # 0.6
     _r("cg_done", "Graph capturing finished in",
        rf"in {_n('s')} secs(?:, took {_n('g')} GiB)?", "cuda_graphs", "node_done",
-       ("s", "cuda_graphs_seconds", "float", True), ("g", "cuda_graphs_gib", "float", True)),
+       ("s", "cuda_graphs_seconds", "float", "max"), ("g", "cuda_graphs_gib", "float", "max")),
     # --- engine -----------------------------------------------------------------------------------
     _r("engine_done", "init engine (profile",
        rf"took {_n('s')} s(?:econds)?(?: \(compilation: {_n('c')} s)?", "engine", "done",
-       ("s", "engine_seconds", "float", True)),
+       ("s", "engine_seconds", "float", "last")),
     # --- API server -------------------------------------------------------------------------------
     _r("tasks", "upported", r"^Supported[_ ]tasks", "api", "start"),
     _r("api_url", "Starting vLLM ", r"Starting vLLM (?:API )?server(?: \d+)? on (?P<u>\S+)", "api", "start",
-       ("u", "api_url", "str", True)),
+       ("u", "api_url", "str", "last")),
     _r("routes", "Available routes are", None, "api", "progress"),
     _r("uvicorn_started", "Started server process", None, "api", "progress"),
     _r("uvicorn_waiting", "Waiting for application startup", None, "api", "progress"),

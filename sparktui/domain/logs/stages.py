@@ -89,7 +89,9 @@ class TimelineSnapshot:
     facts: MappingProxyType[str, Any]
     failure: Failure | None
     nodes: tuple[str, ...]
-    current: str | None  # the running stage (failed: the failed stage; ready: None)
+    # The running stage, or the next one when the log is between stages (failed: the failed stage;
+    # ready: None).
+    current: str | None
 
     def stage(self, name: str) -> StageSnapshot:
         return self.stages[STAGE_INDEX[name]]
@@ -147,7 +149,7 @@ class Timeline:
     """The stage machine. Feed it records (:meth:`feed`) or whole text blocks (:meth:`feed_text`)."""
 
     def __init__(self, expected_nodes: int | None = None) -> None:
-        self.expected_nodes = max(1, expected_nodes or 1)
+        self.expected_nodes = None if expected_nodes is None else max(1, expected_nodes)
         self._reset()
 
     # --- state ---------------------------------------------------------------------------------------
@@ -164,11 +166,12 @@ class Timeline:
         self._now: float | None = None
         self._ranks: set[int] = set()
         self._rank_repeats = 0
-        self._bars: dict[str, dict[str | None, tuple[int, int]]] = {}
+        self._bars: dict[str, tuple[int, int]] = {}  # desc -> (total, done)
         self._cache_hit = False
         self._compiled = False
         self._recent_errors: deque[tuple[int, str, str | None]] = deque(maxlen=200)
         self._pending_prefix: LogRecord | None = None
+        self._last_event_wall: float | None = None  # wall clock of the last stage event of any kind
         self.records_seen = 0
 
     # --- feeding ---------------------------------------------------------------------------------------
@@ -281,11 +284,19 @@ class Timeline:
 
     # --- rules ---------------------------------------------------------------------------------------
     def _on_rule(self, rule: Rule, m: Any, rec: LogRecord) -> None:
-        for group, key, kind, overwrite in rule.facts:
+        for group, key, kind, mode in rule.facts:
             value = m.group(group) if m is not None else None
-            if value is not None and (overwrite or key not in self._facts):
-                with contextlib.suppress(ValueError):
-                    self._facts[key] = convert(value, kind)
+            if value is None:
+                continue
+            with contextlib.suppress(ValueError):
+                new = convert(value, kind)
+                old = self._facts.get(key)
+                if old is None or mode == "last":
+                    self._facts[key] = new
+                elif mode == "max" and isinstance(new, float | int) and isinstance(old, float | int):
+                    self._facts[key] = max(old, new)
+                elif mode == "min" and isinstance(new, float | int) and isinstance(old, float | int):
+                    self._facts[key] = min(old, new)
         event, stage = rule.event, rule.stage
         if event == "fact":
             return
@@ -373,11 +384,12 @@ class Timeline:
             stage = "weights"
         else:
             return
-        per_source = self._bars.setdefault(desc, {})
-        per_source[rec.node] = (bar.done, bar.total)  # rank 0 of each node draws the bar
-        done = min(d for d, _ in per_source.values())
-        total = max(t for _, t in per_source.values())
-        self._touch(stage, (done, total))
+        # Several bars may interleave (V0 Ray draws one per pipeline stage; Ray relays fragments), so a
+        # phase's progress is the furthest update seen for that description.
+        best = self._bars.get(desc)
+        if best is None or (bar.total, bar.done) > best:
+            best = self._bars[desc] = (bar.total, bar.done)
+        self._touch(stage, (best[1], best[0]))
 
     # --- transitions ---------------------------------------------------------------------------------
     def _touch(self, name: str, progress: tuple[int, int] | None = None) -> bool:
@@ -399,7 +411,7 @@ class Timeline:
             return False
         if st.status != "running":
             return False
-        st.last_wall = self._now
+        st.last_wall = self._last_event_wall = self._now
         if progress is not None:
             st.progress = progress
         return True
@@ -415,10 +427,24 @@ class Timeline:
         st = self._stages[name]
         st.status, st.seen = "running", True
         st.start_s, st.start_t, st.start_wall = self._last_s, self._last_t, self._now
+        # Stages are back to back: the silent time between the previous stage's end and this stage's
+        # first line (a profiling run, a long download) already belongs to this stage.
+        prev = None
+        for earlier in reversed(STAGES[:idx]):
+            est = self._stages[earlier]
+            if est.seen and est.status in ("done", "skipped"):
+                prev = est
+                break
+        if prev is not None:
+            if prev.end_s is not None and self._last_s is not None and prev.end_s <= self._last_s:
+                st.start_s, st.start_t = prev.end_s, prev.end_t
+            if prev.end_wall is not None and self._now is not None:
+                st.start_wall = min(prev.end_wall, self._now)
         st.last_wall = self._now
         self._furthest = max(self._furthest, idx)
 
     def _finish(self, st: _Stage) -> None:
+        self._last_event_wall = self._now
         st.status = "done"
         st.end_s, st.end_t, st.end_wall = self._last_s, self._last_t, self._now
         if st.name == "compile" and self._cache_hit and not self._compiled:
@@ -435,16 +461,33 @@ class Timeline:
             self._finish(st)
 
     def _node_done(self, name: str, rec: LogRecord) -> None:
+        st = self._stages[name]
+        if st.status == "done" and STAGE_INDEX[name] == self._furthest:
+            # A slower node (or rank) finishing before the next stage logged anything: the stage
+            # really ended then (Ray may deliver copies late, so only ever move the end forward).
+            if self._last_s is not None and (st.end_s is None or self._last_s > st.end_s):
+                st.end_s, st.end_t = self._last_s, self._last_t
+            if self._now is not None:
+                st.end_wall = self._now
+            self._last_event_wall = self._now
+            return
         if not self._touch(name):
             return
         st = self._stages[name]
         st.reporters.add(rec.node or "head")
         st.repeats += rec.repeat
-        reported = min(self.expected_nodes, len(st.reporters) + st.repeats)
-        if reported >= self.expected_nodes:
+        expected = self._expected_nodes()
+        reported = min(expected, len(st.reporters) + st.repeats)
+        if reported >= expected:
             self._close(name)
         elif st.progress is None or name not in ("weights", "cuda_graphs"):
-            st.progress = (reported, self.expected_nodes)
+            st.progress = (reported, expected)
+
+    def _expected_nodes(self) -> int:
+        """The caller's node count; without one, every node the log has shown so far."""
+        if self.expected_nodes is not None:
+            return self.expected_nodes
+        return max(1, len(self._nodes))
 
     # --- failures ------------------------------------------------------------------------------------
     def _running_stage(self) -> str | None:
@@ -458,14 +501,19 @@ class Timeline:
         if not raw.strip() or raw[:1] in (" ", "\t"):
             return  # empty, or an indented traceback line (code, not the exception)
         msg = raw.strip()
-        kind = fl.classify(msg)
+        current = self._failure
+        running = self._running_stage() or (current[1] if current is not None else None)
+        kind = fl.classify(msg, running)
         marker = fl.is_marker(msg)
         exc = fl.is_exception_line(msg)
         errorish = rec.level in ("ERROR", "CRITICAL")
         if not errorish and not exc and not marker:
             return  # a WARNING or INFO line that merely mentions an error
-        if kind is not None and (errorish or exc or marker):
-            rank = 3
+        # Rank of a root-cause candidate: a classified exception line beats a classified summary line
+        # ("Triton compilation failed: x" < "OSError: [Errno 122] Disk quota exceeded"), which beats an
+        # unclassified exception, which beats a bare "EngineCore failed to start".
+        if kind is not None:
+            rank = 4 if exc else 3
         elif marker:
             rank = 1
         elif exc:
@@ -474,12 +522,10 @@ class Timeline:
             if errorish and not msg.startswith(("File ", "Traceback", "^", "raise ", "return ")):
                 self._facts.setdefault("first_error", msg)
             return
-        current = self._failure
-        running = self._running_stage() or (current[1] if current is not None else None)
         if kind is None and rank == 2 and fl.is_config_exception(msg) and (
             running in (None, "config") and self._furthest <= STAGE_INDEX["config"]
         ):
-            kind, rank = "config_error", 3
+            kind, rank = "config_error", 4
         if current is not None and current[3] >= rank:
             return
         k = kind or "unknown"
@@ -510,20 +556,33 @@ class Timeline:
             if k is not None:
                 kind, message = k, text
                 break
-        self._failure = (kind, "engine", message, 3)
+        self._failure = (kind, "engine", message, 4)
         self._outcome = "failed"
 
     # --- reading -------------------------------------------------------------------------------------
     def stall_seconds(self, now: float | None = None) -> float | None:
         """Seconds since the running stage last moved (None if nothing runs or no wall clock is known)."""
-        name = self._running_stage()
-        if name is None or self._outcome != "incomplete":
+        if self._outcome != "incomplete":
             return None
+        name = self._running_stage()
         now = self._now if now is None else now
-        last = self._stages[name].last_wall
+        # Between stages (one done, the next not logged yet) the wait counts from the last event.
+        last = self._stages[name].last_wall if name is not None else self._last_event_wall
         if now is None or last is None:
             return None
         return max(0.0, now - last)
+
+    def waiting_for(self) -> str | None:
+        """The stage the log is in or about to enter: the running one, else the next one not skipped."""
+        if self._outcome != "incomplete":
+            return None
+        running = self._running_stage()
+        if running is not None:
+            return running
+        for name in STAGES[self._furthest + 1 :]:
+            if self._stages[name].status == "pending":
+                return name
+        return None
 
     def snapshot(self) -> TimelineSnapshot:
         stages = tuple(self._stage_snapshot(self._stages[name]) for name in STAGES)
@@ -541,7 +600,7 @@ class Timeline:
         elif self._outcome == "ready":
             current = None
         else:
-            current = self._running_stage()
+            current = self.waiting_for()
         return TimelineSnapshot(
             outcome=self._outcome,
             vllm_version=version if isinstance(version, str) else None,
