@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -15,10 +16,13 @@ from sparktui.domain.history import (
     format_duration,
     format_remaining,
     ready_eta,
+    record_from_timeline,
     record_run,
     runs_for,
+    stage_bar_text,
     stage_eta,
 )
+from sparktui.domain.logs.stages import Failure, StageProgress, StageSnapshot, TimelineSnapshot
 
 MODEL, IMAGE = "/models/qwen3-32b", "nvcr.io/nvidia/vllm:25.11-py3"
 
@@ -125,3 +129,28 @@ def test_history_command(
     data = json.loads(capsys.readouterr().out)
     assert [r["outcome"] for r in data] == ["ready", "failed"]
     assert data[0]["stages"]["weights"] == 890.0
+
+
+def test_record_and_eta_from_a_log_timeline() -> None:
+    def stage(
+        name: str, status: str, seconds: float | None, progress: StageProgress | None = None
+    ) -> StageSnapshot:
+        return StageSnapshot(name, status, None, None, seconds, progress)
+
+    failed = TimelineSnapshot(
+        outcome="failed", vllm_version="0.19.2", model=MODEL,
+        stages=(stage("config", "done", 4.0), stage("placement", "done", 12.5),
+                stage("weights", "failed", 30.0), stage("compile", "pending", None)),
+        facts=MappingProxyType({}),
+        failure=Failure("oom", "weights", "torch.OutOfMemoryError: CUDA out of memory", "lower …"),
+        nodes=("spark1",), current="weights",
+    )
+    rec = record_from_timeline(failed, started_at=5.0, model=MODEL, image=IMAGE)
+    assert rec.outcome == "failed" and rec.vllm_version == "0.19.2"
+    assert rec.stages == {"config": 4.0, "placement": 12.5}
+    assert rec.failure == "oom: torch.OutOfMemoryError: CUDA out of memory"
+
+    runs = [run(1, 890.0), run(2, 890.0), run(3, 890.0)]
+    loading = stage("weights", "running", 383.0, StageProgress(43, 100))
+    assert stage_bar_text(runs, loading) == "weights 43% — about 8 min left; last 3 runs 14m50s"
+    assert stage_bar_text([], loading) == "weights 43%"

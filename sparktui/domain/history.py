@@ -16,7 +16,10 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sparktui.domain.logs.stages import StageSnapshot, TimelineSnapshot
 
 SCHEMA_VERSION = 1
 HISTORY_FILE = "runs.jsonl"
@@ -267,3 +270,44 @@ def ready_eta(
 
 def runs_as_dicts(runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
     return [{**asdict(r), "stages": dict(r.stages)} for r in runs]
+
+
+# ---- glue to the log timeline ---------------------------------------------------------------------
+def record_from_timeline(
+    timeline: TimelineSnapshot,
+    *,
+    started_at: float,
+    model: str,
+    image: str,
+    ready_seconds: float | None = None,
+    outcome: str | None = None,
+    cluster: str = "",
+) -> RunRecord:
+    """The record of one start from its log timeline: durations of the stages that finished, the
+    outcome ("ready" | "failed" | "incomplete"; pass ``outcome="stopped"`` for a start the user ended)
+    and the failure kind with its root-cause line."""
+    failure = None
+    if timeline.failure is not None:
+        failure = f"{timeline.failure.kind}: {timeline.failure.message}"[:300]
+    return record_run(
+        started_at=started_at, model=model, image=image, outcome=outcome or timeline.outcome,
+        stage_seconds={s.name: s.seconds for s in timeline.stages if s.status == "done"},
+        ready_seconds=ready_seconds, vllm_version=timeline.vllm_version, failure=failure, cluster=cluster,
+    )
+
+
+def eta_for_stage(runs: Sequence[RunRecord], stage: StageSnapshot, last: int = 3) -> StageEta:
+    """ETA of a running stage snapshot (its ``seconds`` so far and its progress n/total)."""
+    fraction = None
+    if stage.progress is not None and stage.progress.total > 0:
+        fraction = min(1.0, stage.progress.done / stage.progress.total)
+    return stage_eta(runs, stage.name, stage.seconds or 0.0, fraction, last)
+
+
+def stage_bar_text(runs: Sequence[RunRecord], stage: StageSnapshot, last: int = 3) -> str:
+    """The text next to a running stage bar: "weights 43% — about 8 min left; last 3 runs 14m50s"."""
+    head = stage.name
+    if stage.progress is not None and stage.progress.total > 0:
+        head += f" {100 * stage.progress.done // stage.progress.total}%"
+    eta = eta_for_stage(runs, stage, last).describe()
+    return f"{head} — {eta}" if eta else head
