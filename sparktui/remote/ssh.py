@@ -1,0 +1,464 @@
+"""The SSH transport: one asyncssh connection per node, shared by every channel, kept up by a supervisor.
+
+- Host keys are always checked: the node's own ``known_hosts`` file plus the user's (``~/.ssh/known_hosts``
+  or what ``~/.ssh/config`` names). A host whose key does not match is refused and the state says so.
+- ``~/.ssh/config`` is honoured (asyncssh reads it), so ``node.host`` may be an alias.
+- Client keepalives notice a dead link within about ``keepalive_interval * (keepalive_count_max + 1)``.
+- On loss the supervisor reconnects with exponential backoff and jitter (``RETRYING``, with the time of
+  the next attempt and the last error); authentication and host-key faults are ``FAILED`` and retried
+  only slowly, because retrying them quickly cannot help.
+- Commands are argument lists, joined for the remote shell by ``shell_line`` (every word quoted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+
+import asyncssh
+
+from sparktui.config import NodeConfig
+from sparktui.domain.backoff import Backoff
+from sparktui.remote.transport import (
+    CommandResult,
+    LinkPhase,
+    LinkState,
+    RemoteProcess,
+    Transport,
+    TransportError,
+    shell_line,
+)
+
+#: Default known_hosts files when ``~/.ssh/config`` names none (OpenSSH's defaults).
+DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "/etc/ssh/ssh_known_hosts")
+#: How much of a streaming command's stderr is kept (the tail).
+STDERR_KEEP = 64 * 1024
+#: Exit status reported when ``run`` gives up waiting (like coreutils ``timeout``).
+TIMEOUT_STATUS = 124
+
+
+class _PermanentError(Exception):
+    """A connection fault that retrying quickly cannot fix (host key, authentication)."""
+
+
+class _Client(asyncssh.SSHClient):
+    """Remembers why the connection ended, for the state's ``last_error``."""
+
+    def __init__(self) -> None:
+        self.lost_reason: str | None = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost_reason = _describe(exc) if exc is not None else "connection closed by the node"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, asyncssh.DisconnectError) and exc.reason:
+        return "connection lost" if exc.reason == "Connection lost" else str(exc.reason)
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is sshd running?)"
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower() if exc.errno else exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+#: Every command runs under this constant wrapper: it reports its PID on the first line of stdout, then
+#: becomes the command. ``terminate`` and timeouts use the PID to hang the command up, because sshd
+#: cannot deliver signal requests in every setup (root logins run without privilege separation).
+PID_WRAPPER = 'printf "%s\\n" "$$"; exec "$@"'
+#: Hang up a command started under ``PID_WRAPPER`` (its process group when it leads one).
+HANGUP_SCRIPT = 'kill -HUP -- "-$1" 2>/dev/null || kill -HUP "$1" 2>/dev/null; exit 0'
+
+
+def wrapped_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """The remote command line for ``argv``: quoted by ``shell_line``, under ``PID_WRAPPER``."""
+    if not argv:
+        raise ValueError("empty command")
+    return shell_line(["sh", "-c", PID_WRAPPER, "sh", *argv], env)
+
+
+async def _read_pid(proc: asyncssh.SSHClientProcess[bytes]) -> int | None:
+    line = await proc.stdout.readline()
+    try:
+        return int(line.strip())
+    except ValueError:
+        return None
+
+
+class _SSHProcess(RemoteProcess):
+    def __init__(
+        self, transport: SSHTransport, proc: asyncssh.SSHClientProcess[bytes], pid: int | None
+    ) -> None:
+        self._transport = transport
+        self._proc = proc
+        self.pid = pid
+        self._stderr = bytearray()
+        self._terminated = False
+        # Drain stderr all along: an unread stream would fill the channel window and stall stdout too.
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+
+    async def _drain_stderr(self) -> None:
+        with contextlib.suppress(asyncssh.Error, OSError, asyncio.CancelledError):
+            while True:
+                data = await self._proc.stderr.read(65536)
+                if not data:
+                    return
+                self._stderr += data
+                if len(self._stderr) > STDERR_KEEP:
+                    del self._stderr[: len(self._stderr) - STDERR_KEEP]
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        while True:
+            try:
+                data = await self._proc.stdout.read(65536)
+            except (asyncssh.Error, OSError):
+                return
+            if not data:
+                return
+            yield data
+
+    async def write(self, data: bytes) -> None:
+        try:
+            self._proc.stdin.write(data)
+            await self._proc.stdin.drain()
+        except (asyncssh.Error, OSError) as exc:
+            raise TransportError(f"writing to the remote command failed: {_describe(exc)}") from exc
+
+    async def close_stdin(self) -> None:
+        with contextlib.suppress(asyncssh.Error, OSError):
+            self._proc.stdin.write_eof()
+
+    async def wait(self) -> int | None:
+        with contextlib.suppress(asyncssh.Error, OSError):
+            await self._proc.wait_closed()
+        return self._proc.returncode
+
+    async def stderr_text(self) -> str:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+        return self._stderr.decode("utf-8", "replace")
+
+    def terminate(self) -> None:
+        if self._terminated:
+            return
+        self._terminated = True
+        self._transport._hang_up(self._proc, self.pid)
+
+
+class SSHTransport(Transport):
+    """A node reached over SSH."""
+
+    def __init__(
+        self,
+        node: NodeConfig,
+        *,
+        keepalive_interval: float = 2.0,
+        keepalive_count_max: int = 3,
+        connect_timeout: float = 8.0,
+        reconnect_wait: float = 5.0,
+        backoff: Backoff | None = None,
+        permanent_retry: float = 60.0,
+    ) -> None:
+        super().__init__(node.name)
+        self.node = node
+        self.keepalive_interval = keepalive_interval
+        self.keepalive_count_max = keepalive_count_max
+        self.connect_timeout = connect_timeout
+        #: How long ``run``/``start`` wait for a reconnect before raising ``TransportError``.
+        self.reconnect_wait = reconnect_wait
+        self.backoff = backoff or Backoff()
+        #: Host-key and authentication failures are retried this rarely (the user may fix the file).
+        self.permanent_retry = permanent_retry
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+        self._closing = False
+        #: (remote host, remote port) -> local port; re-established on the same port after a reconnect.
+        self._forwards: dict[tuple[str, int], int] = {}
+        self._listeners_open: dict[tuple[str, int], asyncssh.SSHListener] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    # -- state -------------------------------------------------------------------------------------
+    def _set_state(self, state: LinkState) -> None:
+        super()._set_state(state)
+        # Wake everyone waiting for a change (run() waiting for a reconnect, connect()).
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    @property
+    def connection(self) -> asyncssh.SSHClientConnection | None:
+        return self._conn
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def connect(self) -> None:
+        """Start the supervisor and wait for the outcome of the first attempt (it never raises)."""
+        if self._supervisor is None:
+            self._closing = False
+            self._supervisor = asyncio.create_task(self._supervise(), name=f"ssh-supervisor-{self.name}")
+        deadline = time.monotonic() + self.connect_timeout + 1.0
+        while self._state.phase is LinkPhase.CONNECTING and time.monotonic() < deadline:
+            await self._wait_change(deadline - time.monotonic())
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+            self._supervisor = None
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.wait_closed(), 2.0)
+        self._listeners_open.clear()
+        self._set_state(LinkState(LinkPhase.CLOSED))
+
+    async def _wait_change(self, timeout: float) -> None:
+        if timeout <= 0:
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+
+    # -- the supervisor ----------------------------------------------------------------------------
+    async def _supervise(self) -> None:
+        failures = 0
+        last_error: str | None = None
+        while not self._closing:
+            if failures:
+                # Still RETRYING while the attempt runs: the UI keeps showing why it is retrying.
+                self._set_state(LinkState(LinkPhase.RETRYING, None, last_error, failures))
+            else:
+                self._set_state(LinkState(LinkPhase.CONNECTING, attempts=0))
+            try:
+                conn, client = await self._open()
+            except _PermanentError as exc:
+                failures += 1
+                last_error = str(exc)
+                self._set_state(LinkState(LinkPhase.FAILED, time.monotonic() + self.permanent_retry,
+                                          last_error, failures))
+                await asyncio.sleep(self.permanent_retry)
+                continue
+            except (OSError, asyncssh.Error, TimeoutError, ValueError) as exc:
+                failures += 1
+                last_error = _describe(exc)
+                await self._sleep_retrying(failures, last_error)
+                continue
+            self._conn = conn
+            failures = 0
+            await self._restore_forwards(conn)
+            self._set_state(LinkState(LinkPhase.CONNECTED))
+            await conn.wait_closed()
+            self._conn = None
+            self._listeners_open.clear()
+            if self._closing:
+                return
+            failures = 1
+            reason = client.lost_reason or "closed"
+            last_error = reason if reason.startswith("connection") else f"connection lost: {reason}"
+            await self._sleep_retrying(failures, last_error)
+
+    async def _sleep_retrying(self, failures: int, error: str) -> None:
+        delay = self.backoff.delay(failures)
+        self._set_state(LinkState(LinkPhase.RETRYING, time.monotonic() + delay, error, failures))
+        await asyncio.sleep(delay)
+
+    def _options(self) -> asyncssh.SSHClientConnectionOptions:
+        node = self.node
+        kwargs: dict[str, object] = {
+            "keepalive_interval": self.keepalive_interval,
+            "keepalive_count_max": self.keepalive_count_max,
+            "connect_timeout": self.connect_timeout,
+            "login_timeout": self.connect_timeout,
+        }
+        if node.user:
+            kwargs["username"] = node.user
+        if node.port:
+            kwargs["port"] = node.port
+        if node.identity_file:
+            kwargs["client_keys"] = [os.path.expanduser(node.identity_file)]
+        # Reads ~/.ssh/config for this host (HostName, User, Port, IdentityFile, UserKnownHostsFile …).
+        options = asyncssh.SSHClientConnectionOptions(host=node.host, **kwargs)
+        return asyncssh.SSHClientConnectionOptions(options, known_hosts=self._known_hosts(options))
+
+    def known_hosts_files(self, options: asyncssh.SSHClientConnectionOptions | None = None) -> list[str]:
+        """The known_hosts files checked for this node (existing ones only)."""
+        configured = (options or asyncssh.SSHClientConnectionOptions(host=self.node.host)).known_hosts
+        candidates: list[str] = []
+        if self.node.known_hosts:
+            candidates.append(self.node.known_hosts)
+        if configured is None:
+            pass  # "UserKnownHostsFile none": only the node's own file
+        elif isinstance(configured, list | tuple) and configured:
+            candidates += [str(c) for c in configured]
+        else:
+            candidates += DEFAULT_KNOWN_HOSTS
+        files: list[str] = []
+        for candidate in candidates:
+            path = os.path.expanduser(candidate)
+            if os.path.isfile(path) and os.access(path, os.R_OK) and path not in files:
+                files.append(path)
+        return files
+
+    def _known_hosts(self, options: asyncssh.SSHClientConnectionOptions) -> list[str] | bytes:
+        files = self.known_hosts_files(options)
+        # Never None (that would turn checking off); with no file at all nothing is trusted.
+        return files if files else b""
+
+    async def _open(self) -> tuple[asyncssh.SSHClientConnection, _Client]:
+        options = self._options()
+        client = _Client()
+        try:
+            conn, _ = await asyncssh.create_connection(lambda: client, self.node.host, options=options)
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise _PermanentError(self._host_key_message(options, exc)) from exc
+        except asyncssh.PermissionDenied as exc:
+            user = options.username or "?"
+            raise _PermanentError(
+                f"authentication failed for {user}@{self.node.host} ({_describe(exc)}); "
+                f"check identity_file / ~/.ssh/config and the node's authorized_keys"
+            ) from exc
+        return conn, client
+
+    def _host_key_message(self, options: asyncssh.SSHClientConnectionOptions, exc: Exception) -> str:
+        node = self.node
+        files = self.known_hosts_files(options)
+        where = ", ".join(files) if files else "no known_hosts file"
+        target = options.host or node.host
+        shown = node.host if target == node.host else f"{node.host} = {target}"
+        try:
+            port = None if options.port in (None, 22) else options.port
+            known = files and asyncssh.read_known_hosts(files).match(target, "", port)[0]
+        except (OSError, ValueError, asyncssh.Error):
+            known = []
+        if known:
+            return (f"host key for {node.name} ({shown}) does not match known_hosts ({where}): "
+                    f"the node may have been reinstalled, or someone is in the middle; refusing to connect")
+        return (f"host key for {node.name} ({shown}) is not in known_hosts ({where}): "
+                f"verify it and add it (e.g. ssh {target} once); refusing to connect ({_describe(exc)})")
+
+    async def _restore_forwards(self, conn: asyncssh.SSHClientConnection) -> None:
+        for (host, port), local in list(self._forwards.items()):
+            try:
+                listener = await conn.forward_local_port("127.0.0.1", local, host, port)
+            except (OSError, asyncssh.Error):
+                del self._forwards[(host, port)]  # the port was taken meanwhile: a new one on request
+                continue
+            self._listeners_open[(host, port)] = listener
+
+    # -- channels ----------------------------------------------------------------------------------
+    async def _connection(self) -> asyncssh.SSHClientConnection:
+        """The live connection, waiting up to ``reconnect_wait`` for a reconnect."""
+        if self._supervisor is None and not self._closing:
+            await self.connect()
+        deadline = time.monotonic() + self.reconnect_wait
+        while True:
+            conn = self._conn
+            if conn is not None and self._state.phase is LinkPhase.CONNECTED:
+                return conn
+            state = self._state
+            if state.phase in (LinkPhase.FAILED, LinkPhase.CLOSED):
+                raise TransportError(f"{self.name}: {state.describe()}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TransportError(f"{self.name}: not connected ({state.describe()})")
+            await self._wait_change(remaining)
+
+    def _hang_up(self, proc: asyncssh.SSHClientProcess[bytes], pid: int | None) -> None:
+        """End a remote command: signal request, EOF, channel close, and a HUP by PID to make sure."""
+        with contextlib.suppress(asyncssh.Error, OSError):
+            proc.send_signal("HUP")
+        with contextlib.suppress(asyncssh.Error, OSError):
+            proc.stdin.write_eof()
+        proc.close()
+        if pid is not None and self._conn is not None:
+            task = asyncio.create_task(self._kill_remote(pid))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _kill_remote(self, pid: int) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        with contextlib.suppress(asyncssh.Error, OSError, asyncio.TimeoutError):
+            await asyncio.wait_for(conn.run(shell_line(["sh", "-c", HANGUP_SCRIPT, "sh", str(pid)])), 10)
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        command = wrapped_line(argv, env)
+        conn = await self._connection()
+        t0 = time.monotonic()
+        try:
+            proc = await conn.create_process(command, encoding=None,
+                                             stdin=asyncssh.DEVNULL if input is None else asyncssh.PIPE)
+        except (OSError, asyncssh.Error) as exc:
+            raise TransportError(f"{self.name}: cannot run {argv[0]}: {_describe(exc)}") from exc
+        pid: int | None = None
+
+        async def converse() -> tuple[bytes | str | None, bytes | str | None]:
+            nonlocal pid
+            pid = await _read_pid(proc)
+            return await proc.communicate(input)
+
+        try:
+            stdout, stderr = await asyncio.wait_for(converse(), timeout)
+        except TimeoutError:
+            self._hang_up(proc, pid)
+            return CommandResult(tuple(argv), TIMEOUT_STATUS, "", f"timed out after {timeout} s",
+                                 time.monotonic() - t0)
+        except (OSError, asyncssh.Error) as exc:
+            self._hang_up(proc, pid)
+            raise TransportError(f"{self.name}: {argv[0]} lost its channel: {_describe(exc)}") from exc
+        except asyncio.CancelledError:
+            self._hang_up(proc, pid)
+            raise
+        with contextlib.suppress(asyncssh.Error, OSError):
+            await proc.wait_closed()
+        returncode = proc.returncode
+        if returncode is None:
+            if self._conn is not conn or conn.is_closed():
+                raise TransportError(f"{self.name}: connection lost while running {argv[0]}")
+            returncode = -1
+        return CommandResult(tuple(argv), returncode, _text(stdout), _text(stderr), time.monotonic() - t0)
+
+    async def start(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> RemoteProcess:
+        command = wrapped_line(argv, env)
+        conn = await self._connection()
+        try:
+            proc = await conn.create_process(command, encoding=None)
+            pid = await asyncio.wait_for(_read_pid(proc), self.connect_timeout)
+        except (OSError, asyncssh.Error, TimeoutError) as exc:
+            raise TransportError(f"{self.name}: cannot start {argv[0]}: {_describe(exc)}") from exc
+        return _SSHProcess(self, proc, pid)
+
+    async def forward_port(self, remote_host: str, remote_port: int) -> int:
+        key = (remote_host, remote_port)
+        conn = await self._connection()
+        if key in self._listeners_open:
+            return self._forwards[key]
+        try:
+            listener = await conn.forward_local_port("127.0.0.1", 0, remote_host, remote_port)
+        except (OSError, asyncssh.Error) as exc:
+            raise TransportError(f"{self.name}: cannot forward to {remote_host}:{remote_port}: "
+                                 f"{_describe(exc)}") from exc
+        self._listeners_open[key] = listener
+        self._forwards[key] = listener.get_port()
+        return self._forwards[key]
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else data
