@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(parser)
     parser.add_argument("--demo", action="store_true", help="run on a built-in simulated two-node cluster")
     parser.add_argument("--readonly", action="store_true", help="watch only: start/stop/restart disabled")
+    importlib.import_module("sparktui.commands.dashboard").add_arguments(parser)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for verb, help_text in VERBS.items():
         p = sub.add_parser(verb, help=help_text, description=help_text)

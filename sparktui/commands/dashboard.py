@@ -1,15 +1,111 @@
-"""`sparktui` with no verb: the dashboard (placeholder until the dashboard lands)."""
+"""``sparktui [--config PATH] [--demo] [--readonly]``: the dashboard.
+
+Which backend: ``--demo`` → the built-in simulation; an explicit config (``--config`` or
+``$SPARKTUI_CONFIG``) → the real nodes over SSH; a config found by the default lookup that is still the
+shipped example (``cluster.example = true``) → the demo, with a notice saying how to point it at real Sparks;
+no config at all → the demo. Textual is imported only here, when the dashboard really opens.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from sparktui.commands.common import not_implemented
+from sparktui.config import ConfigError, SparkConfig, UIConfig, find_config, load_config
+
+EXAMPLE_NOTICE = (
+    "This is the demo: {path} is still the shipped example (cluster.example = true). To watch your Sparks, "
+    "edit it (nodes, model) and delete the `example = true` line, or run sparktui --config PATH."
+)
+NO_CONFIG_NOTICE = (
+    "This is the demo: no config found. To watch your Sparks, copy the example config.toml to "
+    "~/.config/sparktui/config.toml and edit it, or run sparktui --config PATH."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    """Hidden options for making the README's screenshot and for reproducible demo screens."""
+    parser.add_argument("--screenshot", metavar="SVG", help=argparse.SUPPRESS)
+    parser.add_argument("--screenshot-after", metavar="SECONDS", type=float, default=20.0,
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--demo-frozen-at", metavar="SECONDS", type=float, default=None,
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--size", metavar="COLSxROWS", default=None, help=argparse.SUPPRESS)
+
+
+@dataclass(frozen=True)
+class Choice:
+    demo: bool
+    config: SparkConfig | None
+    notice: str | None = None
+
+
+def choose(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Choice:
+    """Pick demo or real backend from the flags and the config lookup (see the module docstring)."""
+    env = dict(os.environ) if environ is None else environ
+    explicit = getattr(args, "config", None) or env.get("SPARKTUI_CONFIG")
+    if getattr(args, "demo", False):
+        return Choice(True, _load_quiet(find_config(explicit, env)) if explicit else None)
+    path = find_config(getattr(args, "config", None), env)
+    if path is None:
+        return Choice(True, None, NO_CONFIG_NOTICE)
+    config = load_config(path)
+    if config.cluster.example and not explicit:
+        return Choice(True, config, EXAMPLE_NOTICE.format(path=path))
+    return Choice(False, config)
+
+
+def _load_quiet(path: Path | None) -> SparkConfig | None:
+    return load_config(path) if path is not None else None
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("dashboard")
+    try:
+        choice = choose(args)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    readonly = bool(getattr(args, "readonly", False))
+    ui = choice.config.ui if choice.config is not None else UIConfig()
+    readonly = readonly or ui.readonly
+    screenshot = None
+    if getattr(args, "screenshot", None):
+        screenshot = (Path(args.screenshot), float(args.screenshot_after))
+
+    from sparktui.ui.app import SparkApp
+
+    backend: Any
+    if choice.demo:
+        from sparktui.sim.demo import DemoBackend
+
+        frozen = getattr(args, "demo_frozen_at", None)
+        backend = DemoBackend(readonly=readonly, frozen_at=frozen)
+        roles: dict[str, str] = dict(backend.node_roles)
+        name = "demo: two simulated DGX Sparks"
+    else:
+        assert choice.config is not None
+        from sparktui.remote.backend import SshBackend
+
+        backend = SshBackend(choice.config, readonly=readonly)
+        roles = {n.name: n.role for n in choice.config.nodes}
+        name = choice.config.cluster.name
+    app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
+                   screenshot=screenshot, readonly=readonly)
+    size = _size(getattr(args, "size", None))
+    if screenshot is not None:
+        # Headless: the screenshot is made by the app itself, at the size asked for (default 160×48).
+        app.run(headless=True, size=size or (160, 48))
+    else:
+        app.run(size=size)
+    return int(app.return_code or 0)
+
+
+def _size(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    cols, _, rows = text.lower().partition("x")
+    return int(cols), int(rows)

@@ -1,0 +1,359 @@
+"""The dashboard: nodes side by side, the engine with its stage bars and controls, the live log.
+
+How the backend is consumed: ``backend.run(sink)`` runs as an async worker for the app's lifetime; the sink
+only appends events to an in-memory queue (cheap, and safe from any thread). A 15 Hz timer drains the queue,
+folds the events into ``DashboardState``, queues log records in the log pane, and re-renders only what
+changed, so the screen refresh rate never depends on how fast events arrive. Controls call
+``backend.start()``, ``stop()``, ``restart()``, ``smoke_test()`` and ``select_log()``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import ClassVar
+
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Header, HelpPanel, Static
+
+from sparktui.config import UIConfig
+from sparktui.domain.events import (
+    ClusterBackend,
+    EngineState,
+    Event,
+    LogRecords,
+    Notice,
+    OperationRefused,
+)
+from sparktui.ui.screens.confirm import ConfirmScreen
+from sparktui.ui.state import DashboardState
+from sparktui.ui.widgets.engine_panel import EnginePanel, ServingView
+from sparktui.ui.widgets.log_pane import LogPane
+from sparktui.ui.widgets.node_panel import NodePanel
+
+#: How often queued events are applied and queued log lines written (Hz). 15 Hz: smooth enough to read a
+#: live bar, rare enough that a flood of 100k lines/s costs a handful of ``write_lines`` calls per second.
+FLUSH_HZ = 15.0
+
+LIFECYCLE_ACTIONS = ("start", "restart", "stop")
+
+
+class SparkApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "sparktui"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "start", "Start", id="start", tooltip="Preflight, then start the engine on every node"),
+        Binding("r", "restart", "Restart", id="restart", tooltip="Stop, then start (asks first)"),
+        Binding("x", "stop", "Stop", id="stop", tooltip="Stop vLLM, Ray and our containers (asks first)"),
+        Binding("t", "smoke_test", "Smoke test", id="smoke_test", tooltip="One streaming completion"),
+        Binding("slash", "find", "Find", id="find", tooltip="Find text in the log"),
+        Binding("f", "filter", "Filter", id="filter", tooltip="Show only log lines containing a text"),
+        Binding("l", "cycle_level", "Level", id="level", tooltip="Minimum log level: all/INFO/WARNING/ERROR"),
+        Binding("o", "cycle_node", "Node", id="node", tooltip="Show log lines of one node only"),
+        Binding("w", "cycle_source", "Source", id="log_source",
+                tooltip="Switch between the vLLM log and each node's Ray worker log"),
+        Binding("z", "toggle_full_log", "Full log", id="full_log", tooltip="Full-screen log"),
+        Binding("n", "find_next(True)", "Earlier match", id="find_next", show=False),
+        Binding("N", "find_next(False)", "Later match", id="find_previous", show=False),
+        Binding("end", "follow", "Follow log", id="follow", show=False),
+        Binding("question_mark", "toggle_help", "Help", id="help"),
+        Binding("q", "quit", "Quit", id="quit"),
+    ]
+
+    def __init__(
+        self,
+        backend: ClusterBackend,
+        ui: UIConfig | None = None,
+        *,
+        roles: Mapping[str, str] | None = None,
+        cluster_name: str = "",
+        notice: str | None = None,
+        clock: Callable[[], float] | None = None,
+        flush_hz: float = FLUSH_HZ,
+        naive_log: bool = False,
+        screenshot: tuple[Path, float] | None = None,
+        readonly: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.ui_config = ui or UIConfig()
+        self.readonly = bool(readonly if readonly is not None else
+                             (self.ui_config.readonly or getattr(backend, "readonly", False)))
+        names = list(backend.node_names)
+        role_of = dict(roles or {})
+        self.node_roles = [(n, role_of.get(n, "head" if i == 0 else "worker")) for i, n in enumerate(names)]
+        self.clock = clock or getattr(backend, "clock", None) or time.time
+        self.state = DashboardState(self.node_roles, clock=self.clock)
+        self.startup_notice = notice
+        self.flush_hz = flush_hz
+        self.naive_log = naive_log
+        self.screenshot = screenshot
+        self.smoke_result: str | None = None
+        self._inbox: deque[Event] = deque()
+        self._requesting: str | None = None
+        self.log_sources = ["vllm", *(f"ray:{n}" for n in names)]
+        self.sub_title = cluster_name
+        self.events_applied = 0
+
+    # ---- layout -----------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="top"):
+            with Horizontal(id="nodes"):
+                for name, _role in self.node_roles:
+                    yield NodePanel(self.state.nodes[name], id=f"node-{name}", classes="node-panel")
+            yield EnginePanel(id="engine")
+        yield Static(id="asymmetry")
+        yield LogPane(self.ui_config.log_buffer_lines, naive=self.naive_log, id="logpane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.ui_config.keys:
+            self.set_keymap(dict(self.ui_config.keys))
+        if self.ui_config.theme in self.available_themes:
+            self.theme = self.ui_config.theme
+        else:
+            self.notify(f"unknown theme {self.ui_config.theme!r} in [ui] theme; using {self.theme}",
+                        severity="warning")
+        self.query_one("#asymmetry", Static).display = False
+        self._render_engine()
+        self._update_controls()
+        self.query_one(LogPane).log_widget.focus()
+        if self.startup_notice:
+            self.notify(self.startup_notice, title="sparktui", timeout=12)
+        self.set_interval(1.0 / self.flush_hz, self.drain)
+        self.set_interval(1.0, self._tick)
+        self.run_worker(self._run_backend(), name="backend", group="backend", exit_on_error=False)
+        if self.screenshot is not None:
+            path, after = self.screenshot
+            self.set_timer(after, lambda: self._take_screenshot(path))
+
+    async def _run_backend(self) -> None:
+        try:
+            await self.backend.run(self.sink)
+        except Exception as exc:  # the backend promises not to raise; if it does, say so and keep the UI
+            self.notify(f"backend stopped: {exc!r}", severity="error", timeout=30)
+
+    def _take_screenshot(self, path: Path) -> None:
+        self.drain()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.save_screenshot(filename=path.name, path=str(path.parent))
+        self.exit(0)
+
+    # ---- event intake -----------------------------------------------------------------------------
+    def sink(self, event: Event) -> None:
+        """The ``EventSink`` given to the backend: queue only (``deque.append`` is atomic)."""
+        self._inbox.append(event)
+
+    def drain(self) -> None:
+        """Apply every queued event, then re-render what changed and write the queued log lines."""
+        inbox = self._inbox
+        dirty: set[str] = set()
+        pane = self.query_one(LogPane)
+        notices: list[Notice] = []
+        while inbox:
+            event = inbox.popleft()
+            self.events_applied += 1
+            if isinstance(event, LogRecords):
+                pane.add_records(event.source, event.records)
+                continue
+            if isinstance(event, Notice):
+                notices.append(event)
+                continue
+            dirty |= self.state.apply(event)
+        with self.batch_update():
+            self._render(dirty)
+            pane.flush()
+        for notice in notices:
+            self.notify(notice.message, severity=_severity(notice.severity))
+
+    def _render(self, dirty: set[str]) -> None:
+        for part in dirty:
+            if part.startswith("node:"):
+                self._render_node(part[5:])
+        if dirty & {"engine", "operation"}:
+            self._render_engine()
+            self._update_controls()
+        if "serving" in dirty or "engine" in dirty:
+            self.query_one(ServingView).show(self.state.serving, self.smoke_result)
+        if "asymmetry" in dirty:
+            self._render_asymmetry()
+
+    def _render_node(self, name: str) -> None:
+        panels = self.query(f"#node-{name}")
+        if panels:
+            panel = panels.first(NodePanel)
+            panel.refresh_from_state()
+
+    def _render_engine(self) -> None:
+        self.query_one(EnginePanel).show(self.state.engine, self.state.operation, self.clock())
+
+    def _render_asymmetry(self) -> None:
+        warning = self.state.check_asymmetry()
+        box = self.query_one("#asymmetry", Static)
+        box.display = warning is not None
+        if warning:
+            box.update(f"⚠ {warning}")
+
+    def _tick(self) -> None:
+        """Once a second: elapsed times, retry countdowns and stale samples move without events."""
+        with self.batch_update():
+            self._render_engine()
+            for name, _ in self.node_roles:
+                self._render_node(name)
+            self._render_asymmetry()
+
+    # ---- controls ---------------------------------------------------------------------------------
+    def refusal(self) -> str | None:
+        """Why a lifecycle action cannot run now, or ``None``."""
+        if self.readonly:
+            return "read-only mode: start, stop and restart are disabled (started with --readonly)"
+        op = self.state.operation
+        if op is not None and op.running:
+            return f"{op.kind} is running — wait for it to finish"
+        if self._requesting is not None:
+            return f"{self._requesting} is running — wait for it to finish"
+        return None
+
+    def _update_controls(self) -> None:
+        blocked = self.refusal() is not None
+        for action in LIFECYCLE_ACTIONS:
+            self.query_one(f"#btn-{action}", Button).disabled = blocked
+        self.query_one("#btn-smoke", Button).disabled = self.state.engine.state is not EngineState.READY
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        actions = {"btn-start": self.action_start, "btn-restart": self.action_restart,
+                   "btn-stop": self.action_stop, "btn-smoke": self.action_smoke_test}
+        handler = actions.get(event.button.id or "")
+        if handler is not None:
+            event.stop()
+            handler()
+
+    def action_start(self) -> None:
+        self._lifecycle("start")
+
+    def action_restart(self) -> None:
+        self._confirmed("restart", "Restart the engine? Serving stops until it is ready again.")
+
+    def action_stop(self) -> None:
+        self._confirmed("stop", "Stop the engine on every node (vLLM, Ray and our containers)?")
+
+    def _confirmed(self, kind: str, question: str) -> None:
+        reason = self.refusal()
+        if reason is not None:
+            self.notify(reason, title=f"{kind} refused", severity="warning")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._lifecycle(kind)
+
+        self.push_screen(ConfirmScreen(question, yes=kind.capitalize()), answered)
+
+    def _lifecycle(self, kind: str) -> None:
+        reason = self.refusal()
+        if reason is not None:
+            self.notify(reason, title=f"{kind} refused", severity="warning")
+            return
+        self._requesting = kind
+        self._update_controls()
+        self._call_backend(kind)
+
+    @work(group="lifecycle", exit_on_error=False)
+    async def _call_backend(self, kind: str) -> None:
+        try:
+            await getattr(self.backend, kind)()
+        except OperationRefused as exc:
+            self.notify(str(exc) or "another operation is running", title=f"{kind} refused",
+                        severity="warning")
+        except Exception as exc:
+            self.notify(f"{kind} failed: {exc}", severity="error", timeout=20)
+        finally:
+            self._requesting = None
+            self._update_controls()
+
+    def action_smoke_test(self) -> None:
+        if self.state.engine.state is not EngineState.READY:
+            self.notify("the engine is not ready: nothing to test yet", title="smoke test",
+                        severity="warning")
+            return
+        self.notify("sending one streaming completion…", title="smoke test", timeout=3)
+        self._smoke()
+
+    @work(group="smoke", exclusive=True, exit_on_error=False)
+    async def _smoke(self) -> None:
+        try:
+            result = await self.backend.smoke_test()
+        except Exception as exc:
+            self.smoke_result = f"failed: {exc}"
+            self.notify(self.smoke_result, title="smoke test", severity="error", timeout=15)
+        else:
+            self.smoke_result = result
+            self.notify(result, title="smoke test", timeout=10)
+        self.query_one(ServingView).show(self.state.serving, self.smoke_result)
+
+    # ---- log actions ------------------------------------------------------------------------------
+    def action_find(self) -> None:
+        self.query_one(LogPane).open_input("find")
+
+    def action_filter(self) -> None:
+        self.query_one(LogPane).open_input("filter")
+
+    def action_find_next(self, backwards: bool) -> None:
+        self.query_one(LogPane).find_next(backwards)
+
+    def action_cycle_level(self) -> None:
+        level = self.query_one(LogPane).cycle_level()
+        self.notify(f"log level: {level}", timeout=2)
+
+    def action_cycle_node(self) -> None:
+        node = self.query_one(LogPane).cycle_node()
+        self.notify(f"log lines from: {node}", timeout=2)
+
+    def action_cycle_source(self) -> None:
+        pane = self.query_one(LogPane)
+        sources = self.log_sources
+        nxt = sources[(sources.index(pane.source) + 1) % len(sources)] if pane.source in sources else "vllm"
+        self.backend.select_log(nxt)
+        pane.set_source(nxt)
+
+    def action_follow(self) -> None:
+        pane = self.query_one(LogPane)
+        pane.scroll_to_end()
+        pane.update_status()
+
+    def action_toggle_full_log(self) -> None:
+        self.screen.toggle_class("-log-full")
+
+    def action_toggle_help(self) -> None:
+        if self.screen.query(HelpPanel):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Start engine", "Preflight, then start vLLM on every node (s)", self.action_start)
+        yield SystemCommand("Restart engine", "Stop, then start (r)", self.action_restart)
+        yield SystemCommand("Stop engine", "Stop vLLM, Ray and our containers (x)", self.action_stop)
+        yield SystemCommand("Smoke test", "One streaming completion against the engine (t)",
+                            self.action_smoke_test)
+        yield SystemCommand("Full-screen log", "Toggle the full-screen log (z)", self.action_toggle_full_log)
+        yield SystemCommand("Log source", "vLLM log or a node's Ray worker log (w)", self.action_cycle_source)
+        yield SystemCommand("Filter log", "Show only lines containing a text (f)", self.action_filter)
+        yield SystemCommand("Log level", "Cycle the minimum log level (l)", self.action_cycle_level)
+
+
+def _severity(value: str) -> SeverityLevel:
+    if value == "warning":
+        return "warning"
+    if value == "error":
+        return "error"
+    return "information"

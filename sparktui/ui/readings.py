@@ -1,0 +1,115 @@
+"""What a node panel shows, read from a telemetry ``Sample`` (``sparktui.domain.telemetry``).
+
+The node panel renders a ``NodeReading`` only; ``NodeReader`` is the one place that knows the telemetry
+module's shapes and its rate tracker, so a change there touches this file and nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sparktui.domain.telemetry import NodeTelemetry, Sample, is_error_counter
+
+GIB = 1024**3
+#: An error counter stays highlighted this long after it last rose, so a one-off is not missed.
+RISING_HOLD_S = 10.0
+
+
+@dataclass(frozen=True)
+class CableReading:
+    """One QSFP cable (its RDMA devices summed): link state, rate and throughput in Gb/s."""
+
+    name: str
+    state: str | None = None
+    rate: str | None = None
+    rx_gbps: float | None = None
+    tx_gbps: float | None = None
+    #: Error counters that rose since the previous sample, with the increase.
+    errors_rising: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeReading:
+    mem_total_gib: float | None = None
+    mem_used_gib: float | None = None
+    mem_available_gib: float | None = None
+    cpu_percent: float | None = None
+    gpu_name: str | None = None
+    gpu_util: float | None = None
+    gpu_temp_c: float | None = None
+    gpu_power_w: float | None = None
+    gpu_clock_mhz: float | None = None
+    gpu_mem_used_gib: float | None = None
+    gpu_mem_total_gib: float | None = None
+    #: Why there is no GPU reading ("no GPU", "NVML not available"), when there is none.
+    gpu_missing: str | None = None
+    cables: tuple[CableReading, ...] = ()
+    processes: tuple[str, ...] = ()
+    stale: bool = False
+
+
+class NodeReader:
+    """Per node: feeds ``NodeTelemetry`` (rates need the previous sample) and reads what the panel shows."""
+
+    def __init__(self, node: str = "", rdma_devices: Sequence[str] = ()) -> None:
+        self.telemetry = NodeTelemetry(node, rdma_devices=rdma_devices)
+
+    def read(self, sample: Any, now: float | None = None) -> NodeReading:
+        if isinstance(sample, NodeReading):   # test doubles may post readings directly
+            return sample
+        if not isinstance(sample, Sample):
+            return NodeReading()
+        mono = time.monotonic() if now is None else now
+        t = self.telemetry
+        t.update(sample, now=mono)
+        return reading_from(sample, t, mono)
+
+
+def reading_from(sample: Sample, telemetry: NodeTelemetry, now: float) -> NodeReading:
+    mem = sample.memory
+    gpus = sample.gpu.devices
+    gpu = gpus[0] if gpus else None
+    rates = telemetry.rates
+    rising = telemetry.rising_counters(now, RISING_HOLD_S)
+    cables: list[CableReading] = []
+    if rates is not None:
+        for c in rates.cables:
+            ports = [p for p in sample.rdma if p.device in c.devices]
+            state = "ACTIVE" if c.active else (ports[0].state if ports and ports[0].state else "DOWN")
+            errors = sorted(
+                (name, c.increases.get(name, 0))
+                for (device, name) in rising
+                if device in c.devices and is_error_counter(name)
+            )
+            cables.append(CableReading(
+                name=c.name, state=state, rate=f"{c.link_gbps:.0f} Gb/sec" if c.link_gbps else None,
+                rx_gbps=c.rx_gbps, tx_gbps=c.tx_gbps, errors_rising=tuple(dict(errors).items()),
+            ))
+    elif sample.rdma:
+        for p in sample.rdma:
+            cables.append(CableReading(name=p.device, state=p.state, rate=p.rate))
+    gpu_mem_used = gpu_mem_total = None
+    if gpu is not None and not gpu.memory_unified:
+        gpu_mem_used = None if gpu.memory_used is None else gpu.memory_used / GIB
+        gpu_mem_total = None if gpu.memory_total is None else gpu.memory_total / GIB
+    kinds = sorted({p.kind for p in sample.processes if p.kind})
+    return NodeReading(
+        mem_total_gib=None if mem.total is None else mem.total / GIB,
+        mem_used_gib=None if mem.used is None else mem.used / GIB,
+        mem_available_gib=None if mem.available is None else mem.available / GIB,
+        cpu_percent=sample.cpu.percent,
+        gpu_name=gpu.name if gpu else None,
+        gpu_util=max((g.util_percent for g in gpus if g.util_percent is not None), default=None),
+        gpu_temp_c=gpu.temperature_c if gpu else None,
+        gpu_power_w=gpu.power_w if gpu else None,
+        gpu_clock_mhz=gpu.sm_clock_mhz if gpu else None,
+        gpu_mem_used_gib=gpu_mem_used,
+        gpu_mem_total_gib=gpu_mem_total,
+        gpu_missing=None if gpu else (sample.gpu.reason or "no GPU"),
+        cables=tuple(cables),
+        processes=tuple(kinds),
+        stale=sample.is_stale(now),
+    )

@@ -1,0 +1,195 @@
+"""What the dashboard knows: the latest of every backend event, folded into plain objects.
+
+No Textual here: the app drains the backend's events on a timer, ``apply``s them, and re-renders only the
+parts that changed. That keeps the rendering rate independent of the event rate, and lets the tests check the
+folding without a screen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparktui.domain.events import (
+    EngineChanged,
+    EngineState,
+    Event,
+    LogRecords,
+    NodeFacts,
+    NodeLinkChanged,
+    NodeSampled,
+    Notice,
+    OperationChanged,
+    OperationView,
+    ServingSampled,
+)
+from sparktui.ui.readings import NodeReader, NodeReading
+
+#: Points kept for each sparkline (one per sample; 120 ≈ two minutes at the default 1 s refresh).
+HISTORY_POINTS = 120
+
+
+@dataclass
+class NodeState:
+    name: str
+    role: str = "worker"
+    link_phase: str = "connecting"
+    link_detail: str = ""
+    retry_at: float | None = None
+    facts: NodeFacts | None = None
+    reading: NodeReading | None = None
+    sampled_at: float | None = None
+    mem_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    gpu_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    roce_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+
+    def link_text(self, now_monotonic: float | None = None) -> str:
+        """``connected`` / ``connecting`` / ``retrying in 4 s (Connection refused)`` / ``failed (…)``."""
+        if self.link_phase == "retrying" and self.retry_at is not None:
+            now = time.monotonic() if now_monotonic is None else now_monotonic
+            wait = max(0, round(self.retry_at - now))
+            reason = self.link_detail
+            # The backend's detail already says "retrying in N s (error)"; keep only the error part for a
+            # countdown of our own so the seconds tick down between events.
+            if "(" in reason and reason.endswith(")"):
+                reason = reason[reason.index("(") :]
+            elif reason.startswith("retrying"):
+                reason = ""
+            return f"retrying in {wait} s {reason}".rstrip()
+        if self.link_detail and self.link_phase != "connected":
+            return self.link_detail if self.link_detail.startswith(self.link_phase) else (
+                f"{self.link_phase} ({self.link_detail})")
+        return self.link_phase
+
+
+class AsymmetryWatch:
+    """Flags the classic two-node hang: one GPU busy, another idle, for longer than ``threshold`` seconds,
+    while the engine should be working (a rank spinning in an NCCL collective its peer never joins)."""
+
+    def __init__(self, threshold: float = 60.0, busy: float = 50.0, idle: float = 5.0) -> None:
+        self.threshold = threshold
+        self.busy = busy
+        self.idle = idle
+        self._since: float | None = None
+        self._pair: tuple[str, str] | None = None
+
+    def update(self, now: float, working: bool, utilisation: dict[str, float | None]) -> str | None:
+        known = {n: u for n, u in utilisation.items() if u is not None}
+        busy = sorted(n for n, u in known.items() if u >= self.busy)
+        idle = sorted(n for n, u in known.items() if u <= self.idle)
+        if not working or not busy or not idle:
+            self._since = None
+            self._pair = None
+            return None
+        pair = (busy[0], idle[0])
+        if self._since is None or pair != self._pair:
+            self._since, self._pair = now, pair
+        held = now - self._since
+        if held < self.threshold:
+            return None
+        return (f"GPU on {pair[0]} busy ({known[pair[0]]:.0f}%) while {pair[1]} idle ({known[pair[1]]:.0f}%) "
+                f"for {held:.0f} s — a rank may be stuck waiting for its peer")
+
+
+class DashboardState:
+    """The latest of everything, per node and for the engine. ``apply`` returns which parts changed."""
+
+    def __init__(
+        self,
+        nodes: Sequence[tuple[str, str]],
+        clock: Callable[[], float] = time.time,
+        asymmetry_seconds: float = 60.0,
+    ) -> None:
+        self.clock = clock
+        self.nodes: dict[str, NodeState] = {name: NodeState(name, role) for name, role in nodes}
+        self._readers: dict[str, NodeReader] = {name: NodeReader(name) for name, _ in nodes}
+        self.engine = EngineChanged(EngineState.UNKNOWN)
+        self.operation: OperationView | None = None
+        self.serving: Any = None
+        self.notices: list[Notice] = []
+        self.asymmetry = AsymmetryWatch(asymmetry_seconds)
+        self.asymmetry_warning: str | None = None
+
+    def node(self, name: str) -> NodeState:
+        # A node the config did not name (a re-attached cluster that grew): show it rather than drop it.
+        if name not in self.nodes:
+            self.nodes[name] = NodeState(name)
+            self._readers[name] = NodeReader(name)
+        return self.nodes[name]
+
+    @property
+    def operation_running(self) -> bool:
+        return self.operation is not None and self.operation.running
+
+    def apply(self, event: Event) -> set[str]:
+        """Fold one event in; the result names what to re-render: ``node:<name>``, ``engine``, ``operation``,
+        ``serving``, ``notice``. Log records are not kept here (the log pane owns its buffer)."""
+        if isinstance(event, NodeLinkChanged):
+            n = self.node(event.node)
+            n.link_phase, n.link_detail, n.retry_at = event.phase, event.detail, event.retry_at
+            return {f"node:{n.name}"}
+        if isinstance(event, NodeFacts):
+            self.node(event.node).facts = event
+            return {f"node:{event.node}"}
+        if isinstance(event, NodeSampled):
+            return self._apply_sample(event)
+        if isinstance(event, EngineChanged):
+            self.engine = event
+            return {"engine"}
+        if isinstance(event, OperationChanged):
+            self.operation = event.operation
+            return {"operation", "engine"}
+        if isinstance(event, ServingSampled):
+            self.serving = event.snapshot
+            return {"serving"}
+        if isinstance(event, Notice):
+            self.notices.append(event)
+            return {"notice"}
+        if isinstance(event, LogRecords):
+            return set()
+        return set()
+
+    def _apply_sample(self, event: NodeSampled) -> set[str]:
+        n = self.node(event.node)
+        reading = self._readers[n.name].read(event.sample)
+        n.reading = reading
+        n.sampled_at = self.clock()
+        if reading.mem_total_gib and reading.mem_used_gib is not None:
+            n.mem_history.append(100.0 * reading.mem_used_gib / reading.mem_total_gib)
+        n.gpu_history.append(reading.gpu_util if reading.gpu_util is not None else 0.0)
+        n.roce_history.append(sum((c.rx_gbps or 0.0) + (c.tx_gbps or 0.0) for c in reading.cables))
+        return {f"node:{n.name}", "asymmetry"}
+
+    def engine_should_work(self) -> bool:
+        state = self.engine.state
+        if state in (EngineState.STARTING, EngineState.VERIFYING):
+            stage = running_stage_name(self.engine.timeline)
+            return stage not in (None, "config", "placement", "weights")
+        if state is EngineState.READY:
+            running = getattr(self.serving, "requests_running", None)
+            return bool(running)
+        return False
+
+    def check_asymmetry(self) -> str | None:
+        utils = {n.name: (n.reading.gpu_util if n.reading else None) for n in self.nodes.values()}
+        self.asymmetry_warning = self.asymmetry.update(self.clock(), self.engine_should_work(), utils)
+        return self.asymmetry_warning
+
+
+def running_stage_name(timeline: Any) -> str | None:
+    for stage in stages_of(timeline):
+        if str(getattr(stage, "status", "")) == "running":
+            return str(getattr(stage, "name", ""))
+    return None
+
+
+def stages_of(timeline: Any) -> Iterable[Any]:
+    if timeline is None:
+        return ()
+    stages = getattr(timeline, "stages", ())
+    if isinstance(stages, dict):
+        return list(stages.values())
+    return list(stages)

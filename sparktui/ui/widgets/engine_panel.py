@@ -1,0 +1,292 @@
+"""The engine column: state, one bar per init stage, facts, failure, the running operation's steps,
+the controls, and (once ready) the serving figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, Label, ProgressBar, Static
+
+from sparktui.domain.events import EngineChanged, EngineState, OperationView, StepStatus
+from sparktui.ui import format as fmt
+from sparktui.ui.stages import (
+    FACT_CAPTIONS,
+    STAGE_LABELS,
+    STAGE_ORDER,
+    StageView,
+    facts_of,
+    failure_of,
+    stage_views,
+    stall_seconds,
+)
+from sparktui.ui.widgets.sparkline import ScaledSparkline
+
+#: Step lines shown while an operation runs (the window follows the running step).
+STEP_WINDOW = 9
+#: A running stage without progress for this long gets a "no progress for N min" warning.
+STALL_WARN_S = 120.0
+
+_STATE_STYLE = {
+    EngineState.READY: "bold green",
+    EngineState.FAILED: "bold white on red",
+    EngineState.STARTING: "bold yellow",
+    EngineState.PREFLIGHT: "bold yellow",
+    EngineState.VERIFYING: "bold yellow",
+    EngineState.STOPPING: "bold yellow",
+    EngineState.STOPPED: "bold",
+    EngineState.UNKNOWN: "dim",
+}
+_STEP_MARK = {
+    StepStatus.PENDING: ("·", "dim"),
+    StepStatus.RUNNING: ("⟳", "yellow"),
+    StepStatus.OK: ("✓", "green"),
+    StepStatus.WARNING: ("!", "bold yellow"),
+    StepStatus.FAILED: ("✗", "bold red"),
+    StepStatus.SKIPPED: ("–", "dim"),
+}
+
+
+class StageRow(Horizontal):
+    """``weights   ███████░░░  7/12  1m04s``: a determinate bar where the log gives n/total."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(id=f"stage-{name}", classes="stage-row")
+        self.stage = name
+
+    def compose(self) -> ComposeResult:
+        yield Label(STAGE_LABELS[self.stage], classes="stage-name")
+        yield ProgressBar(total=1, show_eta=False, show_percentage=False, classes="stage-bar")
+        yield Label("", classes="stage-info")
+
+    def show(self, view: StageView, elapsed: float | None, stalled: float | None) -> None:
+        bar = self.query_one(ProgressBar)
+        status = view.status
+        if status == "running":
+            if view.total:
+                bar.update(total=view.total, progress=view.done or 0)
+            else:
+                bar.update(total=None)
+        elif status in ("done", "failed"):
+            total = view.total or 1
+            bar.update(total=total, progress=view.done if (status == "failed" and view.done) else total)
+        else:
+            bar.update(total=1, progress=0)
+        for cls in ("pending", "running", "done", "failed", "skipped"):
+            self.set_class(status == cls, f"-{cls}")
+        info = Text(no_wrap=True, overflow="ellipsis")
+        if view.total and status in ("running", "failed"):
+            info.append(f"{view.done or 0:.0f}/{view.total:.0f} ")
+        if status == "skipped":
+            info.append("skipped", style="dim")
+        elif status == "failed":
+            info.append(f"failed {fmt.duration(elapsed)}", style="bold red")
+        elif elapsed is not None:
+            info.append(fmt.duration(elapsed), style="" if status == "running" else "dim")
+        if stalled is not None and status == "running":
+            info.append(f" no progress for {fmt.duration(stalled)}", style="bold yellow")
+        self.query_one(".stage-info", Label).update(info)
+
+
+class EnginePanel(Vertical):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: When each stage was first seen running, on the dashboard's clock, so a running stage's time keeps
+        #: counting between log lines (the log's own times only move when a line arrives).
+        self._running_since: dict[str, float] = {}
+
+    def elapsed(self, view: StageView, now: float) -> float | None:
+        if view.status == "running":
+            since = self._running_since.setdefault(view.name, now - (view.seconds or 0.0))
+            return max(now - since, view.seconds or 0.0)
+        self._running_since.pop(view.name, None)
+        return view.seconds if view.status in ("done", "failed") else None
+
+    def compose(self) -> ComposeResult:
+        yield Label("engine", id="engine-state")
+        with Horizontal(id="engine-buttons"):
+            yield Button("Start", id="btn-start", variant="success", compact=True)
+            yield Button("Restart", id="btn-restart", variant="warning", compact=True)
+            yield Button("Stop", id="btn-stop", variant="error", compact=True)
+            yield Button("Smoke test", id="btn-smoke", compact=True)
+        yield Static(id="operation-steps")
+        with Vertical(id="stages"):
+            for name in STAGE_ORDER:
+                yield StageRow(name)
+        yield Static(id="stage-summary")
+        yield Static(id="engine-facts")
+        yield Static(id="engine-failure")
+        yield ServingView(id="serving")
+
+    def show(self, engine: EngineChanged, operation: OperationView | None, now: float) -> None:
+        views = stage_views(engine.timeline)
+        running = next((v for v in views if v.status == "running"), None)
+        stall = stall_seconds(engine.timeline, now) if running else None
+        stalled = stall if stall is not None and stall >= STALL_WARN_S else None
+        self.query_one("#engine-state", Label).update(self._state_text(engine, running))
+        with self.app.batch_update():
+            for view in views:
+                self.query_one(f"#stage-{view.name}", StageRow).show(view, self.elapsed(view, now), stalled)
+        self.query_one("#engine-facts", Static).update(facts_text(facts_of(engine.timeline), engine))
+        failure = failure_of(engine.timeline)
+        failure_box = self.query_one("#engine-failure", Static)
+        failure_box.display = failure is not None or engine.state is EngineState.FAILED
+        if failure is not None:
+            t = Text()
+            t.append(f" {failure.kind} ", style="bold white on red")
+            if failure.stage:
+                t.append(f" in {STAGE_LABELS.get(failure.stage, failure.stage)}", style="bold red")
+            t.append(f"\n{failure.message}\n", style="red")
+            if failure.hint:
+                t.append("hint: ", style="bold")
+                t.append(failure.hint)
+            failure_box.update(t)
+        elif engine.state is EngineState.FAILED:
+            failure_box.update(Text(engine.detail or "failed", style="bold red"))
+        self.show_operation(operation)
+        # While preflight and launch steps run, every stage is still pending: show the steps in their place.
+        steps_shown = self.query_one("#operation-steps", Static).display
+        ready = engine.state is EngineState.READY
+        # Once ready, the bars have done their job: one line of stage times leaves room for serving.
+        self.query_one("#stages").display = not ready and not (
+            steps_shown and running is None and engine.timeline is None)
+        summary = self.query_one("#stage-summary", Static)
+        summary.display = ready
+        if ready:
+            summary.update(stage_summary(views))
+        self.query_one(ServingView).display = engine.state is EngineState.READY
+
+    @staticmethod
+    def _state_text(engine: EngineChanged, running: StageView | None) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        state = engine.state
+        label = state.value
+        if state is EngineState.STARTING and running is not None:
+            label = f"starting: {running.label}"
+        t.append(f" {label} ", style=_STATE_STYLE.get(state, ""))
+        if engine.detail and state is not EngineState.FAILED:
+            t.append(f"  {engine.detail}", style="dim")
+        if state is EngineState.READY and engine.ttft_seconds is not None:
+            t.append(f"  first token {engine.ttft_seconds * 1000:.0f} ms", style="dim")
+        return t
+
+    def show_operation(self, op: OperationView | None) -> None:
+        box = self.query_one("#operation-steps", Static)
+        # The step list matters while it runs and when it went wrong; a clean finish needs no space.
+        box.display = op is not None and (op.running or op.ok is False)
+        if op is None or not box.display:
+            return
+        t = Text()
+        head = f"{op.kind}: " + ("running" if op.running else ("ok" if op.ok else "failed"))
+        t.append(head, style="bold" if op.running else ("green" if op.ok else "bold red"))
+        if op.message:
+            t.append(f" — {op.message}")
+        steps = list(op.steps)
+        # Show a window that ends at the step running now: earlier successes scroll away, failures stay.
+        open_steps = (StepStatus.RUNNING, StepStatus.PENDING)
+        current = next((i for i, st in enumerate(steps) if st.status in open_steps), len(steps) - 1)
+        window = steps[max(0, current - STEP_WINDOW + 2) : current + 2]
+        hidden_failures = [st for st in steps[: max(0, current - STEP_WINDOW + 2)]
+                           if st.status in (StepStatus.FAILED, StepStatus.WARNING)]
+        done = sum(1 for st in steps if st.status in (StepStatus.OK, StepStatus.SKIPPED))
+        t.append(f"  {done}/{len(steps)}", style="dim")
+        for step in [*hidden_failures, *window]:
+            mark, style = _STEP_MARK.get(step.status, ("?", ""))
+            t.append(f"\n {mark} ", style=style)
+            t.append(step.name)
+            if step.node:
+                t.append(f" @{step.node}", style="dim")
+            if step.seconds is not None:
+                t.append(f" {step.seconds:.1f}s", style="dim")
+            if step.message:
+                t.append(f"  {step.message}", style="red" if step.status is StepStatus.FAILED else "dim")
+        remaining = len(steps) - (current + 2)
+        if remaining > 0:
+            t.append(f"\n   … {remaining} more", style="dim")
+        box.update(t)
+
+
+def stage_summary(views: list[StageView]) -> Text:
+    """``ready after 52s — config 5s · Ray placement 13s · weights 10s …`` (the stages that ran)."""
+    t = Text()
+    ran = [v for v in views if v.status == "done" and v.seconds is not None]
+    t.append("ready after ", style="dim")
+    t.append(fmt.duration(sum(v.seconds or 0.0 for v in ran)), style="bold green")
+    t.append(" — ", style="dim")
+    t.append(" · ".join(f"{v.label} {fmt.duration(v.seconds)}" for v in ran if v.seconds), style="dim")
+    return t
+
+
+def facts_text(facts: dict[str, Any], engine: EngineChanged) -> Text:
+    if engine.vllm_version and "vllm_version" not in facts:
+        facts = {"vllm_version": engine.vllm_version, **facts}
+    t = Text()
+    first = True
+    for key, caption, unit in FACT_CAPTIONS:
+        value = facts.get(key)
+        if value is None or value == "":
+            continue
+        if isinstance(value, float):
+            value = f"{value:.1f}" if value < 100 else f"{value:,.0f}"
+        elif isinstance(value, int) and value >= 10_000:
+            value = f"{value:,}"
+        if key == "model":
+            value = str(value).rstrip("/").rsplit("/", 1)[-1]
+        if not first:
+            t.append(" · ", style="dim")
+        t.append(f"{caption} ", style="dim")
+        t.append(f"{value}{unit}", style="bold")
+        first = False
+    return t
+
+
+class ServingView(Vertical):
+    """Compact serving figures from a ``ServingSnapshot`` (``sparktui.domain.serving``)."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="serving-text")
+        with Horizontal(classes="spark-row"):
+            yield Label("tok/s", classes="spark-caption")
+            yield ScaledSparkline(1.0, id="spark-tokens")
+
+    def show(self, snap: Any, smoke: str | None) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        if snap is None:
+            t.append("serving: waiting for /metrics…", style="dim")
+        elif not getattr(snap, "stats_enabled", True):
+            t.append("serving: the server runs with --disable-log-stats", style="dim")
+        else:
+            t.append("run ", style="dim")
+            t.append(fmt.number(snap.requests_running), style="bold")
+            t.append("  wait ", style="dim")
+            t.append(fmt.number(snap.requests_waiting), style="bold")
+            t.append("  KV ", style="dim")
+            t.append(fmt.percent(snap.kv_cache_usage_percent), style="bold")
+            t.append("  prefix hit ", style="dim")
+            hit = snap.prefix_cache_hit_rate
+            t.append(fmt.percent(None if hit is None else hit * 100), style="bold")
+            t.append("\ngen ", style="dim")
+            t.append(fmt.number(snap.generation_tokens_per_s, " tok/s"), style="bold")
+            t.append("  prompt ", style="dim")
+            t.append(fmt.number(snap.prompt_tokens_per_s, " tok/s"), style="bold")
+            t.append("\nTTFT ", style="dim")
+            t.append(f"{_ms(snap.ttft.p50)}/{_ms(snap.ttft.p95)}")
+            t.append("  ITL ", style="dim")
+            t.append(f"{_ms(snap.itl.p50)}/{_ms(snap.itl.p95)}")
+            t.append(" (p50/p95)", style="dim")
+            stalled = snap.generation_stalled_seconds
+            if stalled is not None and stalled >= 30:
+                t.append(f"\nno token generated for {fmt.duration(stalled)}", style="bold red")
+            tokens = snap.history.generation_tokens_per_s
+            scale = max(tokens, default=0.0) or 1.0
+            self.query_one("#spark-tokens", ScaledSparkline).show(tokens, scale=scale)
+        if smoke:
+            t.append("\nsmoke test: ", style="dim")
+            t.append(smoke)
+        self.query_one("#serving-text", Static).update(t)
+
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1000:.0f} ms"

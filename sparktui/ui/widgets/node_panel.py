@@ -1,0 +1,145 @@
+"""One column per node: name, role and SSH state; unified memory, GPU, CPU, RoCE per cable; sparklines."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import Label
+
+from sparktui.ui import format as fmt
+from sparktui.ui.state import NodeState
+from sparktui.ui.widgets.sparkline import ScaledSparkline
+
+_LINK_STYLE = {
+    "connected": "green",
+    "connecting": "yellow",
+    "retrying": "bold yellow",
+    "failed": "bold red",
+    "closed": "dim",
+}
+
+
+class NodeSummary(Widget):
+    """The text part of a node panel, drawn to the panel's width."""
+
+    DEFAULT_CSS = "NodeSummary { height: auto; }"
+
+    def __init__(self, node: NodeState, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.node = node
+
+    def get_content_height(self, container: object, viewport: object, width: int) -> int:
+        reading = self.node.reading
+        cables = len(reading.cables) if reading else 0
+        return 4 + max(1, cables)
+
+    def render(self) -> Text:
+        n, width = self.node, max(10, self.size.width)
+        r = n.reading
+        out = Text(no_wrap=True, overflow="ellipsis")
+        # Unified memory (CPU and GPU share it on a GB10): used / total GiB.
+        if r is None:
+            out.append("waiting for the first sample…\n", style="dim")
+            out.append("\n\n\n")
+            return out
+        label = "mem "
+        if r.mem_total_gib is None or r.mem_used_gib is None:
+            out.append(label, style="bold")
+            out.append("unknown\n", style="yellow")
+        else:
+            frac = r.mem_used_gib / r.mem_total_gib if r.mem_total_gib else None
+            figures = f" {r.mem_used_gib:.1f}/{r.mem_total_gib:.0f} GiB"
+            bar_w = max(4, width - len(label) - len(figures))
+            style = "red" if frac is not None and frac > 0.92 else "cyan"
+            out.append(label, style="bold")
+            out.append(fmt.bar(frac, bar_w), style=style)
+            out.append(figures + "\n")
+        # GPU: utilisation, temperature, power (GPU memory only where the driver reports it).
+        out.append("gpu ", style="bold")
+        if r.gpu_missing and r.gpu_util is None:
+            out.append(f"{r.gpu_missing}\n", style="yellow")
+        else:
+            util_style = "bold green" if (r.gpu_util or 0) >= 50 else ""
+            out.append(f"{fmt.percent(r.gpu_util):>4}", style=util_style)
+            temp_style = "bold red" if (r.gpu_temp_c or 0) >= 85 else ""
+            out.append(f"  {fmt.number(r.gpu_temp_c, '°C')}", style=temp_style)
+            out.append(f"  {fmt.number(r.gpu_power_w, ' W')}")
+            if r.gpu_clock_mhz is not None and width >= 40:
+                out.append(f"  {r.gpu_clock_mhz:.0f} MHz", style="dim")
+            out.append("\n")
+        out.append("cpu ", style="bold")
+        out.append(f"{fmt.percent(r.cpu_percent):>4}")
+        if r.gpu_mem_used_gib is not None or r.gpu_mem_total_gib is not None:
+            out.append(f"  gpu mem {fmt.gib(r.gpu_mem_used_gib)}/{fmt.gib(r.gpu_mem_total_gib, 0)} GiB")
+        if r.stale:
+            out.append("  stale", style="bold yellow")
+        out.append("\n")
+        # RoCE: one line per cable: state, rate, rx/tx Gb/s; rising error counters in red.
+        if not r.cables:
+            out.append("net ", style="bold")
+            out.append("no RDMA device\n", style="dim")
+        for cable in r.cables:
+            out.append("net ", style="bold")
+            up = (cable.state or "").upper().endswith("ACTIVE")
+            out.append("▲ " if up else "▼ ", style="green" if up else "bold red")
+            out.append(f"rx {fmt.rate_gbps(cable.rx_gbps):>4} tx {fmt.rate_gbps(cable.tx_gbps):>4} Gb/s")
+            if cable.errors_rising:
+                errs = ", ".join(f"{name} +{delta}" for name, delta in cable.errors_rising)
+                out.append(f"  {errs}", style="bold white on red")
+            elif width >= 44 and cable.rate:
+                out.append(f"  {short_rate(cable.rate)}", style="dim")
+            out.append("\n")
+        if r.processes and width >= 30:
+            out.append(", ".join(r.processes), style="dim")
+        return out
+
+
+def short_rate(rate: str) -> str:
+    """``"200 Gb/sec (4X HDR)"`` → ``"200G"`` (the link's nominal rate)."""
+    head = rate.split(" ", 1)[0]
+    return f"{head}G" if head.replace(".", "").isdigit() else rate
+
+
+class NodePanel(Vertical):
+    """A node's column. ``refresh_from_state`` re-reads ``self.node`` (the app calls it after a change)."""
+
+    def __init__(self, node: NodeState, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.node = node
+
+    def compose(self) -> ComposeResult:
+        yield Label(id="node-title")
+        yield NodeSummary(self.node)
+        for key, caption, scale in (("mem", "mem", 100.0), ("gpu", "gpu", 100.0), ("roce", "net", 200.0)):
+            with Horizontal(classes="spark-row"):
+                yield Label(caption, classes="spark-caption")
+                yield ScaledSparkline(scale, id=f"spark-{key}", classes=f"spark-{key}")
+
+    def on_mount(self) -> None:
+        self.refresh_from_state()
+
+    def refresh_from_state(self) -> None:
+        n = self.node
+        title = Text(no_wrap=True, overflow="ellipsis")
+        title.append(n.name, style="bold")
+        title.append(f"  {n.role}", style="dim" if n.role != "head" else "bold magenta")
+        title.append("  ")
+        title.append(n.link_text(), style=_LINK_STYLE.get(n.link_phase, ""))
+        self.query_one("#node-title", Label).update(title)
+        self.set_class(n.link_phase not in ("connected",), "-link-down")
+        self.query_one(NodeSummary).refresh(layout=True)
+        # Memory and GPU on 0–100 %; traffic on 0 to the cable's link rate (rx + tx), so height means load.
+        self.query_one("#spark-mem", ScaledSparkline).show(n.mem_history)
+        self.query_one("#spark-gpu", ScaledSparkline).show(n.gpu_history)
+        link = sum(_link_gbps(c.rate) for c in n.reading.cables) if n.reading else 0.0
+        self.query_one("#spark-roce", ScaledSparkline).show(n.roce_history, scale=2 * link or None)
+
+
+def _link_gbps(rate: str | None) -> float:
+    head = (rate or "").split(" ", 1)[0]
+    try:
+        return float(head)
+    except ValueError:
+        return 0.0
