@@ -31,6 +31,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -115,20 +116,15 @@ def read_once(path: str, size: int = 65536) -> bytes | None:
 
 
 # ---- memory and CPU --------------------------------------------------------------------------------
+_MEMINFO_KEYS = ("MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached", "SwapTotal", "SwapFree",
+                 "HugePages_Total", "HugePages_Free", "Hugepagesize")
+_MEMINFO_LINE = re.compile(rb"^(" + "|".join(_MEMINFO_KEYS).encode() + rb"):\s+(\d+)( kB)?", re.M)
+
+
 def parse_meminfo(data: bytes) -> dict[str, int]:
-    """``/proc/meminfo`` → bytes (``kB`` lines × 1024; HugePages_* lines are page counts)."""
-    out: dict[str, int] = {}
-    for line in data.split(b"\n"):
-        key, _, rest = line.partition(b":")
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            value = int(fields[0])
-        except ValueError:
-            continue
-        out[key.decode("ascii", "replace")] = value * 1024 if len(fields) > 1 else value
-    return out
+    """The ``/proc/meminfo`` lines we use, in bytes (``kB`` × 1024; HugePages_* are page counts)."""
+    return {key.decode(): int(value) * (1024 if unit else 1)
+            for key, value, unit in _MEMINFO_LINE.findall(data)}
 
 
 def memory_section(info: dict[str, int] | None, psi: dict[str, Any] | None) -> dict[str, Any]:
@@ -203,6 +199,7 @@ class NvmlGpu:
         self.proc_root = proc_root
         self.host_mem_total = host_mem_total
         self.unsupported: dict[str, str] = {}
+        self.names: dict[int, str] = {}     # pid → comm, read once per PID
         nv.nvmlInit()
         self.driver = self._call("gpu.driver_version", nv.nvmlSystemGetDriverVersion)
         count = nv.nvmlDeviceGetCount()
@@ -284,12 +281,18 @@ class NvmlGpu:
         if procs is None:
             return None
         out = []
+        if len(self.names) > 512:
+            self.names.clear()
         for p in procs:
             used = getattr(p, "usedGpuMemory", None)
-            name = read_once(os.path.join(self.proc_root, str(p.pid), "comm"), 256)
+            pid = int(p.pid)
+            name = self.names.get(pid)
+            if name is None:
+                raw = read_once(os.path.join(self.proc_root, str(pid), "comm"), 256)
+                name = self.names[pid] = raw.decode("utf-8", "replace").strip() if raw else ""
             out.append({
-                "pid": int(p.pid),
-                "name": name.decode("utf-8", "replace").strip() if name else "",
+                "pid": pid,
+                "name": name,
                 # pynvml maps NVML_VALUE_NOT_AVAILABLE to None; keep unknown as null.
                 "used_memory": None if used is None else int(used),
             })
@@ -471,44 +474,80 @@ def _die_with_parent() -> None:
 
 # ---- RDMA (RoCE / InfiniBand) -------------------------------------------------------------------------
 class RdmaPortReader:
+    """One port's files, paths and problem keys worked out once; counters re-read with one ``pread`` each.
+
+    A port whose link is not up has its counters re-read only every ``DOWN_EVERY`` seconds (its state
+    is still read every sample, and the first sample after it comes up reads everything).
+    """
+
+    DOWN_EVERY = 10.0
+
     def __init__(self, files: OpenFiles, device: str, port: int, base: str, dev_dir: str) -> None:
         self.files = files
         self.device = device
         self.port = port
         self.base = base
         self.key = f"rdma.{device}/{port}"
-        self.counters = _listdir(os.path.join(base, "counters"))
-        self.hw_counters = _listdir(os.path.join(base, "hw_counters"))
+        self.groups = [
+            (group, [(n, os.path.join(base, group, n), f"{self.key}.{group}.{n}")
+                     for n in _listdir(os.path.join(base, group))])
+            for group in ("counters", "hw_counters")
+        ]
+        self.text_files = {n: (os.path.join(base, n), f"{self.key}.{n}")
+                           for n in ("state", "phys_state", "rate")}
         ll = read_once(os.path.join(base, "link_layer"))
         self.link_layer = ll.decode().strip() if ll else None
         self.netdev = _netdev(base, dev_dir, port)
+        self.last: dict[str, dict[str, int | None]] = {}
+        self.read_at = -1e9
+        self.was_active = False
 
     def _text(self, name: str) -> str | None:
-        raw = self.files.read(os.path.join(self.base, name), f"{self.key}.{name}", 256)
+        path, key = self.text_files[name]
+        raw = self.files.read(path, key, 256)
         return None if raw is None else raw.decode("utf-8", "replace").strip()
 
-    def _counter(self, group: str, name: str) -> int | None:
-        key = f"{self.key}.{group}.{name}"
-        raw = self.files.read(os.path.join(self.base, group, name), key, 64)
-        if raw is None:
-            return None
-        try:
-            return int(raw)
-        except ValueError:
-            # e.g. "N/A (no PMA)" when the kernel's MAD query failed.
-            self.files.problems.note(key, raw.decode("utf-8", "replace").strip() or "empty")
-            return None
+    def _read_group(self, items: list[tuple[str, str, str]]) -> dict[str, int | None]:
+        files = self.files
+        fds = files._fds
+        out: dict[str, int | None] = {}
+        for name, path, key in items:
+            fd = fds.get(path)
+            raw: bytes | None
+            if fd is None:
+                raw = files.read(path, key, 64)
+            else:
+                try:
+                    raw = os.pread(fd, 64, 0)
+                except OSError:
+                    raw = files.read(path, key, 64)   # reopens, or notes the reason
+            if raw is None:
+                out[name] = None
+                continue
+            try:
+                out[name] = int(raw)
+            except ValueError:
+                # e.g. "N/A (no PMA)" when the kernel's MAD query failed.
+                files.problems.note(key, raw.decode("utf-8", "replace").strip() or "empty")
+                out[name] = None
+        return out
 
     def sample(self) -> dict[str, Any]:
         state_id, state = _id_name(self._text("state"))
         phys_id, phys = _id_name(self._text("phys_state"))
         rate = self._text("rate")
+        active = state_id == 4
+        now = time.monotonic()
+        # Read while up, once more as it goes down, then every DOWN_EVERY seconds.
+        if active or self.was_active or now - self.read_at >= self.DOWN_EVERY or not self.last:
+            self.last = {group: self._read_group(items) for group, items in self.groups}
+            self.read_at = now
+        self.was_active = active
         return {
             "device": self.device, "port": self.port,
             "state": state, "state_id": state_id, "phys_state": phys, "phys_state_id": phys_id,
             "rate": rate, "rate_gbps": _rate_gbps(rate), "link_layer": self.link_layer, "netdev": self.netdev,
-            "counters": {n: self._counter("counters", n) for n in self.counters},
-            "hw_counters": {n: self._counter("hw_counters", n) for n in self.hw_counters},
+            "counters": self.last.get("counters", {}), "hw_counters": self.last.get("hw_counters", {}),
         }
 
 
