@@ -340,3 +340,18 @@ async def test_watch_survives_a_bad_metrics_body(engine_server: LocalServer) -> 
         verdict, snap = await watch.poll_once()
     assert verdict.health is Health.HEALTHY and snap is None
     assert watch.stats.scrape_errors == 1 and "not Prometheus" in watch.stats.last_scrape_error
+
+
+async def test_watch_warns_once_about_a_stalled_engine(engine_server: LocalServer) -> None:
+    # one request running, and the generation counter never moves
+    engine_server.engine.metrics = lambda: exposition("new", EngineLoad(running=1, generation_tokens=10))
+    events: list[Event] = []
+    async with EngineApi(engine_server.url) as api:
+        watch = ServingWatch(api, ready_at=time.monotonic(), interval=0.05, stall_notice_seconds=0.3)
+        task = asyncio.create_task(watch.run(events.append))
+        await asyncio.sleep(0.8)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    notices = [e for e in events if isinstance(e, Notice)]
+    assert len(notices) == 1 and "no token generated" in notices[0].message

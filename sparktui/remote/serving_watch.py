@@ -103,10 +103,14 @@ class ServingWatch:
         model_name: str | None = None,
         window_seconds: float = 20.0,
         process_alive: Callable[[], Awaitable[bool]] | None = None,
+        stall_notice_seconds: float = 60.0,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.api = api
+        #: Requests running without a new token this long: tell the person once (a wedged engine, e.g.
+        #: an NCCL hang between the nodes, keeps answering /health).
+        self.stall_notice_seconds = stall_notice_seconds
         self.interval = interval
         self.model_name = model_name
         self.detector = CrashDetector(ready_at, health_fail_seconds)
@@ -151,11 +155,19 @@ class ServingWatch:
     ) -> Crash:
         """Poll until the engine crashes; returns the crash. Cancel the task to stop watching."""
         warned = False
+        stall_warned = False
         while True:
             verdict, snapshot = await self.poll_once()
             if snapshot is not None:
                 if sink is not None:
                     sink(ServingSampled(snapshot))
+                    stalled = snapshot.generation_stalled_seconds
+                    if stalled is not None and stalled >= self.stall_notice_seconds and not stall_warned:
+                        sink(Notice(f"requests running but no token generated for {stalled:.0f}s "
+                                    "(engine stuck? /health still answers)", "warning"))
+                        stall_warned = True
+                    elif stalled is None:
+                        stall_warned = False
                 if on_snapshot is not None:
                     on_snapshot(snapshot)
             if on_health is not None:
