@@ -197,6 +197,15 @@ def is_ray_connect(line: RecordedLine) -> bool:
     return bool(_RAY_CONNECT.search(line.text))
 
 
+_RANK = re.compile(r"\brank (\d+) in world size|\bworld_size=\d+ rank=(\d+)")
+
+
+def rank_beyond(line: RecordedLine, world: int) -> bool:
+    """A recorded rank-assignment line for a rank >= ``world`` (the recording ran more ranks)."""
+    m = _RANK.search(line.text)
+    return m is not None and int(m.group(1) or m.group(2)) >= world
+
+
 def is_stats_line(line: RecordedLine) -> bool:
     return bool(_STATS.search(line.text))
 

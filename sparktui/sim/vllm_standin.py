@@ -356,13 +356,13 @@ class StandinEngine:
         return [t - (total[begin] if begin < len(total) else 0.0) for t in total[begin:end]]
 
     def _connect_ray(self) -> None:
+        if self.args.standin_seq:
+            # Ray's de-duplication drops lines that differ only in numbers ("[seq=17]"): a sequence
+            # check needs every line. (Read when Ray is imported, so set it first.)
+            os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         import ray
 
         self.ray = ray
-        if self.args.standin_seq:
-            # Ray's de-duplication drops lines that differ only in numbers ("[seq=17]"): a sequence
-            # check needs every line.
-            os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         address = os.environ.get("RAY_ADDRESS") or "auto"
         ray.init(address=address, log_to_driver=True, logging_level=logging.INFO)
         # ray.init() installs its own SIGTERM handler (sys.exit(15)); take the signals back.
@@ -473,6 +473,8 @@ class StandinEngine:
                 return self._fail_oom()
             if script.is_ray_connect(line) or (a.ready is not None and index == a.ready):
                 continue
+            if script.rank_beyond(line, self.world):
+                continue  # a recorded rank this smaller run does not have
             text = self.rewrite(line.text)
             if line.role == "worker":
                 self.to_worker(self._route(line, assignment), [text])
