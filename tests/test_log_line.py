@@ -1,0 +1,176 @@
+# ruff: noqa: E501  (verbatim vLLM log lines as test data)
+"""Line layer: every shape of physical line the issue lists, plus the seed line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sparktui.domain.logs import LogReader, parse_line, parse_log_text, parse_physical_line, strip_ansi
+
+SEED = Path(__file__).parent / "data" / "seed-first-sign-of-life.txt"
+
+
+def test_plain_vllm_header() -> None:
+    r = parse_line("INFO 04-08 03:47:57 [core.py:61] Initializing a V1 LLM engine (v0.8.3) with config: x")
+    assert (r.level, r.time, r.source_file) == ("INFO", "04-08 03:47:57", "core.py:61")
+    assert r.message.startswith("Initializing a V1 LLM engine")
+    assert r.role is None and r.node is None and r.pid is None and r.repeat == 0
+
+
+def test_pre_bracket_header_v06() -> None:
+    r = parse_line("INFO 10-28 11:14:51 model_runner.py:1067] Loading model weights took 24.4023 GB")
+    assert r.level == "INFO" and r.source_file == "model_runner.py:1067"
+    assert r.message == "Loading model weights took 24.4023 GB"
+
+
+def test_nested_prefixes_keep_innermost_role_and_ray_ip() -> None:
+    r = parse_line(
+        "(EngineCore_DP0 pid=1769) (RayWorkerWrapper pid=274, ip=10.2.1.15) INFO 11-13 06:17:46 "
+        "[parallel_state.py:1325] rank 1 in world size 2 is assigned as DP rank 0, PP rank 1, TP rank 0"
+    )
+    assert (r.role, r.node, r.pid) == ("RayWorkerWrapper", "10.2.1.15", 274)
+    assert r.message.startswith("rank 1 in world size 2")
+
+
+def test_four_level_nesting_and_names_with_spaces() -> None:
+    r = parse_line(
+        "(ServeReplica:default:LLMServer:qwen-0_5b pid=62683) (EngineCore pid=64296) (RayWorkerProc pid=65043) "
+        "(Worker pid=65043) INFO 08-14 11:58:42 [default_loader.py:430] Loading weights took 1.35 seconds"
+    )
+    assert r.role == "Worker" and r.node is None and r.pid == 65043
+    r2 = parse_line("(VllmWorker rank=0 pid=77) INFO 01-02 03:04:05 [x.py:1] hello")
+    assert r2.role == "VllmWorker rank=0" and r2.message == "hello"
+
+
+def test_ray_v2_prefix_with_ip_on_the_outer_group() -> None:
+    r = parse_line(
+        "(RayWorkerProc pid=2784025, ip=192.168.10.220) (Worker_DP1_TP0_EP2 pid=2784025) INFO 06-10 11:03:33 "
+        "[flash_attn.py:636] Using FlashAttention version 2"
+    )
+    assert (r.role, r.node) == ("Worker_DP1_TP0_EP2", "192.168.10.220")
+
+
+def test_ansi_coloured_prefix_and_dedup_suffix() -> None:
+    r = parse_line(
+        "\x1b[36m(RayWorkerWrapper pid=330, ip=10.244.1.228)\x1b[0m INFO 04-20 18:29:43 [pynccl.py:69] "
+        "vLLM is using nccl==2.21.5\x1b[32m [repeated 14x across cluster]\x1b[0m"
+    )
+    assert r.repeat == 14 and r.message == "vLLM is using nccl==2.21.5"
+    assert "\x1b" not in r.raw
+    r2 = parse_line(
+        "(pid=327, ip=10.244.1.228) INFO 04-20 18:29:34 [__init__.py:239] Automatically detected platform cuda. "
+        "[repeated 8x across cluster] (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log "
+        "deduplication, or see https://docs.ray.io/en/master/ray-observability/user-guides/configure-logging.html"
+        "#log-deduplication for more options.)"
+    )
+    assert r2.repeat == 8 and r2.message == "Automatically detected platform cuda."
+    assert r2.role is None and r2.pid == 327
+
+
+def test_vllm_tty_colours_are_stripped() -> None:
+    r = parse_line("\x1b[1;36m(APIServer pid=1)\x1b[0;0m \x1b[32mINFO\x1b[0m 01-01 00:00:01 [api_server.py:1] hi")
+    assert (r.role, r.level, r.message) == ("APIServer", "INFO", "hi")
+
+
+def test_docker_timestamp_and_slurm_wrappers() -> None:
+    r = parse_line(
+        "2026-05-12T08:01:39.331095044Z (APIServer pid=1) INFO 05-12 08:01:39 [loggers.py:271] Engine 000: x"
+    )
+    assert (r.role, r.time, r.message) == ("APIServer", "05-12 08:01:39", "Engine 000: x")
+    r2 = parse_line("1: (Worker_TP1 pid=9) INFO 05-12 08:01:39 [gpu_worker.py:1] Available KV cache memory: 3 GiB")
+    assert r2.role == "Worker_TP1" and r2.message == "Available KV cache memory: 3 GiB"
+    r3 = parse_line("0: 2026-05-12T08:01:39Z INFO 05-12 08:01:39 [a.py:1] both wrappers")
+    assert r3.message == "both wrappers" and r3.level == "INFO"
+
+
+def test_uvicorn_ray_logger_glog_and_autoscaler_lines() -> None:
+    u = parse_line("(APIServer pid=148236) \x1b[32mINFO\x1b[0m:     Application startup complete.")
+    assert (u.level, u.message, u.time) == ("INFO", "Application startup complete.", None)
+    ray = parse_line("2025-04-20 18:28:20,161\tINFO worker.py:1654 -- Connecting to existing Ray cluster at x...")
+    assert ray.level == "INFO" and ray.source_file == "worker.py:1654" and ray.time == "2025-04-20 18:28:20"
+    assert ray.message.startswith("Connecting to existing Ray cluster")
+    glog = parse_line("[rank2]:E0716 18:21:22.792000 132331 torch/_inductor/x.py:874] OSError: [Errno 122] Disk")
+    assert glog.level == "ERROR" and glog.message.startswith("OSError") and glog.time == "07-16 18:21:22"
+    auto = parse_line("(autoscaler +10m11s, ip=172.31.42.4) Error: No available node types can fulfill")
+    assert auto.role == "autoscaler" and auto.message.startswith("Error: No available")
+
+
+def test_crlf_multiline_record_lines() -> None:
+    # NewLineFormatter re-prefixes every line of a multi-line record and joins them with \r\n.
+    text = (
+        "(EngineCore pid=277) ERROR 08-14 08:00:55 [core.py:1330] EngineCore failed to start.\r\n"
+        "(EngineCore pid=277) ERROR 08-14 08:00:55 [core.py:1330] Traceback (most recent call last):\r\n"
+        "(EngineCore pid=277) ERROR 08-14 08:00:55 [core.py:1330] ValueError: boom\n"
+    )
+    reader = LogReader()
+    records = reader.feed(text.encode())
+    assert [r.message for r in records] == [
+        "EngineCore failed to start.", "Traceback (most recent call last):", "ValueError: boom"]
+    assert all(r.level == "ERROR" and r.role == "EngineCore" for r in records)
+    assert parse_line("INFO 07-16 19:52:39 [api_utils.py:345] \r").message == ""
+
+
+def test_prefix_only_line_then_bar_inherits_prefix() -> None:
+    reader = LogReader()
+    records = reader.feed(
+        b"\x1b[36m(RayWorkerWrapper pid=860, ip=10.0.0.2)\x1b[0m \n"
+        b"Loading safetensors checkpoint shards:  50% Completed | 4/8 [00:02<00:02,  1.75it/s]\n"
+    )
+    assert len(records) == 1
+    bar = records[0]
+    assert bar.is_progress and bar.progress is not None
+    assert (bar.progress.done, bar.progress.total) == (4, 8)
+    assert (bar.role, bar.node) == ("RayWorkerWrapper", "10.0.0.2")
+    assert parse_line("(Worker_TP0 pid=4242) ").is_prefix_only
+
+
+def test_several_cr_progress_updates_on_one_physical_line() -> None:
+    line = (
+        "(Worker_TP0 pid=4242) \rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%|          | 0/5 "
+        "[00:00<?, ?it/s]\rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE):  20%|██        | 1/5 "
+        "[00:00<00:00,  6.66it/s]\rCapturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 5/5 "
+        "[00:00<00:00,  6.64it/s]"
+    )
+    r = parse_line(line)  # a line reader's view: the last update is current
+    assert r.role == "Worker_TP0" and r.progress is not None and r.progress.done == 5
+    reader = LogReader()
+    records = reader.feed((line + "\n").encode())  # the byte stream's view: every update
+    assert [rec.progress.done for rec in records if rec.progress] == [0, 1, 5]
+    assert all(rec.role == "Worker_TP0" for rec in records[:1])
+
+
+def test_log_line_glued_after_a_progress_bar() -> None:
+    glued = (
+        "Capturing CUDA graph shapes:   3%|▎         | 1/35 [00:00<00:18,  1.86it/s]"
+        "\x1b[36m(RayWorkerWrapper pid=327, ip=10.244.1.18)\x1b[0m INFO 04-14 16:11:41 [model_runner.py:1456] "
+        "Capturing cudagraphs for decoding."
+    )
+    parts = parse_physical_line(glued)
+    assert len(parts) == 2
+    assert parts[0].is_progress and parts[0].progress is not None and parts[0].progress.done == 1
+    assert parts[1].role == "RayWorkerWrapper" and parts[1].node == "10.244.1.18"
+    assert parts[1].message == "Capturing cudagraphs for decoding."
+    reader = LogReader()
+    assert len(reader.feed((glued + "\n").encode())) == 2
+
+
+def test_cut_paste_prefix() -> None:
+    r = parse_line("RayWorkerWrapper pid=1861983) INFO 03-27 10:29:03 [model_runner.py:1442] Capturing cudagraphs")
+    assert r.role == "RayWorkerWrapper" and r.pid == 1861983 and r.level == "INFO"
+
+
+def test_strip_ansi_handles_cut_sequences() -> None:
+    assert "\x1b" not in strip_ansi("a\x1b[1;3")
+    assert strip_ansi("\x1b[0;0m\x1b[36mx\x1b[0m") == "x"
+
+
+def test_seed_line_parses_to_version_and_tp() -> None:
+    text = SEED.read_text()
+    rec = parse_line(text.splitlines()[0])
+    assert rec.role == "EngineCore_DP0" and rec.pid == 719
+    snap = parse_log_text(text)
+    assert snap.vllm_version is not None and snap.vllm_version.startswith("0.17.1rc1")
+    assert snap.facts["vllm_release"] == "0.17.1rc1"
+    assert snap.facts["tensor_parallel_size"] == 2
+    assert snap.model == "/models/Qwen3.5-122B-A10B-FP8"
+    assert snap.stage("config").status == "running" and snap.outcome == "incomplete"

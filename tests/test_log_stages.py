@@ -1,0 +1,250 @@
+# ruff: noqa: E501  (verbatim vLLM log lines as test data)
+"""Stage machine: live feeding, stalls, multi-node completion, times, failure kinds from format strings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparktui.domain.logs import (
+    FAILURE_KINDS,
+    STAGES,
+    LogReader,
+    Timeline,
+    parse_line,
+    parse_log_text,
+    timeline_from_bytes,
+)
+
+DATA = Path(__file__).parent / "data" / "vllm-logs"
+
+
+def _log(prefix: str) -> bytes:
+    return next(DATA.glob(prefix + "*")).read_bytes()
+
+
+def test_live_feed_chunk_by_chunk_pending_running_done_and_stall() -> None:
+    data = _log("12_")
+    reader = LogReader()
+    timeline = Timeline(expected_nodes=1)
+    now = 1_000_000.0
+    seen: dict[str, list[str]] = {name: [] for name in STAGES}
+    for i in range(0, len(data), 97):  # odd chunk size: records and UTF-8 characters split across chunks
+        now += 0.5
+        for rec in reader.feed(data[i : i + 97]):
+            timeline.feed(rec, now=now)
+        snap = timeline.snapshot()
+        for st in snap.stages:
+            if not seen[st.name] or seen[st.name][-1] != st.status:
+                seen[st.name].append(st.status)
+        if snap.outcome == "incomplete" and any(st.status != "pending" for st in snap.stages):
+            stall = timeline.stall_seconds(now + 5)
+            assert stall is not None and stall >= 5
+    for rec in reader.flush():
+        timeline.feed(rec, now=now)
+    snap = timeline.snapshot()
+    assert snap.outcome == "ready"
+    for name in ("config", "distributed", "weights", "kv_cache", "cuda_graphs", "api"):
+        assert seen[name][:3] == ["pending", "running", "done"], (name, seen[name])
+    assert seen["placement"] == ["pending", "skipped"]
+    assert seen["compile"] == ["pending", "running", "skipped"]  # a compile-cache hit
+    assert timeline.stall_seconds(now + 100) is None  # ready: nothing to wait for
+    weights = snap.stage("weights")
+    assert weights.progress is not None and (weights.progress.done, weights.progress.total) == (41, 41)
+
+
+def test_stall_seconds_counts_from_the_last_progress_of_the_running_stage() -> None:
+    t = Timeline()
+    t.feed(parse_line("(Worker_TP0 pid=1) INFO 10-23 15:10:41 [gpu_model_runner.py:2338] Starting to load model m..."),
+           now=100.0)
+    t.feed(parse_line("Loading safetensors checkpoint shards:   2% Completed | 1/41 [00:05<03:52,  5.81s/it]"), now=160.0)
+    assert t.snapshot().current == "weights"
+    assert t.stall_seconds(160.0 + 720) == pytest.approx(720.0)
+    # a heartbeat is not progress
+    t.feed(parse_line("(EngineCore pid=2) INFO 10-23 15:30:00 [shm_broadcast.py:681] No available shared memory "
+                      "broadcast block found in 60 seconds."), now=900.0)
+    assert t.stall_seconds(900.0) == pytest.approx(740.0)
+    t.feed(parse_line("Loading safetensors checkpoint shards:   5% Completed | 2/41 [00:10<03:18,  5.10s/it]"), now=950.0)
+    assert t.stall_seconds(960.0) == pytest.approx(10.0)
+    assert t.snapshot().stage("weights").progress.done == 2  # type: ignore[union-attr]
+
+
+def test_lines_without_times_take_durations_from_now() -> None:
+    t = Timeline()
+    t.feed(parse_line("Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]"), now=10.0)
+    t.feed(parse_line("Capturing CUDA graphs (decode, FULL):   0%|          | 0/5 [00:00<?, ?it/s]"), now=70.0)
+    snap = t.snapshot()
+    assert snap.stage("weights").status == "done"
+    assert snap.stage("weights").seconds == pytest.approx(60.0)
+    assert snap.stage("weights").started is not None  # rendered from the wall clock
+
+
+def test_year_rollover_keeps_durations_positive() -> None:
+    t = Timeline()
+    t.feed(parse_line("(W pid=1) INFO 12-31 23:59:00 [gpu_model_runner.py:1] Starting to load model m..."))
+    t.feed(parse_line("(W pid=1) INFO 01-01 00:01:00 [gpu_model_runner.py:2] Model loading took 1.0 GiB memory and "
+                      "120.0 seconds"))
+    assert t.snapshot().stage("weights").seconds == pytest.approx(120.0)
+
+
+MULTI_NODE = """\
+(EngineCore_DP0 pid=9) INFO 11-13 06:17:40 [core.py:101] Initializing a V1 LLM engine (v0.17.1) with config: model='m', tensor_parallel_size=2, pipeline_parallel_size=1
+(EngineCore_DP0 pid=9) INFO 11-13 06:17:41 [ray_utils.py:417] No current placement group found. Creating a new placement group.
+(EngineCore_DP0 pid=9) (RayWorkerWrapper pid=274, ip=10.0.0.2) INFO 11-13 06:17:46 [parallel_state.py:1] rank 1 in world size 2 is assigned as DP rank 0, PP rank 0, TP rank 1
+(EngineCore_DP0 pid=9) (RayWorkerWrapper pid=273) INFO 11-13 06:17:46 [parallel_state.py:1] rank 0 in world size 2 is assigned as DP rank 0, PP rank 0, TP rank 0
+(EngineCore_DP0 pid=9) (RayWorkerWrapper pid=273) INFO 11-13 06:17:47 [gpu_model_runner.py:1] Starting to load model m...
+(EngineCore_DP0 pid=9) (RayWorkerWrapper pid=273) INFO 11-13 06:18:47 [gpu_model_runner.py:2] Model loading took 60.1 GiB memory and 45.3 seconds
+"""
+LATE_NODE_2 = (
+    "(EngineCore_DP0 pid=9) (RayWorkerWrapper pid=274, ip=10.0.0.2) INFO 11-13 06:18:50 [gpu_model_runner.py:2] "
+    "Model loading took 60.1 GiB memory and 47.9 seconds\n"
+)
+
+
+def test_per_node_stage_waits_for_every_node() -> None:
+    t = Timeline(expected_nodes=2)
+    t.feed_text(MULTI_NODE, now=1.0)
+    snap = t.snapshot()
+    weights = snap.stage("weights")
+    assert weights.status == "running"
+    assert weights.progress is not None and (weights.progress.done, weights.progress.total) == (1, 2)
+    assert snap.stage("distributed").progress.done == 2  # type: ignore[union-attr]
+    t.feed_text(LATE_NODE_2, now=2.0)
+    snap = t.snapshot()
+    assert snap.stage("weights").status == "done" and snap.stage("weights").ended == "11-13 06:18:50"
+    assert snap.facts["weights_seconds"] == pytest.approx(47.9)  # the slower node
+    assert snap.nodes == ("head", "10.0.0.2")
+
+
+def test_ray_dedup_repeat_counts_as_other_nodes() -> None:
+    t = Timeline(expected_nodes=2)
+    t.feed_text(MULTI_NODE.replace("45.3 seconds", "45.3 seconds [repeated 1x across cluster]"))
+    assert t.snapshot().stage("weights").status == "done"
+
+
+def test_late_line_from_a_finished_stage_does_not_reopen_it() -> None:
+    t = Timeline(expected_nodes=1)
+    t.feed_text(MULTI_NODE)
+    t.feed(parse_line("(W pid=1) INFO 11-13 06:19:00 [backends.py:1] Dynamo bytecode transform time: 6.07 s"))
+    t.feed(parse_line(LATE_NODE_2.strip()))
+    snap = t.snapshot()
+    assert snap.stage("weights").status == "done" and snap.stage("compile").status == "running"
+    assert snap.current == "compile"
+
+
+def test_enforce_eager_skips_compile_and_cuda_graphs() -> None:
+    snap = parse_log_text(
+        "(EngineCore pid=1) INFO 01-01 00:00:00 [core.py:1] Initializing a V1 LLM engine (v0.20.0) with config: "
+        "model='m', enforce_eager=True, tensor_parallel_size=1\n"
+        "(EngineCore pid=1) INFO 01-01 00:01:00 [gpu_model_runner.py:1] Model loading took 1 GiB memory and 50 s\n"
+        "(EngineCore pid=1) INFO 01-01 00:01:05 [gpu_worker.py:1] Available KV cache memory: 10.5 GiB\n"
+        "(EngineCore pid=1) INFO 01-01 00:01:05 [kv_cache_utils.py:1] GPU KV cache size: 1,587,648 tokens, "
+        "Maximum concurrency for 2,048 tokens per request: 775.22x\n"
+        "(EngineCore pid=1) INFO 01-01 00:01:09 [core.py:2] init engine (profile, create kv cache, warmup model) "
+        "took 9.10 s (compilation: 0.00 s)\n"
+    )
+    status = {s.name: s.status for s in snap.stages}
+    assert status["compile"] == status["cuda_graphs"] == "skipped"
+    assert status["kv_cache"] == status["engine"] == "done"
+    assert snap.facts["kv_cache_tokens"] == 1587648 and snap.facts["max_concurrency"] == 775.22
+    assert snap.facts["engine_seconds"] == 9.10 and snap.facts["enforce_eager"] is True
+
+
+def test_restart_in_the_same_log_starts_a_new_timeline() -> None:
+    data = _log("12_") + b"(APIServer pid=5) INFO 10-23 16:00:00 [api_server.py:1] vLLM API server version 0.11.0\n"
+    snap = timeline_from_bytes(data)
+    assert snap.outcome == "incomplete" and snap.vllm_version == "0.11.0"
+    assert snap.stage("config").status == "running" and snap.stage("weights").status == "pending"
+
+
+def test_serving_flood_after_ready_is_ignored_but_engine_death_is_not() -> None:
+    ready = _log("12_").decode()
+    flood = "(APIServer pid=1) INFO 10-23 15:20:00 [loggers.py:1] Engine 000: Avg prompt throughput: 1.0 tokens/s\n" * 50
+    death = (
+        "(EngineCore_DP0 pid=1805889) ERROR 10-23 15:21:00 [core.py:1] torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 2.00 MiB\n"
+        "(APIServer pid=1804347) ERROR 10-23 15:21:01 [core_client.py:1] Engine core proc EngineCore_DP0 died "
+        "unexpectedly, shutting down client.\n"
+    )
+    assert parse_log_text(ready + flood).outcome == "ready"
+    snap = parse_log_text(ready + flood + death)
+    assert snap.outcome == "failed" and snap.failure is not None
+    assert snap.failure.kind == "oom" and snap.failure.message.startswith("torch.OutOfMemoryError")
+
+
+# One startup context + the failing lines, written from vLLM's format strings (reference §6).
+_CTX = (
+    "(EngineCore_DP0 pid=7) INFO 03-01 10:00:00 [core.py:1] Initializing a V1 LLM engine (v0.17.1) with config: "
+    "model='m', tensor_parallel_size=2\n"
+)
+_WEIGHTS = "(EngineCore_DP0 pid=7) (RayWorkerWrapper pid=8) INFO 03-01 10:01:00 [gpu_model_runner.py:1] Starting to load model m...\n"
+_KV = "(EngineCore_DP0 pid=7) (RayWorkerWrapper pid=8) INFO 03-01 10:02:00 [gpu_worker.py:1] Available KV cache memory: 1.71 GiB\n"
+_FAIL = "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] EngineCore failed to start.\n"
+_FINAL = "(APIServer pid=6) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n"
+
+CASES = [
+    ("placement_timeout", "placement", _CTX + "(EngineCore_DP0 pid=7) INFO 03-01 10:00:01 [ray_utils.py:1] No current placement group found. Creating a new placement group.\n"
+     + _FAIL + "(EngineCore_DP0 pid=7) ERROR 03-01 10:30:00 [core.py:866] ValueError: Cannot provide a placement group of placement_group_specs=[{'GPU': 1.0}, {'GPU': 1.0}] within 1800 seconds.\n" + _FINAL),
+    ("ip_mismatch", "placement", _CTX + "(EngineCore_DP0 pid=7) RuntimeError: Every node should have a unique IP address. Got 2 nodes with node ids ['a', 'b'] and 1 unique IP addresses {'10.0.0.1'}.\n"),
+    ("no_gpu_on_node", "placement", _CTX + "(EngineCore_DP0 pid=7) ValueError: Ray does not allocate any GPUs on the driver node. Driver IP: 10.0.0.1\n"),
+    ("nccl", "distributed", _CTX + "(EngineCore_DP0 pid=7) (RayWorkerWrapper pid=8, ip=10.0.0.2) INFO 03-01 10:00:30 [parallel_state.py:1] world_size=2 rank=1 local_rank=0 distributed_init_method=tcp://10.0.0.1:1 backend=nccl\n"
+     + _FAIL + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n" + _FINAL),
+    ("oom", "weights", _CTX + _WEIGHTS + _FAIL + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB.\n" + _FINAL),
+    ("kv_cache_insufficient", "kv_cache", _CTX + _WEIGHTS + _KV + _FAIL + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] ValueError: To serve at least one request with the models's max seq len (131072), (4.54 GiB KV cache is needed, which is larger than the available KV cache memory (1.71 GiB).\n" + _FINAL),
+    ("free_memory_low", "weights", _CTX + _WEIGHTS + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] ValueError: Free memory on device (10.1/119.7 GiB) on startup is less than desired GPU memory utilization (0.9, 107.7 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.\n"),
+    ("compile", "compile", _CTX + _WEIGHTS + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] RuntimeError: vLLM failed to compile the model. The most likely reason for this is that a previous compilation failed\n"),
+    ("model_not_found", "config", "ValueError: Invalid repository ID or local directory specified: 'x/y'.\n"),
+    ("unsupported_architecture", "config", "(APIServer pid=1) ValueError: Model architectures ['FooForCausalLM'] are not supported for now. Supported architectures: dict_keys([...])\n"),
+    ("kernel_unsupported", "weights", _CTX + _WEIGHTS + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] RuntimeError: CUDA error: no kernel image is available for execution on the device\n"),
+    ("config_error", "config", "(APIServer pid=1) INFO 03-01 10:00:00 [utils.py:1] non-default args: {'model': 'm'}\n(APIServer pid=1) ValueError: max_model_len (999999) is greater than the derived max_model_len (131072).\n"),
+    ("port_in_use", "config", "(APIServer pid=1) INFO 03-01 10:00:00 [utils.py:1] non-default args: {'model': 'm'}\n(APIServer pid=1) OSError: [Errno 98] Address already in use\n"),
+    ("worker_died", "weights", _CTX + _WEIGHTS + "(EngineCore pid=7) ERROR 03-01 10:03:00 [multiproc_executor.py:1] Worker proc VllmWorker-1 died unexpectedly, shutting down executor.\n"),
+    ("engine_timeout", "weights", _CTX + _WEIGHTS + "(APIServer pid=6) TimeoutError: Timed out waiting for engine core processes to start. This is often caused by slow weight loading for large models. Waited 600s (configured by VLLM_ENGINE_READY_TIMEOUT_S).\n"),
+    ("unknown", "weights", _CTX + _WEIGHTS + _FAIL + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] KeyError: 'model.layers.0.foo'\n" + _FINAL),
+]
+
+
+@pytest.mark.parametrize(("kind", "stage", "text"), CASES, ids=[c[0] for c in CASES])
+def test_failure_kinds(kind: str, stage: str, text: str) -> None:
+    snap = parse_log_text(text)
+    assert snap.outcome == "failed"
+    assert snap.failure is not None
+    assert (snap.failure.kind, snap.failure.stage) == (kind, stage)
+    assert "Engine core initialization failed" not in snap.failure.message  # the root cause, not the summary
+    assert "EngineCore failed to start" not in snap.failure.message or kind == "unknown"
+    assert len(snap.failure.hint) > 40
+    assert snap.stage(stage).status == "failed"
+
+
+def test_every_failure_kind_is_covered() -> None:
+    assert {c[0] for c in CASES} == set(FAILURE_KINDS)
+
+
+def test_placement_hint_names_gpus_and_host_ip() -> None:
+    snap = parse_log_text(CASES[0][2])
+    assert snap.failure is not None
+    hint = snap.failure.hint
+    assert "2 GPU" in hint and "ray status" in hint and "VLLM_HOST_IP" in hint
+
+
+def test_warning_tracebacks_are_not_failures() -> None:
+    text = _CTX + (
+        "(Worker_TP1 pid=9) WARNING 03-01 10:01:00 [decorators.py:321] Compiling model again due to a load failure\r\n"
+        "(Worker_TP1 pid=9) WARNING 03-01 10:01:00 [decorators.py:321] RuntimeError: cached artifact mismatch\r\n"
+        "(Worker_TP1 pid=9) INFO 03-01 10:01:00 [gpu_worker.py:1] Free memory on device (92.98/95.0 GiB) on startup. "
+        "Desired GPU memory utilization is (0.9, 85.5 GiB).\n"
+    )
+    snap = parse_log_text(text)
+    assert snap.outcome == "incomplete" and snap.failure is None
+
+
+def test_json_shape() -> None:
+    d = timeline_from_bytes(_log("12_")).to_json()
+    assert list(d) == ["outcome", "vllm_version", "model", "stages", "facts", "failure", "nodes"]
+    assert [s["name"] for s in d["stages"]] == list(STAGES)
+    assert set(d["stages"][0]) == {"name", "status", "started", "ended", "seconds", "progress"}
+    for key in ("weights_gib", "weights_seconds", "kv_cache_gib", "kv_cache_tokens", "max_concurrency",
+                "cuda_graphs_seconds", "cuda_graphs_gib", "engine_seconds", "tensor_parallel_size",
+                "pipeline_parallel_size", "data_parallel_size", "api_url", "nccl_version"):
+        assert key in d["facts"], key
