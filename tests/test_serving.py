@@ -301,3 +301,14 @@ def test_fixture_sample_load_matches_the_033_sample_counts() -> None:
 def test_parsing_only_the_wanted_families_reads_the_same_values(name: str) -> None:
     text = fixture(name)
     assert sample_from_text(text) == resolve(parse_metrics(text))
+
+
+def test_a_family_that_appears_later_is_not_a_reset() -> None:
+    # V0 created label children lazily: the first scrape can lack families that the next one has.
+    tracker = ServingTracker()
+    first = "# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total 10.0\n"
+    tracker.update(sample_from_text(first), at=0.0)
+    snap = tracker.update(sample_from_text(exposition("v0", _load(generation_tokens=30, ttft=[0.2]))), at=5.0)
+    assert not snap.counter_reset
+    assert snap.generation_tokens_per_s == pytest.approx(4.0)
+    assert snap.ttft.count == 0          # no earlier histogram to subtract: no window quantile yet

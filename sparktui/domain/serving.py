@@ -396,8 +396,9 @@ class ServingTracker:
 
     @staticmethod
     def _is_reset(prev: ServingSample, cur: ServingSample) -> bool:
-        if prev.sources != cur.sources:
-            return bool(prev.sources)   # a naming change: deltas across it mean nothing
+        # A quantity now read under another name (another vLLM behind the port): deltas mean nothing.
+        if any(prev.sources[k] != cur.sources[k] for k in prev.sources.keys() & cur.sources.keys()):
+            return True
         for name in TRACKED_COUNTERS:
             if name in cur.counters and cur.counters[name] < prev.counters.get(name, 0.0):
                 return True
@@ -431,7 +432,7 @@ class ServingTracker:
             if cur is None or not has_base:
                 return None
             earlier = base.histograms.get(name)
-            return cur if earlier is None else cur.minus(earlier)
+            return None if earlier is None else cur.minus(earlier)
 
         hits, queries = sample.counters.get("prefix_cache_hits"), sample.counters.get("prefix_cache_queries")
         hit_rate: float | None = sample.prefix_cache_hit_rate_v0
@@ -439,11 +440,10 @@ class ServingTracker:
         if hits is not None and queries is not None:
             lifetime = hits / queries if queries > 0 else None
             hit_rate = None
-            if has_base:
-                d_queries = queries - base.counters.get("prefix_cache_queries", 0.0)
-                d_hits = hits - base.counters.get("prefix_cache_hits", 0.0)
-                if d_queries > 0:
-                    hit_rate = d_hits / d_queries
+            base_hits = base.counters.get("prefix_cache_hits")
+            base_queries = base.counters.get("prefix_cache_queries")
+            if has_base and base_hits is not None and base_queries is not None and queries > base_queries:
+                hit_rate = (hits - base_hits) / (queries - base_queries)
 
         snapshot = ServingSnapshot(
             at=time.time() if wall is None else wall,
