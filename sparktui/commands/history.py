@@ -33,7 +33,8 @@ def _stages_text(run: RunRecord) -> str:
 def render(runs: list[RunRecord]) -> str:
     rows = [("started", "model", "image", "outcome", "ready in", "stages")]
     for r in runs:
-        outcome = r.outcome if not r.failure else f"{r.outcome} ({r.failure})"
+        failure = r.failure if not r.failure or len(r.failure) <= 48 else r.failure[:47] + "…"
+        outcome = r.outcome if not failure else f"{r.outcome} ({failure})"
         rows.append((
             time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at)),
             _short_model(r.model),
