@@ -181,6 +181,7 @@ class SSHTransport(Transport):
         self._forwards: dict[tuple[str, int], int] = {}
         self._listeners_open: dict[tuple[str, int], asyncssh.SSHListener] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self._known_files: list[str] = []
 
     # -- state -------------------------------------------------------------------------------------
     def _set_state(self, state: LinkState) -> None:
@@ -281,13 +282,19 @@ class SSHTransport(Transport):
             kwargs["port"] = node.port
         if node.identity_file:
             kwargs["client_keys"] = [os.path.expanduser(node.identity_file)]
-        # Reads ~/.ssh/config for this host (HostName, User, Port, IdentityFile, UserKnownHostsFile …).
-        options = asyncssh.SSHClientConnectionOptions(host=node.host, **kwargs)
-        return asyncssh.SSHClientConnectionOptions(options, known_hosts=self._known_hosts(options))
+        # config=() reads ~/.ssh/config for this host (HostName, User, Port, IdentityFile,
+        # UserKnownHostsFile …).
+        options = asyncssh.SSHClientConnectionOptions(host=node.host, config=(), **kwargs)
+        self._known_files = self.known_hosts_files(options)
+        # Never None (that would turn checking off); with no file at all nothing is trusted.
+        known: list[str] | bytes = self._known_files or b""
+        return asyncssh.SSHClientConnectionOptions(options, known_hosts=known)
 
     def known_hosts_files(self, options: asyncssh.SSHClientConnectionOptions | None = None) -> list[str]:
         """The known_hosts files checked for this node (existing ones only)."""
-        configured = (options or asyncssh.SSHClientConnectionOptions(host=self.node.host)).known_hosts
+        if options is None:
+            options = asyncssh.SSHClientConnectionOptions(host=self.node.host, config=())
+        configured = options.known_hosts
         candidates: list[str] = []
         if self.node.known_hosts:
             candidates.append(self.node.known_hosts)
@@ -303,11 +310,6 @@ class SSHTransport(Transport):
             if os.path.isfile(path) and os.access(path, os.R_OK) and path not in files:
                 files.append(path)
         return files
-
-    def _known_hosts(self, options: asyncssh.SSHClientConnectionOptions) -> list[str] | bytes:
-        files = self.known_hosts_files(options)
-        # Never None (that would turn checking off); with no file at all nothing is trusted.
-        return files if files else b""
 
     async def _open(self) -> tuple[asyncssh.SSHClientConnection, _Client]:
         options = self._options()
@@ -326,7 +328,7 @@ class SSHTransport(Transport):
 
     def _host_key_message(self, options: asyncssh.SSHClientConnectionOptions, exc: Exception) -> str:
         node = self.node
-        files = self.known_hosts_files(options)
+        files = self._known_files
         where = ", ".join(files) if files else "no known_hosts file"
         target = options.host or node.host
         shown = node.host if target == node.host else f"{node.host} = {target}"
