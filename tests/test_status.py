@@ -1,0 +1,69 @@
+"""`sparktui status` as a user runs it: the real CLI in a subprocess against the test hosts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import MakeTestbed
+from tests.testbed import Testbed
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _sparktui(*args: str, cwd: Path = REPO, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_CONFIG"}
+    return subprocess.run([sys.executable, "-m", "sparktui", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=timeout)
+
+
+@pytest.mark.testbed
+def test_status_json_reports_both_hosts_reachable(testbed: Testbed) -> None:
+    proc = _sparktui("status", "--json", "--config", str(testbed.config_path))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["all_reachable"] is True
+    nodes = {n["name"]: n for n in report["nodes"]}
+    assert [n["name"] for n in report["nodes"]] == ["spark1", "spark2"]
+    for name in ("spark1", "spark2"):
+        node = nodes[name]
+        assert node["reachable"] is True
+        assert node["hostname"] == name
+        assert node["ssh"]["phase"] == "connected"
+        assert node["kernel"] == os.uname().release  # the hosts share this kernel
+        assert node["uptime_seconds"] > 0
+
+
+@pytest.mark.testbed
+def test_status_table_and_exit_status(testbed: Testbed) -> None:
+    proc = _sparktui("status", "--config", str(testbed.config_path))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[:3] == ["NODE", "ROLE", "SSH"]
+    assert lines[1].split()[:4] == ["spark1", "head", "connected", "spark1"]
+    assert lines[2].split()[:4] == ["spark2", "worker", "connected", "spark2"]
+    assert "2/2 nodes reachable" in proc.stdout
+
+
+@pytest.mark.testbed
+def test_status_with_a_host_down_exits_1_and_says_why(make_testbed: MakeTestbed) -> None:
+    bed = make_testbed()
+    bed.kill_sshd("spark2")
+    proc = _sparktui("status", "--json", "--timeout", "15", "--config", str(bed.config_path))
+    assert proc.returncode == 1
+    nodes = {n["name"]: n for n in json.loads(proc.stdout)["nodes"]}
+    assert nodes["spark1"]["reachable"] and nodes["spark1"]["hostname"] == "spark1"
+    assert not nodes["spark2"]["reachable"]
+    assert nodes["spark2"]["ssh"]["phase"] == "retrying"
+    assert "connection refused" in nodes["spark2"]["ssh"]["last_error"]
+
+
+def test_shipped_example_config_points_to_the_demo() -> None:
+    proc = _sparktui("status")  # ./config.toml is the repo's example
+    assert proc.returncode == 2
+    assert "example" in proc.stderr and "--demo" in proc.stderr
