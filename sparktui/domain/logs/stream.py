@@ -9,13 +9,9 @@ bounds memory whatever the remote side sends. Invalid UTF-8 becomes U+FFFD.
 
 from __future__ import annotations
 
-import re
-
 from sparktui.domain.logs.line import LogRecord, parse_line, split_glued
 
 DEFAULT_MAX_RECORD_BYTES = 64 * 1024
-
-_BOUNDARY = re.compile(r"\r\n|\r|\n")
 
 
 class LineSplitter:
@@ -89,8 +85,14 @@ def _first_boundary(data: bytes) -> int:
 
 
 def _records(text: str) -> list[str]:
+    # str.split in C beats a regex split by a wide margin; \r\n and lone \r become \n first.
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    parts = text.split("\n")
+    if "/s]" not in text and "/it]" not in text:
+        return list(filter(None, parts))
     out: list[str] = []
-    for part in _BOUNDARY.split(text):
+    for part in parts:
         if not part:
             continue
         if "/s]" in part or "/it]" in part:
