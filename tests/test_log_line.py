@@ -83,6 +83,18 @@ def test_docker_timestamp_and_slurm_wrappers() -> None:
     assert r3.message == "both wrappers" and r3.level == "INFO"
 
 
+def test_journald_compose_and_json_formatter() -> None:
+    j = parse_line("Aug 18 14:15:04 spark1 python3[28059]: (APIServer pid=28059) INFO 08-18 14:15:04 [a.py:1] hi")
+    assert (j.role, j.message) == ("APIServer", "hi")
+    c = parse_line("vllm-head-1  | (EngineCore pid=7) INFO 08-18 14:15:04 [core.py:1] hello")
+    assert (c.role, c.message) == ("EngineCore", "hello")
+    js = parse_line('{"asctime": "11-02 10:00:00", "levelname": "INFO", "name": "vllm.x", '
+                    '"processName": "APIServer", "process": 1, "message": "Starting vLLM server on http://0.0.0.0:8000"}')
+    assert (js.level, js.role, js.pid, js.time) == ("INFO", "APIServer", 1, "11-02 10:00:00")
+    assert js.message.startswith("Starting vLLM server on")
+    assert parse_line('{"message": 3}').message == '{"message": 3}'
+
+
 def test_uvicorn_ray_logger_glog_and_autoscaler_lines() -> None:
     u = parse_line("(APIServer pid=148236) \x1b[32mINFO\x1b[0m:     Application startup complete.")
     assert (u.level, u.message, u.time) == ("INFO", "Application startup complete.", None)

@@ -18,6 +18,7 @@ Everything here is defensive: :func:`parse_line` never raises, whatever bytes we
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -34,6 +35,10 @@ def strip_ansi(text: str) -> str:
 _DOCKER_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
 _SLURM = re.compile(r"\d{1,5}: ")
 _KUBECTL = re.compile(r"\[pod/[^\]\s]+\] ")
+# journald: ``Aug 18 14:15:04 host python3[28059]: `` (month names in any locale)
+_JOURNALD = re.compile(r"[^\W\d_]{3,5}\.? {1,2}\d{1,2} \d\d:\d\d:\d\d \S+ [\w.@-]+\[\d+\]: ")
+# docker compose: ``vllm-head-1  | ``
+_COMPOSE = re.compile(r"[\w.-]{1,64} *\| ")
 
 # --- process prefixes -----------------------------------------------------------------------------
 # ``(Name pid=N[, ip=X]) `` — the name may hold spaces (``VllmWorker rank=0``) or be absent (``(pid=N)``).
@@ -196,11 +201,20 @@ def _parse(text: str) -> LogRecord:
             m = _DOCKER_TS.match(rest) or _SLURM.match(rest)
         elif c == "[" and rest.startswith("[pod/"):
             m = _KUBECTL.match(rest)
+        elif c.isalpha() and "| " in rest[:70]:
+            m = _COMPOSE.match(rest)
+        elif c.isalpha() and "]: " in rest[:120]:
+            m = _JOURNALD.match(rest)
         else:
             m = None
         if m is None:
             break
         rest = rest[m.end():]
+
+    if rest.startswith("{") and '"message"' in rest:
+        rec = _parse_json(raw, rest)
+        if rec is not None:
+            return rec
 
     # Process prefixes, outermost first.
     role: str | None = None
@@ -290,4 +304,38 @@ def _parse(text: str) -> LogRecord:
         source_file=source,
         progress=progress,
         has_prefix=has_prefix,
+    )
+
+
+def _parse_json(raw: str, text: str) -> LogRecord | None:
+    """vLLM 0.32+ ``--logging-config.formatter json``: asctime, levelname, name, processName, process,
+    message."""
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("message"), str):
+        return None
+    message: str = obj["message"]
+    asctime = obj.get("asctime")
+    time = asctime if isinstance(asctime, str) else None
+    seconds = None
+    if time is not None:
+        md = time[5:] if len(time) >= 19 and time[4] == "-" else time  # tolerate a year in front
+        seconds = seconds_in_year(md)
+    level = obj.get("levelname")
+    role = obj.get("processName")
+    pid = obj.get("process")
+    progress = None if level else parse_progress(message)
+    return LogRecord(
+        raw=raw,
+        message=message,
+        level=level if isinstance(level, str) else None,
+        time=time,
+        seconds=seconds,
+        role=role if isinstance(role, str) else None,
+        pid=pid if isinstance(pid, int) else None,
+        is_progress=progress is not None,
+        progress=progress,
+        has_prefix=isinstance(role, str),
     )
