@@ -291,6 +291,35 @@ def test_nccl_error_during_distributed_init(cluster: Testbed) -> None:
     assert "Starting to load model" not in log
 
 
+def test_v1_recording_nests_rays_prefix_inside_the_engine_core_prefix(cluster: Testbed) -> None:
+    # vLLM ≤0.30 patches the engine core's stdout, so Ray-forwarded lines get its prefix in front.
+    run = start_standin(
+        cluster,
+        "--standin-recording",
+        "dgx-spark-gb10-qwen3.6-35b-a3b-ready_v0.19.2",
+        "--standin-fail",
+        "nccl",
+    )
+    assert run.wait_exit(60) != 0
+    log = run.text
+    ip2 = re.escape(cluster.ip("spark2"))
+    assert re.search(
+        r"^\(EngineCore pid=\d+\) \d{4}-\d\d-\d\d [\d:,]+\tINFO worker\.py:\d+ -- Connecting to "
+        r"existing Ray cluster",
+        log,
+        re.M,
+    )
+    assert re.search(
+        rf"^\(EngineCore pid=\d+\) \x1b\[36m\(RayWorkerWrapper pid=\d+, ip={ip2}\)\x1b\[0m ERROR "
+        r".*Error executing method 'init_device'",
+        log,
+        re.M,
+    )
+    assert re.search(r"^\(EngineCore pid=\d+\) ERROR .* EngineCore failed to start\.$", log, re.M)
+    assert re.search(r"^\(APIServer pid=\d+\) RuntimeError: Engine core initialization failed\.", log, re.M)
+    assert "(APIServer pid=1)" not in log and "Qwen/Qwen3.6-35B-A3B" not in log
+
+
 def test_worker_node_down_leaves_the_placement_group_waiting(cluster: Testbed) -> None:
     bed = cluster
     assert _exec(bed, "spark2", RAY, "stop", "--force").returncode == 0
@@ -310,6 +339,14 @@ def test_worker_node_down_leaves_the_placement_group_waiting(cluster: Testbed) -
             log,
         )
         assert "RayWorkerWrapper" not in log and "Application startup complete" not in log
+        # Stopped while waiting: vLLM's shutdown, promptly, group removed.
+        run = start_standin(bed, "--standin-pg-wait-scale", "0.05")
+        run.wait_for(r"for 10 seconds")
+        asked = time.monotonic()
+        run.signal("INT")
+        assert run.wait_exit(10) != 0
+        assert time.monotonic() - asked < 3.5
+        assert not [g for g in _placement_groups(bed) if g["state"] != "REMOVED"]
     finally:
         _start_worker(bed)
 

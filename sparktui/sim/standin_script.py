@@ -27,6 +27,7 @@ _KV = re.compile(
     r"Memory profiling takes|Available KV cache memory|# \w+ blocks:|KV cache size:"
     r"|Profiling CUDA graph memory"
 )
+_ENGINE_INIT = re.compile(r"Initializing an? (?:V[01] )?LLM engine")
 _READY = re.compile(r"Application startup complete\.")
 _STATS = re.compile(r"Avg prompt throughput:")
 _ROUTE = re.compile(r"Route: |Available routes are|Starting vLLM (?:API )?server")
@@ -79,7 +80,15 @@ def find_anchors(lines: list[RecordedLine]) -> Anchors:
     if pg is None:
         connect = first(_RAY_CONNECT)
         first_worker = next((i for i, line in enumerate(lines) if line.role == "worker"), None)
-        pg = connect if connect is not None else (first_worker if first_worker is not None else 0)
+        engine_init = first(_ENGINE_INIT)
+        if connect is not None:
+            pg = connect
+        elif first_worker is not None:
+            pg = first_worker
+        else:
+            # A capture without Ray (mp executor): vLLM with Ray would create the group right after the
+            # engine core starts.
+            pg = engine_init + 1 if engine_init is not None else 0
     ready = first(_READY)
     if ready is None:
         # Captures without uvicorn's lines (vLLM ≥0.31 prints them unprefixed to stderr): the API is up
@@ -190,6 +199,16 @@ class Rewriter:
         text = _VLLM_STAMP.sub(lambda m: f"{m.group(1)} {now:%m-%d %H:%M:%S} ", text, count=1)
         text = _RAY_STAMP.sub(f"{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d}", text, count=1)
         return text
+
+
+def pg_create_line(d: Dialect) -> str:
+    where = "ray_utils.py:417" if d.v1 else "ray_utils.py:335"
+    return stamp("INFO", where, "No current placement group found. Creating a new placement group.",
+                 d.engine_prefix)
+
+
+def is_pg_create(line: RecordedLine) -> bool:
+    return bool(_PG_CREATE.search(line.text))
 
 
 def is_ray_connect(line: RecordedLine) -> bool:

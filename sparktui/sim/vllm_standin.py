@@ -183,6 +183,10 @@ class LineWriter:
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self._partial: dict[int, str] = {}
+        self.prefix = ""
+        """vLLM ≤0.30 patched the engine process's stdout/stderr so that every line it wrote, Ray's
+        forwarded worker lines included, started with ``(EngineCore… pid=N) ``; the same here for
+        everything not written through ``write_line``."""
 
     def write(self, text: str) -> int:
         ident = threading.get_ident()
@@ -190,11 +194,19 @@ class LineWriter:
             buf = self._partial.get(ident, "") + text
             if "\n" in buf:
                 complete, _, rest = buf.rpartition("\n")
+                if self.prefix:
+                    complete = "\n".join(self.prefix + line for line in complete.split("\n"))
                 self._stream.write(complete + "\n")
                 self._stream.flush()
                 buf = rest
             self._partial[ident] = buf
         return len(text)
+
+    def write_line(self, line: str) -> None:
+        """One whole line, as is (the replayed head lines carry their own recorded prefixes)."""
+        with self._lock:
+            self._stream.write(line + "\n")
+            self._stream.flush()
 
     def flush(self) -> None:
         with self._lock:
@@ -279,7 +291,11 @@ class StandinEngine:
             return f"{text} [seq={self.seq}]"
 
     def head(self, text: str) -> None:
-        sys.stdout.write(self._mark(text) + "\n")
+        out = sys.stdout
+        if isinstance(out, LineWriter):
+            out.write_line(self._mark(text))
+        else:
+            out.write(self._mark(text) + "\n")
 
     def to_worker(self, worker: Worker, texts: list[str]) -> None:
         # Fire and forget: the actor prints, Ray forwards. Each line is marked here, in replay order.
@@ -373,8 +389,10 @@ class StandinEngine:
 
         ray = self.ray
         pg_line = self.lines[self.anchors.pg_create]
-        if script._PG_CREATE.search(pg_line.text):
+        if script.is_pg_create(pg_line):
             self.head(self.rewrite(pg_line.text))
+        else:
+            self.head(script.pg_create_line(self.dialect))
         driver_ip = ray.util.get_node_ip_address()
         specs = script.placement_specs(self.dialect, self.world, driver_ip)
         self.pg = placement_group(specs, strategy="STRICT_SPREAD")
@@ -441,12 +459,16 @@ class StandinEngine:
 
     def _replay_startup(self) -> int | None:
         a = self.anchors
-        offsets = self._pace_offsets(a.pg_create + 1, a.end)
+        anchor = self.lines[a.pg_create]
+        # The anchor line itself was printed (placement-group line) or is Ray's (connect); else replay it.
+        printed = script.is_pg_create(anchor) or script.is_ray_connect(anchor)
+        begin = a.pg_create + 1 if printed else a.pg_create
+        offsets = self._pace_offsets(begin, a.end)
         start = time.monotonic()
         assignment: dict[str, Worker] = {}
         last_heartbeat = start
         in_weights = False
-        for index, at in zip(range(a.pg_create + 1, a.end), offsets, strict=True):
+        for index, at in zip(range(begin, a.end), offsets, strict=True):
             line = self.lines[index]
             if self.args.standin_seq and in_weights:
                 # Extra lines while "loading weights", so a log follower has something to lose.
@@ -618,6 +640,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stderr = LineWriter(sys.stderr)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     engine = StandinEngine(args)
+    if script.version_tuple(engine.dialect.version) <= (0, 30):
+        sys.stdout.prefix = sys.stderr.prefix = engine.dialect.engine_prefix
     try:
         return engine.run()
     finally:
