@@ -25,7 +25,8 @@ Stage machine (:mod:`.stages`)
     ``TimelineSnapshot``: ``outcome`` (``ready|failed|incomplete``), ``vllm_version``, ``model``,
     ``stages`` (``StageSnapshot``: name, status, started, ended, seconds, progress ``StageProgress``),
     ``facts`` (read-only mapping), ``failure`` (``Failure``: kind, stage, message, hint) or None,
-    ``nodes`` ("head" and Ray IPs), ``current`` (running or failed stage); ``stage(name)``; ``to_json()``.
+    ``nodes`` ("head" and Ray IPs), ``current`` (running stage, the next one between stages, or the
+    failed one), ``last_progress_at``; ``stage(name)``, ``stall_seconds(now)``, ``to_json()``.
     ``STAGES``, ``STATUSES``, ``OUTCOMES``, ``FAILURE_KINDS``.
 Whole logs (:mod:`.timeline`)
     ``timeline_from_bytes(data, expected_nodes=None)``, ``parse_log_text(text)``, ``render_human(snapshot)``.

@@ -92,9 +92,18 @@ class TimelineSnapshot:
     # The running stage, or the next one when the log is between stages (failed: the failed stage;
     # ready: None).
     current: str | None
+    # Wall clock (the ``now`` given to feed) of the running stage's last progress, or of the last stage
+    # event between stages; None when not incomplete or no clock was given.
+    last_progress_at: float | None = None
 
     def stage(self, name: str) -> StageSnapshot:
         return self.stages[STAGE_INDEX[name]]
+
+    def stall_seconds(self, now: float) -> float | None:
+        """Seconds without progress at ``now`` ("no progress for 12 min during weights")."""
+        if self.outcome != "incomplete" or self.last_progress_at is None:
+            return None
+        return max(0.0, now - self.last_progress_at)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -562,15 +571,18 @@ class Timeline:
     # --- reading -------------------------------------------------------------------------------------
     def stall_seconds(self, now: float | None = None) -> float | None:
         """Seconds since the running stage last moved (None if nothing runs or no wall clock is known)."""
-        if self._outcome != "incomplete":
-            return None
-        name = self._running_stage()
         now = self._now if now is None else now
-        # Between stages (one done, the next not logged yet) the wait counts from the last event.
-        last = self._stages[name].last_wall if name is not None else self._last_event_wall
+        last = self._last_progress_at()
         if now is None or last is None:
             return None
         return max(0.0, now - last)
+
+    def _last_progress_at(self) -> float | None:
+        if self._outcome != "incomplete":
+            return None
+        name = self._running_stage()
+        # Between stages (one done, the next not logged yet) the wait counts from the last event.
+        return self._stages[name].last_wall if name is not None else self._last_event_wall
 
     def waiting_for(self) -> str | None:
         """The stage the log is in or about to enter: the running one, else the next one not skipped."""
@@ -610,6 +622,7 @@ class Timeline:
             failure=failure,
             nodes=tuple(self._nodes),
             current=current,
+            last_progress_at=self._last_progress_at(),
         )
 
     def to_json(self) -> dict[str, Any]:
