@@ -1,0 +1,367 @@
+"""Lifecycle plans as data: which command runs on which node, in which order, judged how.
+
+``build_start_plan`` / ``build_stop_plan`` are pure: the executor (``sparktui.remote.engine``) runs them,
+``--dry-run`` prints them, and the UI lists their steps. Phases run one after another; the steps of a
+phase run concurrently (one per node).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from sparktui.config import NodeConfig, SparkConfig
+from sparktui.domain.lifecycle import argv as A
+from sparktui.domain.lifecycle import scripts as S
+from sparktui.domain.lifecycle.ray_state import ExpectedNode
+
+#: ``ray start``'s success line (with exit status 0), the same in Ray 2.9 … 2.60.
+RAY_STARTED = "Ray runtime started."
+
+#: How often the Ray probe reports while sparktui waits for every node and GPU (≤ 1 s by design).
+RAY_POLL_INTERVAL = 0.2
+
+
+class StepKind(StrEnum):
+    COMMAND = "command"          # ok when the exit status is in ok_codes (or output says "nothing to do")
+    DETACH = "detach"            # DETACH_SH: ok when it printed "pid N"
+    WAIT_RAY = "wait_ray"        # stream the Ray probe until every node and GPU is there
+    STOP_TAGGED = "stop_tagged"  # TAGGED_PY stop: ok when nothing of ours is left
+    VERIFY = "verify"            # TAGGED_PY list (+ docker ps): ok when nothing of ours remains
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    node: str | None
+    argv: tuple[str, ...]
+    timeout: float
+    kind: StepKind = StepKind.COMMAND
+    ok_codes: tuple[int, ...] = (0,)
+    #: Output fragments that make a non-zero exit a success ("No such container" for an idempotent stop).
+    ok_if_output: tuple[str, ...] = ()
+    #: Run when ``argv`` fails (``ray stop --force`` after ``ray stop``).
+    fallback: tuple[str, ...] = ()
+    #: Extra commands of a VERIFY step (``docker ps``), judged by the executor.
+    also: tuple[tuple[str, ...], ...] = ()
+    #: A failure is shown as a warning and the plan goes on.
+    tolerate_failure: bool = False
+    #: What the step needs beyond its argv (WAIT_RAY: the nodes and GPUs expected).
+    expected: tuple[ExpectedNode, ...] = ()
+    #: Shown as the step's message when the output contains it (instead of the last output line).
+    success_marker: str = ""
+
+    def render(self) -> str:
+        where = self.node or "-"
+        lines = [f"[{where}] {self.name}: {_show(self.argv)}"]
+        if self.fallback:
+            lines.append(f"[{where}]   if that fails: {_show(self.fallback)}")
+        lines += [f"[{where}]   and: {_show(a)}" for a in self.also]
+        return "\n".join(lines)
+
+
+def _show(argv: Sequence[str]) -> str:
+    """argv as one quoted line; the long constant scripts shown by name, not text."""
+    words = list(argv)
+    for i, w in enumerate(words):
+        if w == "-c" and i + 1 < len(words) and "\n" in words[i + 1]:
+            words[i + 1] = _script_name(words[i + 1])
+    return shlex.join(words)
+
+
+_SCRIPT_NAMES = {
+    S.DETACH_SH: "<detach.sh>", S.STOP_DETACHED_SH: "<stop-detached.sh>",
+    S.DETACHED_STATE_SH: "<detached-state.sh>", S.TAGGED_PY: "<tagged.py>", S.FACTS_PY: "<facts.py>",
+    S.RAY_PROBE_PY: "<ray-probe.py>", S.FOLLOW_PY: "<follow.py>", S.RAY_LOGS_PY: "<ray-logs.py>",
+    S.READ_PY: "<read.py>",
+}
+
+
+def _script_name(text: str) -> str:
+    return _SCRIPT_NAMES.get(text, "<script>")
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    kind: str
+    phases: tuple[Phase, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(s for p in self.phases for s in p.steps)
+
+    def render(self) -> str:
+        out = [f"# sparktui {self.kind}: {len(self.steps)} step(s) in {len(self.phases)} phase(s)"]
+        out += [f"# {n}" for n in self.notes]
+        for i, phase in enumerate(self.phases, 1):
+            out.append(f"{i}. {phase.name}" + ("  (concurrently)" if len(phase.steps) > 1 else ""))
+            out += ["   " + line for s in phase.steps for line in s.render().splitlines()]
+        return "\n".join(out)
+
+
+# ---- per-node runtime -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodeRuntime:
+    """How commands reach the engine's world on one node: in its container (docker) or directly (host)."""
+
+    node: NodeConfig
+    is_head: bool
+    docker: bool
+    container: str
+    tag: str
+    #: engine.env + VLLM_HOST_IP + MASTER_ADDR + the tag: the environment of everything we start.
+    env: Mapping[str, str]
+
+    def wrap(self, argv: Sequence[str], *, tagged: bool = False, interactive: bool = False) -> list[str]:
+        """``argv`` in the runtime. ``tagged``: with the engine environment (host; the container has it)."""
+        if self.docker:
+            return A.docker_exec(self.container, argv, interactive=interactive)
+        return A.with_env(argv, self.env) if tagged else list(argv)
+
+
+def runtimes(config: SparkConfig) -> dict[str, NodeRuntime]:
+    e = config.engine
+    head = config.head
+    out = {}
+    for node in config.nodes:
+        tag = A.node_tag(e.name_prefix, node.name)
+        env = {**e.env, "VLLM_HOST_IP": node.address, "MASTER_ADDR": head.address, A.TAG_ENV: tag}
+        out[node.name] = NodeRuntime(
+            node=node, is_head=node is head, docker=e.runtime == "docker",
+            container=A.container_name(e.name_prefix, node.name, node is head), tag=tag, env=env,
+        )
+    return out
+
+
+def expected_nodes(config: SparkConfig) -> tuple[ExpectedNode, ...]:
+    """Every node once, at its configured IP, with its share of the TP×PP GPUs."""
+    total = config.engine.tensor_parallel_size * config.engine.pipeline_parallel_size
+    per_node = total / len(config.nodes)
+    per_node = float(math.ceil(per_node)) if per_node >= 1 else per_node
+    return tuple(ExpectedNode(n.name, n.address, per_node) for n in config.nodes)
+
+
+def state_dir(config: SparkConfig, homes: Mapping[str, str] | None, node: str) -> str:
+    return A.expand_home(config.engine.state_dir, (homes or {}).get(node))
+
+
+def ray_temp_dir(config: SparkConfig) -> str:
+    """Ray's temp dir on the nodes (``--temp-dir`` in ``engine.ray_start_args``, else ``/tmp/ray``)."""
+    args = list(config.engine.ray_start_args)
+    for i, a in enumerate(args):
+        if a.startswith("--temp-dir="):
+            return a.split("=", 1)[1]
+        if a == "--temp-dir" and i + 1 < len(args):
+            return args[i + 1]
+    return "/tmp/ray"
+
+
+#: ``ray start`` options that only the head accepts (a worker exits with a usage error).
+HEAD_ONLY_RAY_ARGS = ("--temp-dir", "--include-dashboard", "--dashboard-host", "--dashboard-port",
+                      "--ray-client-server-port", "--autoscaling-config", "--dashboard-agent-grpc-port")
+
+
+def _ray_args(config: SparkConfig, is_head: bool) -> tuple[str, ...]:
+    """``ray start`` extras for one node: ``engine.ray_start_args`` less the head-only options on workers."""
+    args = list(config.engine.ray_start_args)
+    if is_head:
+        return tuple(args)
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        i += 1
+        if a.split("=", 1)[0] in HEAD_ONLY_RAY_ARGS:
+            # "--opt value" form: drop the value too (unless the next word is an option).
+            if "=" not in a and i < len(args) and not args[i].startswith("-"):
+                i += 1
+            continue
+        out.append(a)
+    return tuple(out)
+
+
+def mounts(config: SparkConfig, homes: Mapping[str, str] | None, node: str) -> list[A.BindMount]:
+    home = (homes or {}).get(node)
+    out = [A.BindMount(A.expand_home(m.source, home), m.target, m.read_only) for m in config.engine.mounts]
+    # The state dir at the same path inside the container: vllm.log and vllm.pid are written there by the
+    # process inside and read by sparktui on the host.
+    sd = state_dir(config, homes, node)
+    out.append(A.BindMount(sd, sd, read_only=False))
+    return out
+
+
+# ---- vllm -----------------------------------------------------------------------------------------
+def serve_argv(config: SparkConfig, rank: int) -> list[str]:
+    e = config.engine
+    return A.vllm_serve(
+        e.vllm_command, model=e.model, tensor_parallel_size=e.tensor_parallel_size,
+        pipeline_parallel_size=e.pipeline_parallel_size, api_port=e.api_port,
+        served_model_name=e.served_model_name, executor=e.executor, nnodes=len(config.nodes),
+        node_rank=rank, master_addr=config.head.address, master_port=e.master_port, extra_args=e.extra_args,
+    )
+
+
+def vllm_nodes(config: SparkConfig) -> list[NodeConfig]:
+    """Where a ``vllm serve`` runs: the head (Ray executor) or every node, head first (mp)."""
+    if config.engine.executor == "mp":
+        return [config.head, *config.workers]
+    return [config.head]
+
+
+def detach_step(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str, str] | None, rank: int) -> Step:
+    sd = state_dir(config, homes, rt.node.name)
+    argv = rt.wrap(["sh", "-c", S.DETACH_SH, "sparktui-detach", sd, A.VLLM_LOG, A.VLLM_PID,
+                    *serve_argv(config, rank)], tagged=True)
+    return Step("vllm serve", rt.node.name, tuple(argv), 30.0, StepKind.DETACH)
+
+
+def probe_argv(config: SparkConfig, rt: NodeRuntime, seconds: float) -> list[str]:
+    head = config.head.address
+    count = max(1, int(seconds / RAY_POLL_INTERVAL) + 5)
+    return rt.wrap([*config.engine.ray_python, "-c", S.RAY_PROBE_PY,
+                    f"{head}:{config.engine.ray_port}", head, str(RAY_POLL_INTERVAL), str(count)])
+
+
+# ---- start ----------------------------------------------------------------------------------------
+def build_start_plan(
+    config: SparkConfig,
+    homes: Mapping[str, str] | None = None,
+    rdma: Mapping[str, bool] | None = None,
+) -> Plan:
+    """Containers (docker) → Ray head → Ray workers → wait for every node and GPU → ``vllm serve``.
+
+    ``homes``: each node's $HOME (docker needs absolute mount sources); ``rdma``: whether a node has
+    /dev/infiniband (docker passes the device only where it exists).
+    """
+    e = config.engine
+    rts = runtimes(config)
+    head_rt = rts[config.head.name]
+    phases: list[Phase] = []
+    notes = [f"runtime {e.runtime}, executor {e.executor}, {len(config.nodes)} node(s), "
+             f"TP {e.tensor_parallel_size} × PP {e.pipeline_parallel_size}"]
+    if e.runtime == "docker":
+        steps = []
+        for node in config.nodes:
+            rt = rts[node.name]
+            run = A.docker_run(
+                name=rt.container, image=e.image, shm_size=e.shm_size,
+                mounts=mounts(config, homes, node.name), env=rt.env,
+                rdma=(rdma or {}).get(node.name, True), labels={"sparktui.tag": rt.tag},
+            )
+            steps.append(Step("container", node.name, tuple(run), 120.0))
+        phases.append(Phase("start the engine containers", tuple(steps)))
+    if e.executor == "ray":
+        head = config.head
+        start_head = A.ray_start_head(e.ray_command, head.address, e.ray_port, _ray_args(config, True))
+        phases.append(Phase("Ray head", (
+            Step("ray start (head)", head.name, tuple(head_rt.wrap(_timeout(start_head, 90), tagged=True)),
+                 100.0, success_marker=RAY_STARTED),)))
+        if config.workers:
+            steps = []
+            for node in config.workers:
+                rt = rts[node.name]
+                cmd = A.ray_start_worker(e.ray_command, head.address, e.ray_port, node.address,
+                                         _ray_args(config, False))
+                # `ray start --address` to an unreachable head retries for ~14 min (Ray 2.60): bound it.
+                steps.append(Step("ray start (worker)", node.name,
+                                  tuple(rt.wrap(_timeout(cmd, e.ray_wait_timeout), tagged=True)),
+                                  e.ray_wait_timeout + 10, success_marker=RAY_STARTED))
+            phases.append(Phase("Ray workers", tuple(steps)))
+        phases.append(Phase("wait for every node and GPU in Ray", (
+            Step("Ray nodes and GPUs", head.name, tuple(probe_argv(config, head_rt, e.ray_wait_timeout)),
+                 e.ray_wait_timeout, StepKind.WAIT_RAY,
+                 fallback=tuple(head_rt.wrap(A.ray_status(e.ray_command, head.address, e.ray_port))),
+                 expected=expected_nodes(config)),)))
+    steps = [detach_step(config, rts[n.name], homes, rank) for rank, n in enumerate(vllm_nodes(config))]
+    # mp: the headless ranks first, so rank 0 finds them when it rendezvous.
+    phases.append(Phase("vllm serve (detached)", tuple(reversed(steps))))
+    return Plan("start", tuple(phases), tuple(notes))
+
+
+def _timeout(argv: Sequence[str], seconds: float) -> list[str]:
+    return ["timeout", "-k", "5", str(math.ceil(seconds)), *argv]
+
+
+# ---- stop -----------------------------------------------------------------------------------------
+_GONE = ("No such container", "is not running")
+
+
+def build_stop_plan(config: SparkConfig, homes: Mapping[str, str] | None = None) -> Plan:
+    """vLLM (SIGINT → SIGTERM → SIGKILL) → Ray on every node → our containers → verify nothing remains.
+
+    Every step is idempotent: stopping what is not running succeeds.
+    """
+    e = config.engine
+    rts = runtimes(config)
+    ticks = str(max(1, round(e.stop_grace * 10)))
+    phases: list[Phase] = []
+    steps = []
+    for node in vllm_nodes(config):
+        rt = rts[node.name]
+        sd = state_dir(config, homes, node.name)
+        argv = rt.wrap(["sh", "-c", S.STOP_DETACHED_SH, "sparktui-stop", sd, A.VLLM_PID, rt.tag, ticks])
+        steps.append(Step("stop vLLM", node.name, tuple(argv), 3 * e.stop_grace + 15,
+                          ok_if_output=_GONE if e.runtime == "docker" else ()))
+    phases.append(Phase("stop vLLM", tuple(steps)))
+    if e.executor == "ray" or e.runtime == "host":
+        steps = []
+        for node in config.nodes:
+            rt = rts[node.name]
+            if e.runtime == "docker":
+                steps.append(Step("ray stop", node.name, tuple(rt.wrap(A.ray_stop(e.ray_command))), 60.0,
+                                  ok_if_output=_GONE,
+                                  fallback=tuple(rt.wrap(A.ray_stop(e.ray_command, force=True)))))
+            else:
+                # Not `ray stop`: it kills every Ray process on the host, other users' too. Our processes
+                # carry our tag; TERM them, KILL what is left after the grace.
+                argv = [node.python, "-c", S.TAGGED_PY, "stop", rt.tag, str(e.stop_grace)]
+                steps.append(Step("stop Ray", node.name, tuple(argv), 2 * e.stop_grace + 15,
+                                  StepKind.STOP_TAGGED))
+        phases.append(Phase("stop Ray on every node", tuple(steps)))
+    if e.runtime == "docker":
+        steps = [Step("remove container", n.name, tuple(A.docker_rm([rts[n.name].container])), 60.0,
+                      ok_if_output=("No such container",)) for n in config.nodes]
+        phases.append(Phase("remove our containers", tuple(steps)))
+    phases.append(Phase("verify nothing of ours remains", tuple(verify_step(config, rts[n.name])
+                                                                 for n in config.nodes)))
+    return Plan("stop", tuple(phases))
+
+
+def verify_step(config: SparkConfig, rt: NodeRuntime) -> Step:
+    argv = (rt.node.python, "-c", S.TAGGED_PY, "list", rt.tag)
+    also = (tuple(A.docker_ps(config.engine.name_prefix)),) if config.engine.runtime == "docker" else ()
+    return Step("nothing left", rt.node.name, argv, 30.0, StepKind.VERIFY, also=also)
+
+
+def facts_argv(config: SparkConfig, node: NodeConfig, model_path: str | None) -> list[str]:
+    e = config.engine
+    ports: list[int] = []
+    if node is config.head:
+        ports = [e.api_port]
+        if e.executor == "ray":
+            ports.append(e.ray_port)
+        else:
+            ports.append(e.master_port)
+    req = {"tag": A.node_tag(e.name_prefix, node.name), "ports": ports, "model_path": model_path}
+    return [node.python, "-c", S.FACTS_PY, json.dumps(req)]
+
+
+def port_roles(config: SparkConfig) -> dict[int, str]:
+    e = config.engine
+    out = {e.api_port: "vLLM API"}
+    if e.executor == "ray":
+        out[e.ray_port] = "Ray GCS"
+    else:
+        out[e.master_port] = "vLLM master"
+    return out

@@ -1,0 +1,357 @@
+"""Constant scripts run on the nodes: ``["sh", "-c", SCRIPT, "$0-name", arg1, …]`` or
+``[python, "-c", SCRIPT, arg1, …]`` (python puts "-c" in argv[0]).
+
+The script text never contains a config value: every value arrives as a positional argument, so nothing
+from config.toml is ever parsed by a shell. ``~`` in a path is expanded on the node (by ``$HOME`` or
+``os.path.expanduser``), because a quoted word is not expanded by the remote shell.
+"""
+
+from __future__ import annotations
+
+# ---- sh -------------------------------------------------------------------------------------------
+#: $1 state dir, $2 log file name, $3 pid file name, then the command. Starts it in a new session
+#: (no controlling terminal, own process group) with stdin from /dev/null and stdout+stderr to the log,
+#: so it survives the SSH channel, the SSH connection and sparktui itself. The previous log is kept
+#: as ``<log>.prev``. Prints ``pid N``.
+#: Not ``cmd &``: a non-interactive sh starts background commands with SIGINT ignored, and SIGINT is
+#: vLLM's clean shutdown. ``setsid -f`` forks by itself; the child writes its pid and becomes the command.
+DETACH_SH = r"""
+set -eu
+dir=$1 log=$2 pidf=$3
+shift 3
+case $dir in "~") dir=$HOME ;; "~/"*) dir=$HOME/${dir#"~/"} ;; esac
+mkdir -p "$dir"
+if [ -e "$dir/$log" ]; then mv -f "$dir/$log" "$dir/$log.prev"; fi
+rm -f "$dir/$pidf"
+if command -v setsid >/dev/null 2>&1; then
+  setsid -f sh -c 'echo "$$" >"$1"; shift; exec "$@"' sparktui-engine "$dir/$pidf" "$@" \
+    </dev/null >"$dir/$log" 2>&1
+  i=0
+  while [ ! -s "$dir/$pidf" ] && [ "$i" -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+  pid=$(cat "$dir/$pidf" 2>/dev/null || true)
+else
+  nohup "$@" </dev/null >"$dir/$log" 2>&1 &
+  pid=$!
+  echo "$pid" >"$dir/$pidf"
+fi
+if [ -z "$pid" ]; then echo "the engine did not record its pid" >&2; exit 1; fi
+echo "pid $pid"
+"""
+
+#: $1 state dir, $2 pid file name, $3 tag, $4 ticks of 0.1 s per signal. Stops the detached process
+#: group: SIGINT (vLLM's own clean shutdown), then SIGTERM, then SIGKILL, each after ``ticks`` of waiting.
+#: The pid is only signalled when its environment carries our tag (a recycled pid is left alone).
+#: Exit 0 when nothing of ours runs any more; 1 when something survived SIGKILL.
+STOP_DETACHED_SH = r"""
+dir=$1 pidf=$2 tag=$3 ticks=$4
+case $dir in "~") dir=$HOME ;; "~/"*) dir=$HOME/${dir#"~/"} ;; esac
+f=$dir/$pidf
+if [ ! -f "$f" ]; then echo "not running (no pid file)"; exit 0; fi
+pid=$(cat "$f")
+ours() {
+  [ -r "/proc/$pid/environ" ] &&
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF "SPARKTUI_TAG=$tag"
+}
+group_alive() { kill -0 -- "-$pid" 2>/dev/null || kill -0 "$pid" 2>/dev/null; }
+if ! ours; then echo "not running (pid $pid is gone)"; rm -f "$f"; exit 0; fi
+for sig in INT TERM KILL; do
+  kill -s "$sig" -- "-$pid" 2>/dev/null || kill -s "$sig" "$pid" 2>/dev/null || true
+  echo "sent SIG$sig to process group $pid"
+  i=0
+  while [ "$i" -lt "$ticks" ]; do
+    if ! group_alive; then echo "stopped after SIG$sig"; rm -f "$f"; exit 0; fi
+    sleep 0.1
+    i=$((i + 1))
+  done
+done
+if group_alive; then echo "process group $pid survived SIGKILL"; exit 1; fi
+rm -f "$f"
+echo "stopped after SIGKILL"
+"""
+
+#: $1 state dir, $2 pid file name, $3 tag. Prints ``running PID``, ``exited PID`` or ``none``,
+#: then ``log SIZE`` (or ``log -``) for $4 (the log file name).
+DETACHED_STATE_SH = r"""
+dir=$1 pidf=$2 tag=$3 log=$4
+case $dir in "~") dir=$HOME ;; "~/"*) dir=$HOME/${dir#"~/"} ;; esac
+if [ -f "$dir/$pidf" ]; then
+  pid=$(cat "$dir/$pidf")
+  if [ -r "/proc/$pid/environ" ] &&
+      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF "SPARKTUI_TAG=$tag"; then
+    echo "running $pid"
+  else
+    echo "exited $pid"
+  fi
+else
+  echo "none"
+fi
+if [ -f "$dir/$log" ]; then echo "log $(wc -c <"$dir/$log") $dir/$log"; else echo "log - $dir/$log"; fi
+"""
+
+#: Prints the remote user's home directory.
+HOME_SH = r'printf "%s" "$HOME"'
+
+# ---- python (the node's python3; standard library only) ---------------------------------------------
+#: argv: MODE (list | stop) TAG [GRACE]. Finds the processes whose environment carries SPARKTUI_TAG=TAG
+#: (Ray daemons, Ray workers, vLLM: they all inherit it). ``stop`` sends SIGTERM, waits up to GRACE s,
+#: then SIGKILL and waits again. Prints one JSON object: what is left, and what was signalled.
+TAGGED_PY = r"""
+import json, os, signal, sys, time
+mode, tag = sys.argv[1], sys.argv[2]
+grace = float(sys.argv[3]) if len(sys.argv) > 3 else 5.0
+needle = ("SPARKTUI_TAG=" + tag).encode()
+me = os.getpid()
+
+def ours():
+    found = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").strip().decode("utf-8", "replace")
+            with open("/proc/%s/stat" % d) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            found[int(d)] = cmd
+    return found
+
+procs = ours()
+signalled = []
+
+def signal_and_wait(sig, keep):
+    global procs
+    targets = {p: c for p, c in procs.items() if not keep(c)}
+    for pid in targets:
+        try:
+            os.kill(pid, sig)
+            signalled.append([pid, sig.name])
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + grace
+    while True:
+        procs = ours()
+        if not [p for p in procs if p in targets] or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+if mode == "stop":
+    # Ray's own order: everything but the GCS first (a raylet whose GCS is gone hangs in its shutdown),
+    # then the GCS; SIGKILL for whatever outlived the grace.
+    signal_and_wait(signal.SIGTERM, lambda cmd: "gcs_server" in cmd)
+    if procs:
+        signal_and_wait(signal.SIGTERM, lambda cmd: False)
+    if procs:
+        signal_and_wait(signal.SIGKILL, lambda cmd: False)
+print(json.dumps({"processes": [{"pid": p, "cmdline": c[:400]} for p, c in sorted(procs.items())],
+                  "signalled": signalled}))
+"""
+
+#: argv: one JSON object {"tag", "ports", "model_path", "rdma_devices"}. Prints one JSON object with the
+#: node's facts for preflight: memory, RDMA ports, listening ports, our processes, the model directory.
+FACTS_PY = r"""
+import json, os, socket, sys
+req = json.loads(sys.argv[1])
+out = {"hostname": socket.gethostname(), "home": os.path.expanduser("~"), "python": sys.version.split()[0]}
+mem = {}
+try:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            mem[k] = int(v.split()[0])
+except OSError as e:
+    out["meminfo_error"] = str(e)
+out["mem_total_kb"] = mem.get("MemTotal")
+out["mem_available_kb"] = mem.get("MemAvailable")
+rdma = []
+base = "/sys/class/infiniband"
+try:
+    devs = sorted(os.listdir(base))
+except OSError:
+    devs = []
+for dev in devs:
+    try:
+        ports = sorted(os.listdir(os.path.join(base, dev, "ports")))
+    except OSError:
+        continue
+    for port in ports:
+        entry = {"device": dev, "port": port}
+        for name in ("state", "phys_state", "link_layer", "rate"):
+            try:
+                with open(os.path.join(base, dev, "ports", port, name)) as f:
+                    entry[name] = f.read().strip()
+            except OSError:
+                entry[name] = None
+        rdma.append(entry)
+out["rdma"] = rdma
+out["dev_infiniband"] = os.path.isdir("/dev/infiniband")
+listening = set()
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    try:
+        with open(table) as f:
+            next(f)
+            for line in f:
+                parts = line.split()
+                if len(parts) > 3 and parts[3] == "0A":
+                    listening.add(int(parts[1].rsplit(":", 1)[1], 16))
+    except (OSError, StopIteration):
+        pass
+out["ports_busy"] = sorted(p for p in req.get("ports", []) if p in listening)
+needle = ("SPARKTUI_TAG=" + req["tag"]).encode()
+procs = []
+for d in os.listdir("/proc"):
+    if not d.isdigit() or int(d) == os.getpid():
+        continue
+    try:
+        with open("/proc/%s/environ" % d, "rb") as f:
+            if needle not in f.read().split(b"\0"):
+                continue
+        with open("/proc/%s/cmdline" % d, "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").strip().decode("utf-8", "replace")
+        procs.append({"pid": int(d), "cmdline": cmd[:400]})
+    except OSError:
+        continue
+out["processes"] = procs
+path = req.get("model_path")
+if path:
+    path = os.path.expanduser(path)
+    model = {"path": path, "exists": os.path.isdir(path), "files": [], "total_bytes": 0, "truncated": False}
+    if model["exists"]:
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in sorted(files):
+                full = os.path.join(root, name)
+                try:
+                    size = os.path.getsize(full)
+                except OSError:
+                    continue
+                model["total_bytes"] += size
+                if len(model["files"]) < 20000:
+                    model["files"].append([os.path.relpath(full, path), size])
+                else:
+                    model["truncated"] = True
+    out["model"] = model
+print(json.dumps(out))
+"""
+
+#: argv: ADDRESS NODE_IP INTERVAL COUNT. Connects to the Ray cluster once and prints one
+#: ``RAYPROBE {json}`` line per INTERVAL (``ray.nodes()``: the same keys in Ray 2.9 … 2.60), COUNT times
+#: at most; it also ends when the channel closes (the next print fails). ``RAYPROBE_ERROR {json}`` when
+#: Ray cannot be imported or joined.
+RAY_PROBE_PY = r"""
+import json, logging, os, sys, time
+addr, ip, interval, count = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+try:
+    import ray
+except Exception as e:
+    print("RAYPROBE_ERROR " + json.dumps({"error": "cannot import ray: %s" % e}), flush=True)
+    sys.exit(3)
+try:
+    ray.init(address=addr, _node_ip_address=ip, log_to_driver=False, logging_level=logging.ERROR)
+except Exception as e:
+    err = "ray.init(%s): %s: %s" % (addr, type(e).__name__, e)
+    print("RAYPROBE_ERROR " + json.dumps({"error": err}), flush=True)
+    sys.exit(4)
+for _ in range(count):
+    nodes = []
+    for n in ray.nodes():
+        res = n.get("Resources") or {}
+        nodes.append({"node_id": n.get("NodeID"), "ip": n.get("NodeManagerAddress"),
+                      "hostname": n.get("NodeManagerHostname"), "alive": bool(n.get("Alive", n.get("alive"))),
+                      "gpu": float(res.get("GPU", 0.0)), "is_head": "node:__internal_head__" in res})
+    cr = ray.cluster_resources()
+    print("RAYPROBE " + json.dumps({"ray_version": ray.__version__, "t": time.time(), "nodes": nodes,
+                                    "gpu_total": float(cr.get("GPU", 0.0))}, sort_keys=True), flush=True)
+    time.sleep(interval)
+"""
+
+#: argv: PATH OFFSET INODE POLL. Streams a growing file as frames on stdout: ``D <n>\n`` + n bytes of
+#: data, ``R <inode>\n`` when the file is (or became) another file than INODE (offset restarts at 0:
+#: a new engine run), ``W 0\n`` while the file does not exist. Resuming with the last OFFSET and INODE
+#: after a dropped connection therefore loses and repeats nothing. Ends when its channel closes.
+FOLLOW_PY = r"""
+import os, sys, time
+path, offset, ino, poll = os.path.expanduser(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+out = sys.stdout.buffer
+def frame(kind, data=b"", n=None):
+    out.write(b"%s %d\n" % (kind, len(data) if n is None else n) + data)
+    out.flush()
+f = None
+waiting = False
+while True:
+    if f is None:
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            if not waiting:
+                frame(b"W", n=0)
+                waiting = True
+            time.sleep(poll)
+            continue
+        waiting = False
+        st = os.fstat(f.fileno())
+        if str(st.st_ino) != ino or st.st_size < offset:
+            ino, offset = str(st.st_ino), 0
+            frame(b"R", ino.encode())
+        f.seek(offset)
+    data = f.read(262144)
+    if data:
+        offset += len(data)
+        frame(b"D", data)
+        continue
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is None or str(st.st_ino) != ino:
+        rest = f.read()
+        if rest:
+            offset += len(rest)
+            frame(b"D", rest)
+        f.close()
+        f = None
+        continue
+    if st.st_size < offset:
+        f.close()
+        f, ino = None, ""
+        continue
+    time.sleep(poll)
+"""
+
+#: argv: RAY_TEMP_DIR. Lists the files of the node's current Ray session log directory as JSON.
+RAY_LOGS_PY = r"""
+import json, os, sys
+base = os.path.join(os.path.expanduser(sys.argv[1]), "session_latest", "logs")
+files = []
+try:
+    for name in os.listdir(base):
+        try:
+            st = os.stat(os.path.join(base, name))
+        except OSError:
+            continue
+        files.append({"name": name, "size": st.st_size, "mtime": st.st_mtime})
+except OSError as e:
+    print(json.dumps({"dir": base, "error": str(e), "files": []}))
+    sys.exit(0)
+print(json.dumps({"dir": os.path.realpath(base), "files": files}))
+"""
+
+#: argv: PATH [MAX_BYTES]. Writes the file's last MAX_BYTES bytes (all by default); exit 3 if missing.
+READ_PY = r"""
+import os, sys
+path = os.path.expanduser(sys.argv[1])
+limit = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+try:
+    with open(path, "rb") as f:
+        if limit:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+        sys.stdout.buffer.write(f.read())
+except FileNotFoundError:
+    sys.exit(3)
+"""

@@ -1,0 +1,565 @@
+"""EngineController: runs the lifecycle plans of ``sparktui.domain.lifecycle`` over the nodes' transports.
+
+One operation at a time (preflight, start, stop, restart, clean); a second request while one runs raises
+``OperationRefused``. Progress goes to one callback as ``OperationView`` snapshots (every step with its
+status, seconds, message and output tail), which the dashboard and the headless verbs render alike.
+The engine it starts is detached on the nodes: ``discover()`` finds it again from a new process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sparktui.config import SparkConfig
+from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus, StepView
+from sparktui.domain.lifecycle import argv as A
+from sparktui.domain.lifecycle import plan as P
+from sparktui.domain.lifecycle import preflight as F
+from sparktui.domain.lifecycle import scripts as S
+from sparktui.domain.lifecycle import vllm_help
+from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, classify
+from sparktui.domain.lifecycle.ray_state import (
+    ProbeError,
+    RayState,
+    Readiness,
+    evaluate,
+    last_probe_state,
+    parse_probe_line,
+    parse_ray_status,
+)
+from sparktui.remote.transport import CommandResult, Transport, TransportError
+
+ProgressCallback = Callable[[OperationView], None]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+TAIL_LINES = 8
+
+
+def output_tail(*texts: str, lines: int = TAIL_LINES) -> tuple[str, ...]:
+    out: list[str] = []
+    for text in texts:
+        out += [ln for ln in _ANSI.sub("", text).replace("\r", "\n").splitlines() if ln.strip()]
+    return tuple(out[-lines:])
+
+
+class _Tracker:
+    """The operation's step list; every change is published as a fresh ``OperationView``."""
+
+    def __init__(self, kind: str, publish: Callable[[OperationView], None]) -> None:
+        self.view = OperationView(kind=kind)
+        self._publish = publish
+        self._publish(self.view)
+
+    def add(self, step: StepView) -> int:
+        self.view = replace(self.view, steps=(*self.view.steps, step))
+        self._publish(self.view)
+        return len(self.view.steps) - 1
+
+    def update(self, index: int, **changes: object) -> None:
+        steps = list(self.view.steps)
+        steps[index] = replace(steps[index], **changes)  # type: ignore[arg-type]
+        self.view = replace(self.view, steps=tuple(steps))
+        self._publish(self.view)
+
+    def finish(self, ok: bool, message: str) -> OperationView:
+        self.view = replace(self.view, running=False, ok=ok, message=message)
+        self._publish(self.view)
+        return self.view
+
+
+@dataclass
+class _Outcome:
+    status: StepStatus
+    message: str
+    tail: tuple[str, ...] = ()
+
+
+class EngineController:
+    """Start, stop, restart and discover the engine across ``transports`` (node name → transport)."""
+
+    def __init__(
+        self,
+        config: SparkConfig,
+        transports: Mapping[str, Transport],
+        on_progress: ProgressCallback | None = None,
+    ) -> None:
+        self.config = config
+        self.transports = dict(transports)
+        self.on_progress = on_progress
+        #: The operation running now, or the last one.
+        self.operation: OperationView | None = None
+        #: vLLM's version as preflight found it (the log parser's dialect).
+        self.vllm_version: str | None = None
+        #: Each node's $HOME (resolved once: docker mounts and the state dir need absolute paths).
+        self.homes: dict[str, str] = {}
+        #: Wall-clock marks of the last start (benchmarks): "ray_ready_seen", "serve_launch", …
+        self.marks: dict[str, float] = {}
+        self.last_ray_state: RayState | None = None
+        self._busy: str | None = None
+        self._runtimes = P.runtimes(config)
+
+    # -- public API --------------------------------------------------------------------------------
+    @property
+    def busy(self) -> str | None:
+        """The kind of operation running now, if any."""
+        return self._busy
+
+    async def preflight(self) -> OperationView:
+        async with self._exclusive("preflight"):
+            tracker = self._tracker("preflight")
+            summary = await self._preflight(tracker)
+            return tracker.finish(summary.ok, summary.message())
+
+    async def start(self, *, preflight: bool = True) -> OperationView:
+        async with self._exclusive("start"):
+            return await self._start(self._tracker("start"), preflight=preflight)
+
+    async def stop(self) -> OperationView:
+        async with self._exclusive("stop"):
+            return await self._stop_finished(self._tracker("stop"))
+
+    async def clean(self) -> OperationView:
+        """Remove leftovers of an earlier run (the stop plan: it only touches what carries our tag)."""
+        async with self._exclusive("clean"):
+            return await self._stop_finished(self._tracker("clean"))
+
+    async def restart(self, *, preflight: bool = True) -> OperationView:
+        async with self._exclusive("restart"):
+            tracker = self._tracker("restart")
+            stopped = await self._stop(tracker, finish=False)
+            if stopped is not None:
+                return stopped
+            return await self._start(tracker, preflight=preflight)
+
+    async def plan(self, kind: str) -> P.Plan:
+        """The plan ``kind`` would run (``--dry-run``); homes are resolved when the nodes answer."""
+        await self._resolve_homes(quiet=True)
+        if kind == "stop" or kind == "clean":
+            return P.build_stop_plan(self.config, self.homes or None)
+        return P.build_start_plan(self.config, self.homes or None)
+
+    async def discover(self, *, ray: bool = True) -> Discovery:
+        """What of ours runs on the nodes now: vLLM (pid file + process), containers, processes, Ray."""
+        cfg = self.config
+        vllm: dict[str, DetachedState] = {}
+        containers: dict[str, list[F.Container]] = {}
+        processes: dict[str, list[Mapping[str, object]]] = {}
+        unreachable: dict[str, str] = {}
+
+        async def one(name: str) -> None:
+            rt = self._runtimes[name]
+            try:
+                listed = await self._run(name, P.verify_step(cfg, rt).argv, 30)
+                processes[name] = _json_last(listed.stdout).get("processes", []) if listed.ok else []
+                if cfg.engine.runtime == "docker":
+                    ps = await self._run(name, A.docker_ps(cfg.engine.name_prefix), 30)
+                    containers[name] = list(F.parse_docker_ps(ps.stdout, cfg.engine.name_prefix))
+                if name in {n.name for n in P.vllm_nodes(cfg)}:
+                    sd = P.state_dir(cfg, self.homes or None, name)
+                    argv = rt.wrap(["sh", "-c", S.DETACHED_STATE_SH, "sparktui-state", sd, A.VLLM_PID,
+                                    rt.tag, A.VLLM_LOG])
+                    res = await self._run(name, argv, 30)
+                    vllm[name] = DetachedState.parse(res.stdout)
+            except TransportError as exc:
+                unreachable[name] = str(exc)
+
+        await asyncio.gather(*(one(n.name) for n in cfg.nodes))
+        ray_state: RayState | None = None
+        readiness: Readiness | None = None
+        head = cfg.head.name
+        ray_up = bool(processes.get(head)) or bool(containers.get(head))
+        if ray and cfg.engine.executor == "ray" and ray_up and head not in unreachable:
+            ray_state = await self.ray_state_once()
+            readiness = evaluate(ray_state, P.expected_nodes(cfg)) if ray_state else None
+        state, detail = classify(vllm, containers, processes, unreachable, readiness)
+        return Discovery(state, detail, vllm, containers, processes, unreachable, ray_state, readiness)
+
+    async def ray_state_once(self, timeout: float = 20.0) -> RayState | None:
+        """One reading of Ray's node list from the head (``None`` if Ray does not answer)."""
+        rt = self._runtimes[self.config.head.name]
+        argv = P.probe_argv(self.config, rt, 0.0)
+        argv[-1] = "1"  # count: one reading
+        try:
+            res = await self._run(self.config.head.name, ["timeout", "-k", "3", str(int(timeout)), *argv],
+                                  timeout + 5)
+            return last_probe_state(res.stdout)
+        except (TransportError, ProbeError):
+            return None
+
+    def log_path(self, node: str | None = None) -> str:
+        """The vLLM log on ``node`` (default: the head), ``~`` expanded when the home is known."""
+        name = node or self.config.head.name
+        return P.state_dir(self.config, self.homes or None, name).rstrip("/") + "/" + A.VLLM_LOG
+
+    # -- operations --------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def _exclusive(self, kind: str):  # type: ignore[no-untyped-def]
+        if self._busy is not None:
+            raise OperationRefused(f"cannot {kind}: {self._busy} is running; wait for it to finish")
+        self._busy = kind
+        try:
+            yield
+        finally:
+            self._busy = None
+
+    def _tracker(self, kind: str) -> _Tracker:
+        return _Tracker(kind, self._publish)
+
+    def _publish(self, view: OperationView) -> None:
+        self.operation = view
+        if self.on_progress is not None:
+            self.on_progress(view)
+
+    async def _start(self, tracker: _Tracker, *, preflight: bool) -> OperationView:
+        self.marks = {"start": time.time()}
+        rdma: dict[str, bool] | None = None
+        if preflight:
+            summary = await self._preflight(tracker)
+            if not summary.ok:
+                return tracker.finish(False, summary.message())
+            rdma = self._rdma
+        else:
+            await self._resolve_homes()
+        plan = P.build_start_plan(self.config, self.homes or None, rdma)
+        failed = await self._run_plan(tracker, plan, stop_on_failure=True)
+        if failed is not None:
+            return tracker.finish(False, f"start failed at {failed.name}"
+                                  + (f" on {failed.node}" if failed.node else "") + f": {failed.message}")
+        where = self.log_path()
+        return tracker.finish(True, f"vLLM launched; log: {self.config.head.name}:{where}")
+
+    async def _stop_finished(self, tracker: _Tracker) -> OperationView:
+        view = await self._stop(tracker)
+        assert view is not None
+        return view
+
+    async def _stop(self, tracker: _Tracker, *, finish: bool = True) -> OperationView | None:
+        await self._resolve_homes(quiet=True)
+        plan = P.build_stop_plan(self.config, self.homes or None)
+        await self._run_plan(tracker, plan, stop_on_failure=False)
+        verify = [s for s in tracker.view.steps if s.name == "nothing left"]
+        bad = [s for s in verify if s.status is not StepStatus.OK]
+        if bad:
+            remains = "; ".join(f"{s.node}: {s.message}" for s in bad)
+            return tracker.finish(False, f"stop incomplete: {remains}")
+        if finish:
+            return tracker.finish(True, "stopped: nothing of ours remains on any node")
+        return None
+
+    async def _run_plan(self, tracker: _Tracker, plan: P.Plan, *, stop_on_failure: bool) -> StepView | None:
+        """Run the phases in order (steps of a phase concurrently); the first failed step, if any."""
+        indices = {id(s): tracker.add(StepView(name=s.name, node=s.node)) for s in plan.steps}
+        first_failure: StepView | None = None
+        for phase in plan.phases:
+            results = await asyncio.gather(*(self._run_step(tracker, indices[id(s)], s) for s in phase.steps))
+            for step, view in zip(phase.steps, results, strict=True):
+                if view.status is StepStatus.FAILED and first_failure is None:
+                    first_failure = view
+                del step
+            if first_failure is not None and stop_on_failure:
+                for s in plan.steps:
+                    idx = indices[id(s)]
+                    if tracker.view.steps[idx].status is StepStatus.PENDING:
+                        tracker.update(idx, status=StepStatus.SKIPPED,
+                                       message="not run: an earlier step failed")
+                return first_failure
+        return first_failure
+
+    async def _run_step(self, tracker: _Tracker, idx: int, step: P.Step) -> StepView:
+        t0 = time.monotonic()
+        tracker.update(idx, status=StepStatus.RUNNING)
+        try:
+            outcome = await self._execute(step, lambda msg: tracker.update(idx, message=msg))
+        except TransportError as exc:
+            outcome = _Outcome(StepStatus.FAILED, f"node unreachable: {exc}")
+        if outcome.status is StepStatus.FAILED and step.tolerate_failure:
+            outcome.status = StepStatus.WARNING
+        tracker.update(idx, status=outcome.status, message=outcome.message, output_tail=outcome.tail,
+                       seconds=round(time.monotonic() - t0, 3))
+        return tracker.view.steps[idx]
+
+    async def _execute(self, step: P.Step, live: Callable[[str], None]) -> _Outcome:
+        assert step.node is not None
+        if step.kind is P.StepKind.WAIT_RAY:
+            return await self._wait_ray(step, live)
+        if step.kind is P.StepKind.DETACH:
+            self.marks["serve_launch"] = time.time()
+        res = await self._run(step.node, step.argv, step.timeout)
+        if step.kind is P.StepKind.DETACH:
+            m = re.search(r"^pid (\d+)$", res.stdout, re.M)
+            if res.ok and m:
+                return _Outcome(StepStatus.OK, f"vLLM started detached, pid {m.group(1)}",
+                                output_tail(res.stdout, res.stderr))
+            return _Outcome(StepStatus.FAILED, _failure_text(res), output_tail(res.stdout, res.stderr))
+        if step.kind in (P.StepKind.STOP_TAGGED, P.StepKind.VERIFY):
+            return await self._judge_tagged(step, res)
+        ok = _step_ok(step, res)
+        if not ok and step.fallback:
+            live("retrying: " + " ".join(step.fallback[-2:]))
+            res = await self._run(step.node, step.fallback, step.timeout)
+            ok = _step_ok(step, res)
+        tail = output_tail(res.stdout, res.stderr)
+        if ok:
+            if step.success_marker and step.success_marker in res.stdout + res.stderr:
+                return _Outcome(StepStatus.OK, step.success_marker, tail)
+            return _Outcome(StepStatus.OK, tail[-1] if tail else "done", tail)
+        return _Outcome(StepStatus.FAILED, _failure_text(res), tail)
+
+    async def _judge_tagged(self, step: P.Step, res: CommandResult) -> _Outcome:
+        assert step.node is not None
+        if not res.ok:
+            return _Outcome(StepStatus.FAILED, _failure_text(res), output_tail(res.stdout, res.stderr))
+        data = _json_last(res.stdout)
+        procs = data.get("processes", [])
+        containers: list[F.Container] = []
+        for extra in step.also:
+            more = await self._run(step.node, extra, step.timeout)
+            if more.ok:
+                containers += F.parse_docker_ps(more.stdout, self.config.engine.name_prefix)
+            elif "command not found" not in more.stderr:
+                return _Outcome(StepStatus.FAILED, _failure_text(more))
+        remains = F.leftover_lines(step.node, procs, containers)
+        if remains:
+            return _Outcome(StepStatus.FAILED, f"{len(remains)} remain: " + "; ".join(remains[:5]),
+                            tuple(remains[-TAIL_LINES:]))
+        sent = data.get("signalled", [])
+        if step.kind is P.StepKind.STOP_TAGGED:
+            kills = sum(1 for _, sig in sent if sig == "SIGKILL")
+            msg = (f"stopped {len({p for p, _ in sent})} process(es)" + (f" ({kills} needed SIGKILL)"
+                                                                          if kills else "")
+                   if sent else "nothing of ours was running")
+            return _Outcome(StepStatus.OK, msg)
+        return _Outcome(StepStatus.OK, "no process or container of ours")
+
+    async def _wait_ray(self, step: P.Step, live: Callable[[str], None]) -> _Outcome:
+        """Stream the Ray probe (a reading every 0.2 s) until every expected node and GPU is there."""
+        assert step.node is not None
+        transport = self.transports[step.node]
+        t0 = time.monotonic()
+        deadline = t0 + step.timeout
+        last = Readiness(False, "Ray has not answered yet")
+        use_status_text = False
+        probe_error = ""
+        while time.monotonic() < deadline:
+            if use_status_text:
+                res = await self._run(step.node, step.fallback, min(30.0, deadline - time.monotonic() + 1))
+                state = parse_ray_status(res.stdout)
+                if state is not None:
+                    last = evaluate(state, step.expected)
+                    live(last.diagnosis)
+                    if last.ready:
+                        self.marks["ray_ready_seen"] = time.time()
+                        return _Outcome(StepStatus.OK, last.diagnosis + " (from `ray status`)")
+                await asyncio.sleep(max(0.0, 1.0 - res.seconds))
+                continue
+            proc = await transport.start(step.argv)
+            buf = b""
+            try:
+                async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
+                    async for chunk in proc.chunks():
+                        buf += chunk
+                        *lines, rest = buf.split(b"\n")
+                        buf = rest
+                        for raw in lines:
+                            try:
+                                state = parse_probe_line(raw.decode("utf-8", "replace"))
+                            except ProbeError as exc:
+                                probe_error = str(exc)
+                                continue
+                            if state is None:
+                                continue
+                            self.last_ray_state = state
+                            last = evaluate(state, step.expected)
+                            if last.ready:
+                                self.marks["ray_ready_seen"] = time.time()
+                                return _Outcome(StepStatus.OK, f"{last.diagnosis} after "
+                                                f"{time.monotonic() - t0:.1f} s")
+                            live(last.diagnosis)
+            except TimeoutError:
+                break
+            finally:
+                proc.terminate()
+            if "cannot import ray" in probe_error:
+                use_status_text = True
+                live(f"{probe_error}; reading `ray status` instead")
+                continue
+            await asyncio.sleep(0.3)
+        why = last.diagnosis
+        if probe_error and not last.problems:
+            why = f"{why} (probe: {probe_error})"
+        return _Outcome(StepStatus.FAILED, f"after {step.timeout:.0f} s: {why}", last.problems[-TAIL_LINES:])
+
+    # -- preflight ---------------------------------------------------------------------------------
+    async def _preflight(self, tracker: _Tracker) -> F.PreflightSummary:
+        cfg = self.config
+        e = cfg.engine
+        summary = F.PreflightSummary()
+        model_path = F.model_host_path(cfg)
+        facts: dict[str, F.NodeFacts] = {}
+        image_ids: dict[str, str | None] = {}
+        versions: dict[str, str | None] = {}
+        containers: dict[str, tuple[F.Container, ...]] = {}
+        help_text: list[str] = []
+        self._rdma: dict[str, bool] = {}
+
+        def add(view: StepView) -> None:
+            summary.views.append(view)
+            tracker.add(replace(view, name=f"preflight: {view.name}"))
+
+        async def timed(name: str, node: str | None, work: Callable[[], Awaitable[_Outcome]]) -> _Outcome:
+            idx = tracker.add(StepView(name=f"preflight: {name}", node=node, status=StepStatus.RUNNING))
+            t0 = time.monotonic()
+            try:
+                out = await work()
+            except TransportError as exc:
+                out = _Outcome(StepStatus.FAILED, f"unreachable: {exc}")
+            tracker.update(idx, status=out.status, message=out.message, output_tail=out.tail,
+                           seconds=round(time.monotonic() - t0, 3))
+            summary.views.append(StepView(name, node, out.status, round(time.monotonic() - t0, 3),
+                                          out.message, out.tail))
+            return out
+
+        async def node_checks(name: str) -> None:
+            node = cfg.node(name)
+            transport = self.transports[name]
+
+            async def reach() -> _Outcome:
+                await transport.wait_connected(timeout=20)
+                res = await transport.run(["sh", "-c", S.HOME_SH], timeout=20)
+                if not res.ok:
+                    return _Outcome(StepStatus.FAILED, _failure_text(res))
+                self.homes[name] = res.stdout.strip()
+                return _Outcome(StepStatus.OK, f"connected; home {self.homes[name]}")
+
+            if (await timed("reachable", name, reach)).status is StepStatus.FAILED:
+                return
+
+            async def gather_facts() -> _Outcome:
+                res = await self._run(name, P.facts_argv(cfg, node, model_path), 120)
+                if not res.ok:
+                    return _Outcome(StepStatus.FAILED, _failure_text(res), output_tail(res.stderr))
+                facts[name] = F.NodeFacts.parse(res.stdout)
+                self._rdma[name] = facts[name].dev_infiniband
+                return _Outcome(StepStatus.OK, f"host {facts[name].hostname}")
+
+            jobs = [timed("node facts", name, gather_facts)]
+            rt = self._runtimes[name]
+
+            if e.runtime == "docker":
+                async def docker() -> _Outcome:
+                    ver = await self._run(name, A.docker_version(), 30)
+                    if not ver.ok:
+                        return _Outcome(StepStatus.FAILED, "docker not usable: " + _failure_text(ver))
+                    img = await self._run(name, A.docker_image_id(e.image), 30)
+                    image_ids[name] = img.stdout.strip() if img.ok else None
+                    ps = await self._run(name, A.docker_ps(e.name_prefix), 30)
+                    containers[name] = F.parse_docker_ps(ps.stdout, e.name_prefix) if ps.ok else ()
+                    if not img.ok:
+                        return _Outcome(StepStatus.FAILED, f"image {e.image} not present: `docker pull` it")
+                    return _Outcome(StepStatus.OK, f"docker {ver.stdout.strip()}, image present")
+                jobs.append(timed("docker", name, docker))
+
+            async def version() -> _Outcome:
+                if e.runtime == "docker":
+                    argv = A.docker_run_once(e.image, A.vllm_version(e.vllm_command))
+                else:
+                    argv = rt.wrap(A.vllm_version(e.vllm_command))
+                res = await self._run(name, argv, 180)
+                versions[name] = vllm_help.parse_version(res.stdout) if res.ok else None
+                if versions[name] is None:
+                    return _Outcome(StepStatus.FAILED, "`vllm --version` failed: " + _failure_text(res))
+                return _Outcome(StepStatus.OK, f"vLLM {versions[name]}")
+
+            async def flags() -> _Outcome:
+                def cmd(help_arg: str) -> list[str]:
+                    argv = [*e.vllm_command, "serve", help_arg]
+                    if e.runtime == "docker":
+                        return A.docker_run_once(e.image, argv)
+                    return rt.wrap(argv)
+                res = await self._run(name, cmd("--help=all"), 180)
+                if not res.ok or len(vllm_help.flags_in_help(res.stdout)) < 5:
+                    res = await self._run(name, cmd("--help"), 180)
+                if not res.ok:
+                    return _Outcome(StepStatus.FAILED, "`vllm serve --help` failed: " + _failure_text(res))
+                help_text.append(res.stdout)
+                return _Outcome(StepStatus.OK, f"{len(vllm_help.flags_in_help(res.stdout))} flags known")
+
+            jobs.append(timed("vLLM version", name, version))
+            if node is cfg.head:
+                jobs.append(timed("vLLM help", name, flags))
+            await asyncio.gather(*jobs)
+
+        await asyncio.gather(*(node_checks(n.name) for n in cfg.nodes))
+
+        head = cfg.head.name
+        fraction = F.needed_memory_fraction(e.extra_args)
+        for name, nf in facts.items():
+            add(F.check_memory(name, nf, fraction))
+            add(F.check_rdma(name, nf, cfg.node(name).rdma_devices))
+            if name == head:
+                add(F.check_ports(name, nf, P.port_roles(cfg)))
+            add(F.check_leftovers(name, nf, containers.get(name, ())))
+        if facts:
+            for view in F.check_model(cfg, facts):
+                add(view)
+        if e.runtime == "docker" and len(image_ids) > 1:
+            for view in F.check_same("same image", image_ids, "image", head):
+                add(view)
+        if len(versions) > 1:
+            for view in F.check_same("same vLLM", versions, "vLLM", head):
+                add(view)
+        self.vllm_version = versions.get(head)
+        summary.vllm_version = self.vllm_version
+        if help_text:
+            check = vllm_help.check_flags(e.extra_args, vllm_help.flags_in_help(help_text[0]))
+            add(StepView("vLLM flags", head, StepStatus.OK if check.ok else StepStatus.FAILED,
+                         message=check.message(self.vllm_version)))
+        return summary
+
+    # -- helpers -----------------------------------------------------------------------------------
+    async def _resolve_homes(self, quiet: bool = False) -> None:
+        async def one(name: str) -> None:
+            if name in self.homes:
+                return
+            try:
+                res = await self.transports[name].run(["sh", "-c", S.HOME_SH], timeout=20)
+            except TransportError:
+                if quiet:
+                    return
+                raise
+            if res.ok and res.stdout.strip():
+                self.homes[name] = res.stdout.strip()
+
+        await asyncio.gather(*(one(n.name) for n in self.config.nodes))
+
+    async def _run(self, node: str, argv: Sequence[str], timeout: float) -> CommandResult:
+        return await self.transports[node].run(list(argv), timeout=timeout)
+
+
+def _step_ok(step: P.Step, res: CommandResult) -> bool:
+    return res.returncode in step.ok_codes or any(s in res.stdout + res.stderr for s in step.ok_if_output)
+
+
+def _json_last(text: str) -> dict[str, Any]:
+    for line in reversed(text.strip().splitlines()):
+        with contextlib.suppress(ValueError):
+            data = json.loads(line)
+            if isinstance(data, dict):
+                return data
+    return {}
+
+
+def _failure_text(res: CommandResult) -> str:
+    tail = output_tail(res.stderr) or output_tail(res.stdout)
+    what = "timed out" if res.returncode == 124 else f"exit {res.returncode}"
+    return f"{what}: {tail[-1]}" if tail else what
+
+
+__all__ = ["EngineController", "EngineState", "ProgressCallback", "output_tail"]

@@ -1,0 +1,111 @@
+"""Streams a file on a node (the head's ``vllm.log``, a node's Ray worker log) as raw bytes.
+
+The node runs ``scripts.FOLLOW_PY`` over the node's transport; it sends framed chunks and the follower
+counts the byte offset of every complete frame. When the channel or the SSH connection drops, the
+follower waits for the transport to come back and starts again from the last offset and file identity
+(inode): no byte is lost and none is delivered twice. A replaced file (the next engine run moves the
+old log to ``vllm.log.prev``) arrives as a reset, then the new file from byte 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+
+from sparktui.domain.lifecycle import scripts as S
+from sparktui.domain.lifecycle.frames import FrameDecoder, FrameError
+from sparktui.remote.transport import RemoteProcess, Transport, TransportError
+
+log = logging.getLogger(__name__)
+
+BytesCallback = Callable[[bytes], None]
+
+
+class LogFollower:
+    """Follow ``path`` on ``transport``; ``on_bytes`` gets every byte once, in order.
+
+    ``on_reset`` is called when the file is another one than before (first attach included): whatever
+    parses the stream should start afresh. ``command_prefix`` runs the follower elsewhere on the node
+    (``["docker", "exec", "<container>"]`` for a file inside a container).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        path: str,
+        on_bytes: BytesCallback,
+        *,
+        python: Sequence[str] = ("python3",),
+        command_prefix: Sequence[str] = (),
+        offset: int = 0,
+        inode: str = "",
+        on_reset: Callable[[], None] | None = None,
+        on_waiting: Callable[[], None] | None = None,
+        poll: float = 0.1,
+        retry_delay: float = 0.5,
+    ) -> None:
+        self.transport = transport
+        self.path = path
+        self.on_bytes = on_bytes
+        self.python = tuple(python)
+        self.command_prefix = tuple(command_prefix)
+        self.offset = offset
+        self.inode = inode
+        self.on_reset = on_reset
+        self.on_waiting = on_waiting
+        self.poll = poll
+        self.retry_delay = retry_delay
+        #: How many times the stream was (re)opened; > 1 after a drop.
+        self.sessions = 0
+        self.last_error: str | None = None
+        self._proc: RemoteProcess | None = None
+
+    def argv(self) -> list[str]:
+        return [*self.command_prefix, *self.python, "-c", S.FOLLOW_PY, self.path, str(self.offset),
+                self.inode, str(self.poll)]
+
+    async def run(self) -> None:
+        """Follow until cancelled; survives any number of dropped channels and connections."""
+        while True:
+            try:
+                await self.transport.wait_connected()
+                await self._session()
+            except TransportError as exc:
+                self.last_error = str(exc)
+            except FrameError as exc:
+                # A corrupted stream cannot be resumed mid-frame; start again from the last good offset.
+                self.last_error = str(exc)
+                log.warning("log follower %s: %s", self.path, exc)
+            await asyncio.sleep(self.retry_delay)
+
+    async def _session(self) -> None:
+        self.sessions += 1
+        decoder = FrameDecoder()
+        proc = await self.transport.start(self.argv())
+        self._proc = proc
+        try:
+            async for chunk in proc.chunks():
+                for frame in decoder.feed(chunk):
+                    self._apply(frame.kind, frame.payload)
+            status = await proc.wait()
+            if status not in (0, None):
+                err = (await proc.stderr_text()).strip().splitlines()
+                self.last_error = f"follower exited {status}: {err[-1] if err else ''}"
+        finally:
+            self._proc = None
+            with contextlib.suppress(Exception):
+                proc.terminate()
+
+    def _apply(self, kind: str, payload: bytes) -> None:
+        if kind == "D":
+            self.offset += len(payload)
+            self.on_bytes(payload)
+        elif kind == "R":
+            self.inode = payload.decode("ascii", "replace")
+            self.offset = 0
+            if self.on_reset is not None:
+                self.on_reset()
+        elif kind == "W" and self.on_waiting is not None:
+            self.on_waiting()
