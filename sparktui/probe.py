@@ -193,8 +193,11 @@ def parse_cpu_times(data: bytes) -> tuple[int, int] | None:
 class NvmlGpu:
     """GPU readings through NVML. A call that raises Not Supported is not called again (GB10 memory)."""
 
-    def __init__(self, nv: Any, problems: Problems, proc_root: str, host_mem_total: int | None) -> None:
+    def __init__(self, nv: Any, problems: Problems, proc_root: str, host_mem_total: int | None,
+                 proc_every: float = 5.0) -> None:
         self.nv = nv
+        self.proc_every = proc_every
+        self.procs_cache: dict[int, tuple[float, list[dict[str, Any]] | None]] = {}
         self.problems = problems
         self.proc_root = proc_root
         self.host_mem_total = host_mem_total
@@ -277,6 +280,16 @@ class NvmlGpu:
             d["memory_util_percent"] = None if util is None else float(util.memory)
 
     def _processes(self, i: int, h: Any) -> list[dict[str, Any]] | None:
+        # Per-process GPU memory moves slowly (vLLM allocates up front): read it every proc_every seconds.
+        now = time.monotonic()
+        at, cached = self.procs_cache.get(i, (-1e9, None))
+        if now - at < self.proc_every:
+            return cached
+        result = self._read_processes(i, h)
+        self.procs_cache[i] = (now, result)
+        return result
+
+    def _read_processes(self, i: int, h: Any) -> list[dict[str, Any]] | None:
         procs = self._call(f"gpu[{i}].processes", self.nv.nvmlDeviceGetComputeRunningProcesses, h)
         if procs is None:
             return None
@@ -429,7 +442,7 @@ class NoGpu:
 
 
 def open_gpu(module_name: str, interval: float, problems: Problems, proc_root: str,
-             host_mem_total: int | None) -> NvmlGpu | SmiGpu | NoGpu:
+             host_mem_total: int | None, proc_every: float = 5.0) -> NvmlGpu | SmiGpu | NoGpu:
     why = ""
     try:
         import importlib
@@ -439,7 +452,7 @@ def open_gpu(module_name: str, interval: float, problems: Problems, proc_root: s
         why = f"{module_name} not installed ({exc})"
     else:
         try:
-            gpu = NvmlGpu(nv, problems, proc_root, host_mem_total)
+            gpu = NvmlGpu(nv, problems, proc_root, host_mem_total, proc_every)
         except Exception as exc:
             why = f"NVML: {exc}"
         else:
@@ -476,29 +489,45 @@ def _die_with_parent() -> None:
 class RdmaPortReader:
     """One port's files, paths and problem keys worked out once; counters re-read with one ``pread`` each.
 
-    A port whose link is not up has its counters re-read only every ``DOWN_EVERY`` seconds (its state
-    is still read every sample, and the first sample after it comes up reads everything).
+    What a read costs the node decides how often it is made. Each ``counters/`` (PMA) file read is a MAD
+    that mlx5 answers with a firmware command, one per file; ``hw_counters/`` reads share one firmware
+    query per ``lifespan`` (10 ms) window. So every sample reads the four traffic counters and all
+    ``hw_counters``; the PMA error counters (``symbol_error``, ``link_downed``, …) are re-read every
+    ``slow_every`` seconds (their last values are repeated in between, so an increase shows in the
+    sample that read it). A port whose link is not up is read in full only every ``DOWN_EVERY`` seconds
+    (its state every sample; in full once more as it goes down and as soon as it comes up).
     """
 
     DOWN_EVERY = 10.0
+    #: ``counters/`` files read every sample.
+    FAST_COUNTERS = frozenset({"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets"})
 
-    def __init__(self, files: OpenFiles, device: str, port: int, base: str, dev_dir: str) -> None:
+    def __init__(self, files: OpenFiles, device: str, port: int, base: str, dev_dir: str,
+                 slow_every: float = 5.0) -> None:
         self.files = files
         self.device = device
         self.port = port
         self.base = base
         self.key = f"rdma.{device}/{port}"
-        self.groups = [
-            (group, [(n, os.path.join(base, group, n), f"{self.key}.{group}.{n}")
-                     for n in _listdir(os.path.join(base, group))])
-            for group in ("counters", "hw_counters")
-        ]
+        self.slow_every = slow_every
+
+        def items(group: str, keep: Any = lambda n: True) -> list[tuple[str, str, str]]:
+            return [(n, os.path.join(base, group, n), f"{self.key}.{group}.{n}")
+                    for n in _listdir(os.path.join(base, group)) if keep(n)]
+
+        self.fast = items("counters", lambda n: n in self.FAST_COUNTERS)
+        self.slow = items("counters", lambda n: n not in self.FAST_COUNTERS)
+        self.hw = items("hw_counters")
+        self.counter_names = sorted(n for n, _, _ in self.fast + self.slow)
+        self.counters: dict[str, int | None] = {}
+        self.slow_values: dict[str, int | None] = {}
+        self.hw_counters: dict[str, int | None] = {}
+        self.slow_at = -1e9
         self.text_files = {n: (os.path.join(base, n), f"{self.key}.{n}")
                            for n in ("state", "phys_state", "rate")}
         ll = read_once(os.path.join(base, "link_layer"))
         self.link_layer = ll.decode().strip() if ll else None
         self.netdev = _netdev(base, dev_dir, port)
-        self.last: dict[str, dict[str, int | None]] = {}
         self.read_at = -1e9
         self.was_active = False
 
@@ -538,16 +567,22 @@ class RdmaPortReader:
         rate = self._text("rate")
         active = state_id == 4
         now = time.monotonic()
-        # Read while up, once more as it goes down, then every DOWN_EVERY seconds.
-        if active or self.was_active or now - self.read_at >= self.DOWN_EVERY or not self.last:
-            self.last = {group: self._read_group(items) for group, items in self.groups}
+        changed = active != self.was_active
+        if active or changed or now - self.read_at >= self.DOWN_EVERY:
+            if changed or not active or now - self.slow_at >= self.slow_every:
+                self.slow_values = self._read_group(self.slow)
+                self.slow_at = now
+            values = {**self.slow_values, **self._read_group(self.fast)}
+            # A new dict each time (the previous sample's stays as it was), in the kernel's name order.
+            self.counters = {n: values.get(n) for n in self.counter_names}
+            self.hw_counters = self._read_group(self.hw)
             self.read_at = now
         self.was_active = active
         return {
             "device": self.device, "port": self.port,
             "state": state, "state_id": state_id, "phys_state": phys, "phys_state_id": phys_id,
             "rate": rate, "rate_gbps": _rate_gbps(rate), "link_layer": self.link_layer, "netdev": self.netdev,
-            "counters": self.last.get("counters", {}), "hw_counters": self.last.get("hw_counters", {}),
+            "counters": self.counters, "hw_counters": self.hw_counters,
         }
 
 
@@ -597,8 +632,11 @@ def _netdev(port_dir: str, dev_dir: str, port: int) -> str | None:
 class Rdma:
     """All RDMA ports under ``<sys>/class/infiniband``; rediscovered every ``rescan`` seconds."""
 
-    def __init__(self, files: OpenFiles, sys_root: str, rescan: float = 30.0) -> None:
+    def __init__(
+        self, files: OpenFiles, sys_root: str, rescan: float = 30.0, slow_every: float = 5.0
+    ) -> None:
         self.files = files
+        self.slow_every = slow_every
         self.root = os.path.join(sys_root, "class", "infiniband")
         self.rescan = rescan
         self.ports: list[RdmaPortReader] = []
@@ -618,7 +656,7 @@ class Rdma:
         names = tuple(f"{d}/{p}" for d, p, _, _ in found)
         if names != self.names:
             self.files.drop_under(self.root)
-            self.ports = [RdmaPortReader(self.files, *f) for f in found]
+            self.ports = [RdmaPortReader(self.files, *f, slow_every=self.slow_every) for f in found]
             self.names = names
 
     def sample(self) -> list[dict[str, Any]]:
@@ -833,8 +871,8 @@ class Probe:
         self.seq = 0
         info = self._meminfo()
         self.gpu = open_gpu(args.nvml_module, args.interval, self.problems, self.proc,
-                            info.get("MemTotal") if info else None)
-        self.rdma = Rdma(self.files, args.sys_root)
+                            info.get("MemTotal") if info else None, args.proc_every)
+        self.rdma = Rdma(self.files, args.sys_root, slow_every=args.errors_every)
         self.processes = Processes(self.proc, args.proc_every, self.problems)
         self.containers = Containers(args.name_prefix, args.docker_socket, args.docker_every, self.problems)
         self.cpu_prev = self._cpu_times()
@@ -928,7 +966,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="containers whose name starts with this are ours")
     p.add_argument("--docker-socket", default="/var/run/docker.sock")
     p.add_argument("--docker-every", type=float, default=10.0, help="seconds between container checks")
-    p.add_argument("--proc-every", type=float, default=5.0, help="seconds between process-list scans")
+    p.add_argument("--proc-every", type=float, default=5.0,
+                   help="seconds between process-list scans and per-process GPU memory reads")
+    p.add_argument("--errors-every", type=float, default=5.0,
+                   help="seconds between reads of the RoCE PMA error counters "
+                        "(each read is a firmware command)")
     p.add_argument("--until-stdin-closes", action="store_true",
                    help="exit when stdin reaches EOF (how sparktui runs it over its channel)")
     args = p.parse_args(argv)

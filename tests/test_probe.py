@@ -220,7 +220,7 @@ async def test_stream_samples_rates_from_advancing_counters(spark_a: Path) -> No
     await transport.connect()
     node = node_for(spark_a)
     telemetry = NodeTelemetry(node.name, rdma_devices=node.rdma_devices)
-    gen = stream_samples(transport, node, 0.25, env=GB10_ENV)
+    gen = stream_samples(transport, node, 0.25, env=GB10_ENV, extra_args=["--errors-every", "0"])
     try:
         (s1,) = await _first(gen, 1)
         telemetry.update(s1)
@@ -241,6 +241,24 @@ async def test_stream_samples_rates_from_advancing_counters(spark_a: Path) -> No
     assert cable.error_increases == {"symbol_error": 3, "out_of_sequence": 2}
     idle = rates.cable("rocep1s0f0+roceP2p1s0f0")
     assert idle is not None and idle.rx_bytes_per_s == 0.0 and not idle.active
+
+
+def test_pma_error_counters_are_read_every_errors_every_seconds(spark_a: Path) -> None:
+    """Each PMA counter read is a firmware command on mlx5: error counters are re-read every
+    ``--errors-every`` s, traffic counters and hw_counters every sample."""
+    proc = subprocess.Popen([sys.executable, str(PROBE), "--interval", "0.1", "--count", "12",
+                             "--errors-every", "0.6", *fixture_args(spark_a)],
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, **GB10_ENV})
+    assert proc.stdout is not None
+    lines = [json.loads(proc.stdout.readline())]
+    sparks.advance(spark_a, "rocep1s0f1", rx_bytes=4000, symbol_error=1, out_of_sequence=1)
+    lines += [json.loads(line) for line in proc.stdout]
+    proc.wait(10)
+    ports = [Sample.from_json(d).port("rocep1s0f1") for d in lines]
+    assert ports[1] is not None and ports[1].hw_counters["out_of_sequence"] == 1
+    assert ports[1].counters["port_rcv_data"] == 250_000_000_001 + 1000
+    assert ports[1].counters["symbol_error"] == 0                    # not re-read yet
+    assert ports[-1] is not None and ports[-1].counters["symbol_error"] == 1
 
 
 async def test_counter_reset_skips_the_interval(spark_a: Path) -> None:
