@@ -344,3 +344,24 @@ def test_metrics_advance_with_requests(server: tuple[StandinHTTPServer, list[str
     assert after.histograms["ttft"].count == 2.0
     assert after.histograms["itl"].count == 8.0
     assert after.kv_cache_usage == 0.0 and after.requests_running == 0.0
+
+
+def test_version_and_help_like_vllm() -> None:
+    run = [sys.executable, "-m", "sparktui.sim.vllm_standin"]
+    version = subprocess.run([*run, "--version"], capture_output=True, text=True, timeout=30)
+    assert (version.returncode, version.stdout.strip()) == (0, "0.8.3")
+    helptext = subprocess.run([*run, "serve", "--help"], capture_output=True, text=True, timeout=30).stdout
+    for flag in (
+        "--tensor-parallel-size",
+        "--max-model-len",
+        "--gpu-memory-utilization",
+        "--trust-remote-code",
+        "--enforce-eager",
+        "--nnodes",
+        "--headless",
+        "--kv-cache-dtype",
+    ):
+        assert flag in helptext
+    # vLLM before 0.10 had no --help=all; argparse refuses it the same way.
+    old = subprocess.run([*run, "serve", "--help=all"], capture_output=True, text=True, timeout=30)
+    assert old.returncode == 2 and "ignored explicit argument 'all'" in old.stderr

@@ -40,36 +40,13 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from sparktui.sim import standin_script as script
-from sparktui.sim.recording import DEFAULT_RECORDING, RecordedLine, load_recording
+from sparktui.sim.recording import DEFAULT_RECORDING, RecordedLine, load_recording, recording_version
+from sparktui.sim.standin_flags import add_ignored_vllm_flags
 from sparktui.sim.standin_http import ServedModel, StandinHTTPServer
 from sparktui.sim.standin_metrics import DIALECTS, Dialect, ServingMetrics
 
 SHUTDOWN_DEADLINE_SECONDS = 2.5
 SEQ_HEARTBEAT_SECONDS = 0.25
-
-# vLLM flags the stand-in understands; every other flag is accepted and ignored, like a vLLM that
-# happens to support it. (Value-taking unknown flags keep their value: "--max-model-len 32768".)
-_BOOL_FLAGS = {
-    "--trust-remote-code",
-    "--enforce-eager",
-    "--enable-prefix-caching",
-    "--no-enable-prefix-caching",
-    "--disable-log-requests",
-    "--disable-log-stats",
-    "--enable-chunked-prefill",
-    "--no-enable-chunked-prefill",
-    "--enable-auto-tool-choice",
-    "--disable-custom-all-reduce",
-    "--headless",
-    "--enable-expert-parallel",
-    "--disable-frontend-multiprocessing",
-    "--enable-log-requests",
-    "--no-use-tqdm-on-load",
-    "--disable-uvicorn-access-log",
-    "--enable-server-load-tracking",
-    "--enable-sleep-mode",
-}
-
 
 class VllmArgumentParser(argparse.ArgumentParser):
     """argparse with vLLM's usage line and error shape (``vllm serve: error: …``, exit 2)."""
@@ -94,6 +71,13 @@ def build_parser() -> VllmArgumentParser:
     parser.add_argument("--served-model-name", nargs="+", default=None)
     parser.add_argument("--max-model-len", type=_human_int, default=None)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    # vLLM's own multi-node mode (no Ray): rank 0 serves, the other ranks run --headless.
+    parser.add_argument("--nnodes", "-n", type=int, default=1)
+    parser.add_argument("--node-rank", "-r", type=int, default=0)
+    parser.add_argument("--master-addr", default="127.0.0.1")
+    parser.add_argument("--master-port", type=int, default=29501)
+    parser.add_argument("--headless", action="store_true")
+    add_ignored_vllm_flags(parser)
     s = parser.add_argument_group("stand-in")
     s.add_argument("--standin-pace", type=float, default=_env_float("SPARKTUI_STANDIN_PACE", 60.0))
     s.add_argument("--standin-fail", default=os.environ.get("SPARKTUI_STANDIN_FAIL") or None)
@@ -140,6 +124,9 @@ def _env_flag(name: str) -> bool:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = build_parser()
     argv = list(argv)
+    if argv[:1] in (["--version"], ["-v"]):
+        print(recording_version(os.environ.get("SPARKTUI_STANDIN_RECORDING") or DEFAULT_RECORDING))
+        raise SystemExit(0)
     if not argv or argv[0] != "serve":
         top = argparse.ArgumentParser(
             prog="vllm", usage="vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."
@@ -150,9 +137,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             "'collect-env', 'run-batch')"
         )
     args, unknown = parser.parse_known_args(argv[1:])
-    for item in unknown:
-        if item.startswith("-") and item.split("=", 1)[0] not in _BOOL_FLAGS and not item.startswith("--"):
-            parser.error(f"unrecognized arguments: {item}")
+    # Flags of newer vLLM releases the stand-in does not list are tolerated; stray short options are not.
+    stray = [item for item in unknown if item.startswith("-") and not item.startswith("--")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
     args.model = args.model_tag or args.model
     if not args.model:
         parser.error("the following arguments are required: model_tag")
