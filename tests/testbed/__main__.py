@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from tests.testbed.bed import Testbed, TestbedError, teardown_all, testbed_root
 
@@ -15,14 +16,17 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("names", nargs="*", default=["spark1", "spark2"])
     down = sub.add_parser("down", help="tear test beds down (by id, or all under the root directory)")
     down.add_argument("ids", nargs="*")
-    down.add_argument("--all", action="store_true")
+    down.add_argument("--all", action="store_true", help="every bed under the root (also other runs' beds!)")
+    down.add_argument("--stale", action="store_true", help="beds whose building process has exited")
     sub.add_parser("list", help="list the test beds under the root directory")
     args = parser.parse_args(argv)
     root = testbed_root()
 
     if args.cmd == "up":
         try:
-            bed = Testbed(args.names).up()
+            bed = Testbed(args.names)
+            bed.owner_pid = 0  # outlives this command on purpose: only ``down ID`` / ``--all`` remove it
+            bed.up()
         except TestbedError as exc:
             print(f"testbed: {exc}", file=sys.stderr)
             return 1
@@ -35,13 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "list":
         for manifest in sorted(root.glob("tb*/manifest.json")):
             bed = Testbed.from_manifest(manifest)
-            print(bed.id, bed.subnet, " ".join(f"{h.name}={h.ip}" for h in bed.hosts.values()))
+            stale = bed.owner_pid and not Path(f"/proc/{bed.owner_pid}").exists()
+            print(bed.id, bed.subnet, " ".join(f"{h.name}={h.ip}" for h in bed.hosts.values()),
+                  f"owner={bed.owner_pid or 'manual'}" + (" (stale)" if stale else ""))
         return 0
-    if args.all:
-        problems = teardown_all(root)
+    if args.all or args.stale:
+        problems = teardown_all(root, stale_only=args.stale and not args.all)
     else:
         if not args.ids:
-            parser.error("down needs test bed ids or --all")
+            parser.error("down needs test bed ids, --stale or --all")
         problems = []
         for run_id in args.ids:
             manifest = root / run_id / "manifest.json"

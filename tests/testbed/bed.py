@@ -188,6 +188,8 @@ class Testbed:
         self.hosts: dict[str, Host] = {}
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._torn_down = False
+        #: The process that built it (``down --stale`` removes beds whose builder is gone; 0: never stale).
+        self.owner_pid = os.getpid()
 
     # -- context manager ---------------------------------------------------------------------------
     def __enter__(self) -> Testbed:
@@ -414,7 +416,7 @@ class Testbed:
     def _save_manifest(self) -> None:
         data = {
             "id": self.id, "dir": str(self.dir), "bridge": self.bridge, "subnet": self.subnet,
-            "hosts": [asdict(h) for h in self.hosts.values()],
+            "owner_pid": self.owner_pid, "hosts": [asdict(h) for h in self.hosts.values()],
         }
         tmp = self.manifest_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2))
@@ -428,6 +430,7 @@ class Testbed:
         bed = cls([h.name for h in hosts], root=Path(data["dir"]).parent)
         bed.id, bed.dir = data["id"], Path(data["dir"])
         bed.bridge, bed.subnet = data["bridge"], data["subnet"]
+        bed.owner_pid = int(data.get("owner_pid") or 0)
         bed.hosts = {h.name: h for h in hosts}
         return bed
 
@@ -638,8 +641,11 @@ def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def teardown_all(root: Path | None = None) -> list[str]:
-    """Tear down every test bed recorded under ``root`` (CI's exit trap; ``down --all``)."""
+def teardown_all(root: Path | None = None, stale_only: bool = False) -> list[str]:
+    """Tear down every test bed recorded under ``root`` (CI's exit trap; ``down --all``).
+
+    With ``stale_only``, only beds whose building process has exited (left behind by a killed run).
+    """
     problems: list[str] = []
     base = root or testbed_root()
     if not base.is_dir():
@@ -649,6 +655,9 @@ def teardown_all(root: Path | None = None) -> list[str]:
             bed = Testbed.from_manifest(manifest)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             problems.append(f"{manifest}: unreadable manifest ({exc})")
+            continue
+        # Owner 0: built by hand (``python -m tests.testbed up``) or by an older version: never "stale".
+        if stale_only and (not bed.owner_pid or Path(f"/proc/{bed.owner_pid}").exists()):
             continue
         problems += [f"{bed.id}: {p}" for p in bed.teardown()]
     return problems
