@@ -218,6 +218,30 @@ def test_failure_kinds(kind: str, stage: str, text: str) -> None:
     assert snap.stage(stage).status == "failed"
 
 
+MORE_SIGNATURES = [
+    ("model_not_found", "OSError: You are trying to access a gated repo.\nMake sure to have access to it at https://huggingface.co/x."),
+    ("unsupported_architecture", "ValueError: The checkpoint you are trying to load has model type `qwen9` but Transformers does not recognize this architecture."),
+    ("nccl", "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/2 clients joined."),
+    ("port_in_use", "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use"),
+    ("worker_died", "(raylet, ip=10.0.0.2) A worker died or was killed while executing a task by an unexpected system error."),
+    ("kernel_unsupported", "NotImplementedError: No compiled cutlass_scaled_mm for a compute capability less than CUDA device capability: 121"),
+]
+
+
+@pytest.mark.parametrize(("kind", "line"), MORE_SIGNATURES, ids=[c[0] for c in MORE_SIGNATURES])
+def test_more_signatures(kind: str, line: str) -> None:
+    snap = parse_log_text(_CTX + line + "\n")
+    assert snap.failure is not None and snap.failure.kind == kind
+
+
+def test_error_executing_method_names_the_stage() -> None:
+    snap = parse_log_text(
+        "(RayWorkerWrapper pid=677) ERROR 04-29 13:39:08 [worker_base.py:620] Error executing method "
+        "'load_model'. This might cause deadlock in distributed execution.\n"
+    )
+    assert snap.failure is not None and (snap.failure.kind, snap.failure.stage) == ("unknown", "weights")
+
+
 def test_every_failure_kind_is_covered() -> None:
     assert {c[0] for c in CASES} == set(FAILURE_KINDS)
 

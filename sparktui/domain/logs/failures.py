@@ -55,6 +55,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("no_gpu_on_node", "Ray does not allocate any"),
     _sig("no_gpu_on_node", "has no ", r"Current node has no \w+ available"),
     _sig("no_gpu_on_node", "No CUDA GPUs are available"),
+    _sig("no_gpu_on_node", "Failed to infer device type"),
     _sig("kv_cache_insufficient", "To serve at least one request with the model"),
     _sig("kv_cache_insufficient", "No available memory for the cache blocks"),
     _sig("kv_cache_insufficient", "stored in KV cache"),
@@ -62,9 +63,11 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("free_memory_low", "on startup is less than desired"),
     _sig("oom", "out of memory"),
     _sig("oom", "OutOfMemoryError"),
+    _sig("oom", "killed due to memory pressure"),  # Ray's OOM killer (host memory)
     _sig("nccl", "NCCL error"),
     _sig("nccl", "DistBackendError"),
     _sig("nccl", "DistNetworkError"),
+    _sig("nccl", "DistStoreError"),  # torch rendezvous: "1/2 clients joined"
     _sig("nccl", "Failed to load NCCL library"),
     _sig("nccl", "nccl", r"\bnccl(?:SystemError|InternalError|UnhandledCudaError|RemoteError)\b"),
     _sig("engine_timeout", "Timed out waiting for engine core"),
@@ -77,12 +80,17 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("kernel_unsupported", "Failed to find a kernel that can implement"),
     _sig("kernel_unsupported", "no kernel image is available"),
     _sig("kernel_unsupported", "not supported on this", r"not supported on this (?:GPU|device|platform)"),
+    _sig("kernel_unsupported", "No compiled cutlass"),
     _sig("unsupported_architecture", "are not supported for now"),
     _sig("unsupported_architecture", "Error in inspecting model architecture"),
     _sig("unsupported_architecture", "Cannot find model module"),
+    _sig("unsupported_architecture", "failed to be inspected"),
+    _sig("unsupported_architecture", "does not recognize this architecture"),
     _sig("model_not_found", "Invalid repository ID or local directory"),
     _sig("model_not_found", "RepositoryNotFoundError"),
     _sig("model_not_found", "GatedRepoError"),
+    _sig("model_not_found", "gated repo"),
+    _sig("model_not_found", "LocalEntryNotFoundError"),
     _sig("model_not_found", "Repo id must"),
     _sig("model_not_found", "is not a valid model identifier"),
     _sig("model_not_found", "does not appear to have a file named config.json"),
@@ -90,6 +98,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("worker_died", "ActorDiedError"),
     _sig("worker_died", "The actor died"),
     _sig("worker_died", "EngineDeadError"),
+    _sig("worker_died", "worker died or was killed"),
     _sig("config_error", "validation error for"),
     _sig("config_error", "unrecognized arguments"),
     _sig("config_error", "error: argument"),
@@ -102,7 +111,7 @@ _MARKERS = re.compile(
     r"|Application startup failed|WorkerProc (?:failed to start|hit an exception)"
     r"|Error executing method|EngineCore encountered a fatal error|Ray workers have not started"
     r"|Worker \d+ failed to initialize|RayWorkerProc failed|RayTaskError|Frontend process failed"
-    r"|died unexpectedly|EngineDeadError"
+    r"|died unexpectedly|EngineDeadError|worker died or was killed|killed due to memory pressure"
 )
 # A Python exception line: ``ValueError: ...``, ``torch._inductor.exc.InductorError: ...``,
 # ``ray.exceptions.RayTaskError(ValueError): ...``, uvicorn/autoscaler ``Error: ...``.
@@ -150,6 +159,26 @@ def is_exception_line(message: str) -> bool:
 
 def is_config_exception(message: str) -> bool:
     return _CONFIG_EXCEPTION.match(message.lstrip()) is not None
+
+
+# F5: "Error executing method 'load_model'" names the worker call that failed, hence the stage.
+_METHOD = re.compile(r"Error executing method '?(\w+)")
+_METHOD_STAGE = {
+    "init_device": "distributed",
+    "init_worker": "distributed",
+    "load_model": "weights",
+    "determine_available_memory": "kv_cache",
+    "determine_num_available_blocks": "kv_cache",
+    "get_kv_cache_spec": "kv_cache",
+    "initialize_from_config": "kv_cache",
+    "initialize_cache": "kv_cache",
+    "compile_or_warm_up_model": "cuda_graphs",
+}
+
+
+def method_stage(message: str) -> str | None:
+    m = _METHOD.search(message)
+    return _METHOD_STAGE.get(m.group(1)) if m else None
 
 
 def failure_stage(kind: str, running: str | None) -> str:

@@ -38,6 +38,7 @@ from sparktui.domain.logs.rules import (
 )
 
 OUTCOMES = ("ready", "failed", "incomplete")
+_TRACEBACK_NOISE = ("File ", "Traceback", "^", "raise ", "return ", "The above exception", "During handling")
 # Ray connection lines that launcher scripts print too: they only mean "placement" once vLLM is running.
 _BEFORE_VLLM_OK = frozenset({"ray_connect", "ray_connected", "ray_local", "ray_ready"})
 STATUSES = ("pending", "running", "done", "failed", "skipped")
@@ -200,7 +201,7 @@ class Timeline:
                 record = replace(record, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)
         msg = record.message
         keywords = SERVING_KEYWORDS if self._outcome == "ready" else STARTUP_KEYWORDS
-        if not any(kw in msg for kw in keywords):
+        if not any(kw in msg for kw in keywords) and record.level not in ("ERROR", "CRITICAL"):
             return
         self._apply(record)
 
@@ -511,7 +512,8 @@ class Timeline:
             return  # empty, or an indented traceback line (code, not the exception)
         msg = raw.strip()
         current = self._failure
-        running = self._running_stage() or (current[1] if current is not None else None)
+        running = (self._running_stage() or (current[1] if current is not None else None)
+                   or fl.method_stage(msg))
         kind = fl.classify(msg, running)
         marker = fl.is_marker(msg)
         exc = fl.is_exception_line(msg)
@@ -528,7 +530,9 @@ class Timeline:
         elif exc:
             rank = 2
         else:
-            if errorish and not msg.startswith(("File ", "Traceback", "^", "raise ", "return ")):
+            # An ERROR line that proves nothing on its own (a cut paste, a logged warning): shown as a
+            # fact, but only while no failure explains it.
+            if errorish and current is None and not msg.startswith(_TRACEBACK_NOISE):
                 self._facts.setdefault("first_error", msg)
             return
         if kind is None and rank == 2 and fl.is_config_exception(msg) and (
