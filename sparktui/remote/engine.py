@@ -386,6 +386,8 @@ class EngineController:
                 break
             finally:
                 proc.terminate()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(proc.wait(), 2.0)
             if "cannot import ray" in probe_error:
                 use_status_text = True
                 live(f"{probe_error}; reading `ray status` instead")

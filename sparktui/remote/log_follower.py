@@ -97,6 +97,9 @@ class LogFollower:
             self._proc = None
             with contextlib.suppress(Exception):
                 proc.terminate()
+            # Reap it (also when cancelled), so no process or pipe outlives the follower.
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(proc.wait(), 2.0)
 
     def _apply(self, kind: str, payload: bytes) -> None:
         if kind == "D":
