@@ -10,7 +10,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pytest
 
 from sparktui import probe as node_probe
 from sparktui.config import NodeConfig
-from sparktui.domain.telemetry import NodeTelemetry, Sample
+from sparktui.domain.telemetry import NodeTelemetry, Sample, compute_rates
 from sparktui.remote.probe_runner import probe_argv, probe_source, sample_once, stream_samples
 from sparktui.remote.transport import LocalTransport
 from tests.fixtures.telemetry import sparks
@@ -215,6 +215,29 @@ def test_standalone_command_line_runs() -> None:
 
 
 # ---- through the transport ------------------------------------------------------------------------
+async def _until(
+    gen: AsyncIterator[Sample], done: Callable[[Sample], bool], timeout: float = 20
+) -> list[Sample]:
+    """Samples up to and including the first for which ``done`` holds (the counters are written while the
+    probe runs, so a sample may land between two writes: wait for the one that shows them all)."""
+    out: list[Sample] = []
+
+    async def take() -> None:
+        async for s in gen:
+            out.append(s)
+            if done(s):
+                return
+
+    await asyncio.wait_for(take(), timeout)
+    return out
+
+
+def counter(s: Sample, device: str, name: str) -> int | None:
+    port = s.port(device)
+    assert port is not None
+    return port.counters.get(name, port.hw_counters.get(name))
+
+
 async def test_stream_samples_rates_from_advancing_counters(spark_a: Path) -> None:
     transport = LocalTransport("spark-a")
     await transport.connect()
@@ -227,10 +250,13 @@ async def test_stream_samples_rates_from_advancing_counters(spark_a: Path) -> No
         # 1.25 GB in on one twin, 0.75 GB on the other; 0.5 GB out; 3 symbol errors appear.
         sparks.advance(spark_a, "rocep1s0f1", rx_bytes=1_250_000_000, tx_bytes=500_000_000, symbol_error=3)
         sparks.advance(spark_a, "roceP2p1s0f1", rx_bytes=750_000_000, out_of_sequence=2)
-        (s2,) = await _first(gen, 1)
-        rates = telemetry.update(s2)
+        later = await _until(gen, lambda s: counter(s, "roceP2p1s0f1", "out_of_sequence") == 2)
+        for s in later:
+            telemetry.update(s)
     finally:
         await gen.aclose()
+    s2 = later[-1]
+    rates = compute_rates(s1, s2, configured=sparks.CABLE)
     assert rates is not None
     cable = rates.cable("rocep1s0f1+roceP2p1s0f1")
     assert cable is not None and cable.active and cable.link_gbps == 400.0
@@ -241,24 +267,28 @@ async def test_stream_samples_rates_from_advancing_counters(spark_a: Path) -> No
     assert cable.error_increases == {"symbol_error": 3, "out_of_sequence": 2}
     idle = rates.cable("rocep1s0f0+roceP2p1s0f0")
     assert idle is not None and idle.rx_bytes_per_s == 0.0 and not idle.active
+    # The running tracker saw the same traffic, spread over however many samples it took.
+    assert len(telemetry.history.cable_rx(cable.name)) == len(later)
+    assert telemetry.latest is s2
 
 
 def test_pma_error_counters_are_read_every_errors_every_seconds(spark_a: Path) -> None:
     """Each PMA counter read is a firmware command on mlx5: error counters are re-read every
     ``--errors-every`` s, traffic counters and hw_counters every sample."""
-    proc = subprocess.Popen([sys.executable, str(PROBE), "--interval", "0.1", "--count", "12",
-                             "--errors-every", "0.6", *fixture_args(spark_a)],
+    proc = subprocess.Popen([sys.executable, str(PROBE), "--interval", "0.3", "--count", "8",
+                             "--errors-every", "1.5", *fixture_args(spark_a)],
                             stdout=subprocess.PIPE, text=True, env={**os.environ, **GB10_ENV})
     assert proc.stdout is not None
     lines = [json.loads(proc.stdout.readline())]
     sparks.advance(spark_a, "rocep1s0f1", rx_bytes=4000, symbol_error=1, out_of_sequence=1)
     lines += [json.loads(line) for line in proc.stdout]
     proc.wait(10)
-    ports = [Sample.from_json(d).port("rocep1s0f1") for d in lines]
-    assert ports[1] is not None and ports[1].hw_counters["out_of_sequence"] == 1
-    assert ports[1].counters["port_rcv_data"] == 250_000_000_001 + 1000
-    assert ports[1].counters["symbol_error"] == 0                    # not re-read yet
-    assert ports[-1] is not None and ports[-1].counters["symbol_error"] == 1
+    samples = [Sample.from_json(d) for d in lines]
+    seen = [s for s in samples if counter(s, "rocep1s0f1", "out_of_sequence") == 1]
+    assert seen and counter(seen[0], "rocep1s0f1", "port_rcv_data") == 250_000_000_001 + 1000
+    assert seen[0].mono - samples[0].mono < 1.5
+    assert counter(seen[0], "rocep1s0f1", "symbol_error") == 0         # not re-read yet
+    assert counter(samples[-1], "rocep1s0f1", "symbol_error") == 1
 
 
 async def test_counter_reset_skips_the_interval(spark_a: Path) -> None:
@@ -266,20 +296,21 @@ async def test_counter_reset_skips_the_interval(spark_a: Path) -> None:
     await transport.connect()
     node = node_for(spark_a)
     telemetry = NodeTelemetry(node.name, rdma_devices=node.rdma_devices)
+    cable = "rocep1s0f1+roceP2p1s0f1"
     gen = stream_samples(transport, node, 0.2, env=GB10_ENV)
     try:
         telemetry.update((await _first(gen, 1))[0])
         sparks.set_counter(spark_a, "roceP2p1s0f1", "port_rcv_data", 10)     # driver reload: back to ~0
-        rates = telemetry.update((await _first(gen, 1))[0])
-        assert rates is not None
-        assert rates.cable("rocep1s0f1+roceP2p1s0f1").rx_bytes_per_s is None  # type: ignore[union-attr]
+        for s in await _until(gen, lambda s: counter(s, "roceP2p1s0f1", "port_rcv_data") == 10):
+            rates = telemetry.update(s)
+        assert rates is not None and rates.cable(cable).rx_bytes_per_s is None  # type: ignore[union-attr]
         sparks.advance(spark_a, "roceP2p1s0f1", rx_bytes=4000)
-        rates = telemetry.update((await _first(gen, 1))[0])
+        for s in await _until(gen, lambda s: counter(s, "roceP2p1s0f1", "port_rcv_data") == 1010):
+            rates = telemetry.update(s)
     finally:
         await gen.aclose()
     assert rates is not None
-    assert rates.cable("rocep1s0f1+roceP2p1s0f1").rx_bytes_per_s == pytest.approx(  # type: ignore[union-attr]
-        4000 / rates.seconds)
+    assert rates.cable(cable).rx_bytes_per_s == pytest.approx(4000 / rates.seconds)  # type: ignore[union-attr]
 
 
 async def test_closing_stdin_ends_the_probe(spark_a: Path) -> None:

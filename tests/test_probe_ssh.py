@@ -10,14 +10,14 @@ import asyncio
 import shutil
 import time
 import uuid
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from sparktui.config import NodeConfig
-from sparktui.domain.telemetry import NodeTelemetry, Sample
+from sparktui.domain.telemetry import NodeTelemetry, Sample, compute_rates
 from sparktui.remote.probe_runner import sample_once, stream_samples
 from sparktui.remote.ssh import SSHTransport
 from tests.fixtures.telemetry import sparks
@@ -84,6 +84,30 @@ async def take(gen: AsyncGenerator[Sample, None], n: int = 1, timeout: float = 3
     return out
 
 
+async def take_until(
+    gen: AsyncGenerator[Sample, None], done: Callable[[Sample], bool], timeout: float = 30
+) -> list[Sample]:
+    out: list[Sample] = []
+
+    async def run() -> None:
+        async for s in gen:
+            out.append(s)
+            if done(s):
+                return
+
+    await asyncio.wait_for(run(), timeout)
+    return out
+
+
+def _value(s: Sample, device: str, name: str) -> int | None:
+    port = s.port(device)
+    return None if port is None else port.counters.get(name, port.hw_counters.get(name))
+
+
+def _shows(device: str, name: str, value: int) -> Callable[[Sample], bool]:
+    return lambda s: _value(s, device, name) == value
+
+
 async def connected(node: NodeConfig) -> SSHTransport:
     transport = SSHTransport(node, keepalive_interval=1.0, keepalive_count_max=2)
     await transport.connect()
@@ -95,21 +119,32 @@ async def test_rates_over_ssh_on_both_hosts(testbed: Testbed, hosts: dict[str, P
     transports = {n: await connected(h.node) for n, h in hosts.items()}
     gens = {n: stream_samples(transports[n], h.node, 0.3, env=GB10_ENV) for n, h in hosts.items()}
     telemetry = {n: NodeTelemetry(n, rdma_devices=sparks.CABLE) for n in hosts}
+    firsts: dict[str, Sample] = {}
     try:
         for n in hosts:
             (first,) = await take(gens[n])
             assert first.host == n and first.memory.total == 127600748 * 1024
             assert first.gpu.devices[0].memory_total is None          # GB10: unknown, not 0
             telemetry[n].update(first)
+            firsts[n] = first
         # spark1 sends 3 GB to spark2 over both twins of the cable; spark2 sees a packet_seq_err.
         for dev, share in zip(sparks.CABLE, (2_000_000_000, 1_000_000_000), strict=True):
             sparks.advance(hosts["spark1"].tree, dev, tx_bytes=share)
             sparks.advance(hosts["spark2"].tree, dev, rx_bytes=share)
         sparks.advance(hosts["spark2"].tree, "roceP2p1s0f1", packet_seq_err=1)
+        # Wait for the sample that shows every write (one may land between two of them), then check what
+        # the controller computes between the first sample and that one.
+        last_write = {"spark1": ("roceP2p1s0f1", "port_xmit_data"),
+                      "spark2": ("roceP2p1s0f1", "packet_seq_err")}
         rates = {}
         for n in hosts:
-            (second,) = await take(gens[n])
-            rates[n] = telemetry[n].update(second)
+            dev, name = last_write[n]
+            want = sparks.read_counter(hosts[n].tree, dev, name,
+                                       "hw_counters" if name == "packet_seq_err" else "counters")
+            later = await take_until(gens[n], _shows(dev, name, want))
+            for s in later:
+                telemetry[n].update(s)
+            rates[n] = compute_rates(firsts[n], later[-1], configured=sparks.CABLE)
     finally:
         for gen in gens.values():
             await gen.aclose()
