@@ -68,6 +68,7 @@ def test_stall_seconds_counts_from_the_last_progress_of_the_running_stage() -> N
     t.feed(parse_line("Loading safetensors checkpoint shards:   5% Completed | 2/41 [00:10<03:18,  5.10s/it]"), now=950.0)
     assert t.stall_seconds(960.0) == pytest.approx(10.0)
     assert t.snapshot().stall_seconds(960.0) == pytest.approx(10.0)  # the snapshot carries it too
+    assert t.snapshot(now=1000.0).stage("weights").seconds == pytest.approx(900.0)  # live elapsed
     assert t.snapshot().stage("weights").progress.done == 2  # type: ignore[union-attr]
 
 

@@ -600,8 +600,10 @@ class Timeline:
                 return name
         return None
 
-    def snapshot(self) -> TimelineSnapshot:
-        stages = tuple(self._stage_snapshot(self._stages[name]) for name in STAGES)
+    def snapshot(self, now: float | None = None) -> TimelineSnapshot:
+        """The timeline now. ``now`` (wall clock) lets a running stage's seconds keep growing through a
+        silent phase; without it they run to the last line seen."""
+        stages = tuple(self._stage_snapshot(self._stages[name], now) for name in STAGES)
         failure = None
         if self._failure is not None:
             kind, stage, message, _ = self._failure
@@ -632,12 +634,14 @@ class Timeline:
     def to_json(self) -> dict[str, Any]:
         return self.snapshot().to_json()
 
-    def _stage_snapshot(self, st: _Stage) -> StageSnapshot:
+    def _stage_snapshot(self, st: _Stage, now: float | None) -> StageSnapshot:
         seconds: float | None = None
         end_s = st.end_s
         end_wall = st.end_wall
         if st.status == "running":
-            end_s, end_wall = self._last_s, self._now
+            end_s, end_wall = self._last_s, (now if now is not None else self._now)
+            if now is not None and st.start_wall is not None:
+                end_s = None  # live: the wall clock, not the last line's time
         if st.start_s is not None and end_s is not None:
             seconds = max(0.0, end_s - st.start_s)
         elif st.start_wall is not None and end_wall is not None:
