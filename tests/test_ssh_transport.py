@@ -180,6 +180,11 @@ async def test_killed_sshd_turns_node_retrying_then_reconnects_on_its_own(make_t
 async def test_dropped_sessions_reconnect_and_forward_keeps_its_port(make_testbed: MakeTestbed) -> None:
     bed = make_testbed(["solo"])
     transport = make_transport(_node(bed, "solo"))
+
+    def faulty_listener(_name: str, _state: LinkState) -> None:
+        raise RuntimeError("a buggy UI callback")
+
+    transport.add_listener(faulty_listener)  # must not stop the supervisor
     await transport.connect()
     try:
         local = await transport.forward_port("127.0.0.1", 22)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -31,6 +32,8 @@ from sparktui.remote.transport import (
     TransportError,
     shell_line,
 )
+
+log = logging.getLogger(__name__)
 
 #: Default known_hosts files when ``~/.ssh/config`` names none (OpenSSH's defaults).
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "/etc/ssh/ssh_known_hosts")
@@ -185,7 +188,13 @@ class SSHTransport(Transport):
 
     # -- state -------------------------------------------------------------------------------------
     def _set_state(self, state: LinkState) -> None:
-        super()._set_state(state)
+        self._state = state
+        for listener in list(self._listeners):
+            # A faulty listener must not take the supervisor down with it.
+            try:
+                listener(self.name, state)
+            except Exception:
+                log.exception("%s: link state listener failed", self.name)
         # Wake everyone waiting for a change (run() waiting for a reconnect, connect()).
         self._changed.set()
         self._changed = asyncio.Event()
@@ -244,7 +253,7 @@ class SSHTransport(Transport):
                                           last_error, failures))
                 await asyncio.sleep(self.permanent_retry)
                 continue
-            except (OSError, asyncssh.Error, TimeoutError, ValueError) as exc:
+            except Exception as exc:  # anything else (a bug, an odd error): keep retrying, say why
                 failures += 1
                 last_error = _describe(exc)
                 await self._sleep_retrying(failures, last_error)
