@@ -42,6 +42,7 @@ def test_docker_run_of_the_worker_is_exact() -> None:
         "-v", "/home/aurora/models:/models:ro",
         "-v", "/home/aurora/.cache/huggingface:/root/.cache/huggingface",
         "-v", "/home/aurora/.local/state/sparktui:/home/aurora/.local/state/sparktui",
+        "-v", "/home/aurora/.local/state/sparktui/ray:/tmp/ray",
         "-e", "NCCL_SOCKET_IFNAME=enp1s0f1np1", "-e", "RAY_memory_monitor_refresh_ms=0",
         "-e", "VLLM_HOST_IP=192.168.100.11", "-e", "MASTER_ADDR=192.168.100.10",
         "-e", "SPARKTUI_TAG=sparktui/spark2",

@@ -1,15 +1,87 @@
-"""`sparktui logs` (placeholder until its issue lands)."""
+"""`sparktui logs [--follow] [--node NAME]`: the head's vLLM log, or a node's Ray worker log, raw.
+
+``--follow`` keeps streaming (resuming after a dropped connection without losing or repeating a byte)
+until Ctrl-C.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
 
-from sparktui.commands.common import not_implemented
+from sparktui.commands.common import config_from_args
+from sparktui.config import SparkConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("-f", "--follow", action="store_true", help="keep streaming new lines")
+    parser.add_argument("--node", metavar="NAME",
+                        help="that node's Ray worker log (the vLLM worker output there) instead of the "
+                        "head's vLLM log")
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("logs")
+    config = config_from_args(args)
+    if args.node is not None:
+        try:
+            config.node(args.node)
+        except KeyError:
+            names = ", ".join(n.name for n in config.nodes)
+            print(f"sparktui logs: no node named {args.node!r} (nodes: {names})", file=sys.stderr)
+            return 2
+    try:
+        return asyncio.run(_logs(config, args))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _logs(config: SparkConfig, args: argparse.Namespace) -> int:
+    from sparktui.remote.cluster import close_cluster, open_cluster
+    from sparktui.remote.engine import EngineController
+    from sparktui.remote.engine_status import read_log
+    from sparktui.remote.log_follower import LogFollower
+    from sparktui.remote.ray_logs import ray_worker_log_path
+    from sparktui.remote.transport import TransportError
+
+    node = args.node or config.head.name
+    transports = await open_cluster(config)
+    try:
+        transport = transports[node]
+        try:
+            await transport.wait_connected(timeout=30)
+        except TransportError as exc:
+            print(f"sparktui logs: {exc}", file=sys.stderr)
+            return 1
+        if args.node is not None:
+            path = await ray_worker_log_path(config, transport, node)
+            if path is None:
+                print(f"sparktui logs: no Ray worker log on {node} (is Ray running there?)", file=sys.stderr)
+                return 1
+        else:
+            controller = EngineController(config, transports)
+            await controller._resolve_homes(quiet=True)
+            path = controller.log_path()
+        out = sys.stdout.buffer
+        if not args.follow:
+            data = await read_log(config, transport, path, python=config.node(node).python)
+            if data is None:
+                print(f"sparktui logs: {node}:{path} does not exist (engine never started?)", file=sys.stderr)
+                return 1
+            out.write(data)
+            out.flush()
+            return 0
+
+        def write(data: bytes) -> None:
+            out.write(data)
+            out.flush()
+
+        def waiting() -> None:
+            print(f"sparktui logs: waiting for {node}:{path} to appear", file=sys.stderr, flush=True)
+
+        await LogFollower(transport, path, write, python=(config.node(node).python,),
+                          on_waiting=waiting).run()
+        return 0
+    finally:
+        await close_cluster(transports)
+

@@ -1,15 +1,15 @@
-"""`sparktui restart` (placeholder until its issue lands)."""
+"""`sparktui restart [--wait] [--json] [--dry-run]`: stop (verified), then start."""
 
 from __future__ import annotations
 
 import argparse
 
-from sparktui.commands.common import not_implemented
+from sparktui.commands.start import add_operation_arguments, run_operation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_operation_arguments(parser, waits=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("restart")
+    return run_operation(args, "restart")

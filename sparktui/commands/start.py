@@ -1,15 +1,141 @@
-"""`sparktui start` (placeholder until its issue lands)."""
+"""`sparktui start [--wait] [--json] [--dry-run]`: preflight, Ray head + workers, `vllm serve` detached.
+
+Step progress prints as lines while it runs (or one JSON object at the end with ``--json``). The engine
+keeps running after this command exits; ``--wait`` follows the head's log until it is ready or failed.
+The helpers here are shared by ``stop`` and ``restart``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
+import time
+from typing import Any
 
-from sparktui.commands.common import not_implemented
+from sparktui.commands.common import config_from_args, print_json
+from sparktui.config import SparkConfig
+from sparktui.domain.events import OperationRefused, OperationView, StepStatus, StepView
+
+_MARK = {StepStatus.OK: "ok", StepStatus.FAILED: "FAILED", StepStatus.WARNING: "warn",
+         StepStatus.SKIPPED: "skip", StepStatus.RUNNING: "...", StepStatus.PENDING: "-"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_operation_arguments(parser, waits=True)
+
+
+def add_operation_arguments(parser: argparse.ArgumentParser, *, waits: bool) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the plan (every command on every node) and do nothing")
+    if waits:
+        parser.add_argument("--wait", action="store_true",
+                            help="wait until the engine log says ready (exit 0) or failed (exit 1)")
+        parser.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+                            help="with --wait: give up after this long (default 3600)")
+        parser.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("start")
+    return run_operation(args, "start")
+
+
+def run_operation(args: argparse.Namespace, kind: str) -> int:
+    config = config_from_args(args)
+    if args.dry_run:
+        print_plan(config, kind)
+        return 0
+    try:
+        return asyncio.run(_operate(config, kind, args))
+    except OperationRefused as exc:
+        print(f"sparktui {kind}: {exc}", file=sys.stderr)
+        return 3
+
+
+def print_plan(config: SparkConfig, kind: str) -> None:
+    from sparktui.domain.lifecycle import plan as P
+
+    print("# dry run: nothing is executed; `~` is each node's $HOME, resolved when the plan runs")
+    if kind in ("start", "restart"):
+        print("# preflight: on every node at once: reachable, node facts (memory, RDMA, ports, leftovers,"
+              " model files), docker + image, vLLM version; vLLM flags on the head")
+    if kind in ("stop", "restart"):
+        print(P.build_stop_plan(config).render())
+    if kind in ("start", "restart"):
+        print(P.build_start_plan(config).render())
+
+
+class ProgressPrinter:
+    """Prints a line whenever a step starts or ends (nothing with ``--json``)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.t0 = time.monotonic()
+        self._seen: dict[int, StepStatus] = {}
+
+    def __call__(self, view: OperationView) -> None:
+        if self.quiet:
+            return
+        for i, step in enumerate(view.steps):
+            if self._seen.get(i) is step.status or step.status is StepStatus.PENDING:
+                continue
+            if step.status is StepStatus.RUNNING and step.name.startswith("preflight: "):
+                continue  # preflight checks are many and quick: print their verdicts only
+            self._seen[i] = step.status
+            print(self.line(step), flush=True)
+
+    def line(self, step: StepView) -> str:
+        done = step.status is not StepStatus.RUNNING
+        secs = f" ({step.seconds:.1f} s)" if step.seconds is not None and done else ""
+        msg = f": {step.message}" if step.message and done else ""
+        return (f"[{time.monotonic() - self.t0:6.1f}s] {_MARK[step.status]:<6} {step.node or '-':<10} "
+                f"{step.name}{msg}{secs}")
+
+
+def view_json(view: OperationView | None) -> dict[str, Any] | None:
+    if view is None:
+        return None
+    return {
+        "kind": view.kind, "ok": view.ok, "message": view.message,
+        "steps": [{"name": s.name, "node": s.node, "status": s.status.value, "seconds": s.seconds,
+                   "message": s.message, "output_tail": list(s.output_tail)} for s in view.steps],
+    }
+
+
+async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> int:
+    from sparktui.remote.cluster import close_cluster, open_cluster
+    from sparktui.remote.engine import EngineController
+
+    printer = ProgressPrinter(quiet=args.json)
+    transports = await open_cluster(config)
+    try:
+        controller = EngineController(config, transports, on_progress=printer)
+        preflight = not getattr(args, "no_preflight", False)
+        if kind == "start":
+            view = await controller.start(preflight=preflight)
+        elif kind == "restart":
+            view = await controller.restart(preflight=preflight)
+        else:
+            view = await controller.stop()
+        report: dict[str, Any] = {"operation": view_json(view), "vllm_version": controller.vllm_version}
+        code = 0 if view.ok else 1
+        if not args.json:
+            print(f"{kind}: {'done' if view.ok else 'FAILED'}: {view.message}", flush=True)
+        if view.ok and getattr(args, "wait", False):
+            from sparktui.remote.engine_wait import wait_until_ready
+
+            def stage(label: str) -> None:
+                if not args.json:
+                    print(f"[{time.monotonic() - printer.t0:6.1f}s] stage  {label}", flush=True)
+
+            result = await wait_until_ready(controller, timeout=args.timeout, on_stage=stage)
+            report["wait"] = result.to_json()
+            if not args.json:
+                print(f"engine: {result.outcome}: {result.detail} ({result.seconds:.1f} s)", flush=True)
+            code = 0 if result.outcome == "ready" else 1
+        if args.json:
+            print_json(report)
+        return code
+    finally:
+        await close_cluster(transports)

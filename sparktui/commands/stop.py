@@ -1,15 +1,16 @@
-"""`sparktui stop` (placeholder until its issue lands)."""
+"""`sparktui stop [--json] [--dry-run]`: vLLM (SIGINT → SIGTERM → SIGKILL), Ray on every node, our
+containers; then verify that nothing of ours remains on any node (else say exactly what). Idempotent."""
 
 from __future__ import annotations
 
 import argparse
 
-from sparktui.commands.common import not_implemented
+from sparktui.commands.start import add_operation_arguments, run_operation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_operation_arguments(parser, waits=False)
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("stop")
+    return run_operation(args, "stop")

@@ -162,10 +162,7 @@ class EngineController:
                     ps = await self._run(name, A.docker_ps(cfg.engine.name_prefix), 30)
                     containers[name] = list(F.parse_docker_ps(ps.stdout, cfg.engine.name_prefix))
                 if name in {n.name for n in P.vllm_nodes(cfg)}:
-                    sd = P.state_dir(cfg, self.homes or None, name)
-                    argv = rt.wrap(["sh", "-c", S.DETACHED_STATE_SH, "sparktui-state", sd, A.VLLM_PID,
-                                    rt.tag, A.VLLM_LOG])
-                    res = await self._run(name, argv, 30)
+                    res = await self._run(name, P.detached_state_argv(cfg, rt, self.homes or None), 30)
                     vllm[name] = DetachedState.parse(res.stdout)
             except TransportError as exc:
                 unreachable[name] = str(exc)

@@ -191,6 +191,13 @@ def _ray_args(config: SparkConfig, is_head: bool) -> tuple[str, ...]:
     return tuple(out)
 
 
+def ray_log_root(config: SparkConfig, homes: Mapping[str, str] | None, node: str) -> str:
+    """Ray's temp dir as seen on the node itself (for docker: the host side of its mount)."""
+    if config.engine.runtime == "docker":
+        return state_dir(config, homes, node).rstrip("/") + "/ray"
+    return ray_temp_dir(config)
+
+
 def mounts(config: SparkConfig, homes: Mapping[str, str] | None, node: str) -> list[A.BindMount]:
     home = (homes or {}).get(node)
     out = [A.BindMount(A.expand_home(m.source, home), m.target, m.read_only) for m in config.engine.mounts]
@@ -198,6 +205,8 @@ def mounts(config: SparkConfig, homes: Mapping[str, str] | None, node: str) -> l
     # process inside and read by sparktui on the host.
     sd = state_dir(config, homes, node)
     out.append(A.BindMount(sd, sd, read_only=False))
+    # Ray's temp dir on the host too, so each node's Ray worker logs can be followed from outside.
+    out.append(A.BindMount(ray_log_root(config, homes, node), ray_temp_dir(config), read_only=False))
     return out
 
 
@@ -224,6 +233,12 @@ def detach_step(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str, str] |
     argv = rt.wrap(["sh", "-c", S.DETACH_SH, "sparktui-detach", sd, A.VLLM_LOG, A.VLLM_PID,
                     *serve_argv(config, rank)], tagged=True)
     return Step("vllm serve", rt.node.name, tuple(argv), 30.0, StepKind.DETACH)
+
+
+def detached_state_argv(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str, str] | None) -> list[str]:
+    """DETACHED_STATE_SH for vLLM on ``rt``'s node: running / exited / none, and the log's size."""
+    sd = state_dir(config, homes, rt.node.name)
+    return rt.wrap(["sh", "-c", S.DETACHED_STATE_SH, "sparktui-state", sd, A.VLLM_PID, rt.tag, A.VLLM_LOG])
 
 
 def probe_argv(config: SparkConfig, rt: NodeRuntime, seconds: float) -> list[str]:

@@ -325,9 +325,20 @@ while True:
 """
 
 #: argv: RAY_TEMP_DIR. Lists the files of the node's current Ray session log directory as JSON.
+#: ``session_latest`` is an absolute symlink that only resolves where Ray wrote it (not on the host when
+#: Ray runs in a container with its temp dir mounted): then the newest ``session_*`` directory is used.
 RAY_LOGS_PY = r"""
 import json, os, sys
-base = os.path.join(os.path.expanduser(sys.argv[1]), "session_latest", "logs")
+temp = os.path.expanduser(sys.argv[1])
+base = os.path.join(temp, "session_latest")
+if not os.path.isdir(base):
+    try:
+        sessions = [os.path.join(temp, d) for d in os.listdir(temp) if d.startswith("session_2")]
+    except OSError:
+        sessions = []
+    sessions = [d for d in sessions if os.path.isdir(d)]
+    base = max(sessions, key=os.path.getmtime) if sessions else base
+base = os.path.join(base, "logs")
 files = []
 try:
     for name in os.listdir(base):
