@@ -95,6 +95,17 @@ def test_journald_compose_and_json_formatter() -> None:
     assert parse_line('{"message": 3}').message == '{"message": 3}'
 
 
+def test_free_text_before_the_vllm_record() -> None:
+    launcher = parse_line("2026-05-29 09:14:45,594 - INFO - [container] (APIServer pid=1) INFO 05-29 09:14:45 "
+                          "[api_server.py:1] Starting vLLM server on http://0.0.0.0:8000")
+    assert (launcher.role, launcher.level, launcher.time) == ("APIServer", "INFO", "05-29 09:14:45")
+    assert launcher.message.startswith("Starting vLLM server on")
+    custom = parse_line("[spark1] INFO 05-29 09:14:45 [core.py:1] Initializing a V1 LLM engine (v0.17.1) with config: x")
+    assert custom.level == "INFO" and custom.message.startswith("Initializing")
+    nccl = parse_line("host:327:327 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read")
+    assert nccl.level is None and nccl.message.startswith("host:327")
+
+
 def test_uvicorn_ray_logger_glog_and_autoscaler_lines() -> None:
     u = parse_line("(APIServer pid=148236) \x1b[32mINFO\x1b[0m:     Application startup complete.")
     assert (u.level, u.message, u.time) == ("INFO", "Application startup complete.", None)

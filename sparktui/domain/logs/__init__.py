@@ -20,8 +20,9 @@ Stream layer (:mod:`.stream`)
     by Ray as ``<prefix>\\n<bar>`` keeps its prefix).
 Stage machine (:mod:`.stages`)
     ``Timeline(expected_nodes=None)``: ``feed(record, now=None)``, ``feed_text(text, now=None)`` and
-    ``feed_lines(lines, now=None)`` (bulk, fast path), ``snapshot() -> TimelineSnapshot``, ``to_json()``,
-    ``stall_seconds(now=None)`` (seconds since the running stage last moved). ``now`` = ``time.time()``.
+    ``feed_lines(lines, now=None)`` (bulk, fast path), ``snapshot(now=None) -> TimelineSnapshot``,
+    ``to_json()``, ``stall_seconds(now=None)`` (seconds since the running stage last moved),
+    ``waiting_for()``. ``now`` is the wall clock (``time.time()``).
     ``TimelineSnapshot``: ``outcome`` (``ready|failed|incomplete``), ``vllm_version``, ``model``,
     ``stages`` (``StageSnapshot``: name, status, started, ended, seconds, progress ``StageProgress``),
     ``facts`` (read-only mapping), ``failure`` (``Failure``: kind, stage, message, hint) or None,

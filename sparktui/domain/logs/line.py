@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # --- ANSI -----------------------------------------------------------------------------------------
 # CSI sequences (colours, cursor moves), two-byte escapes and a lone ESC left by a cut sequence.
@@ -72,6 +72,10 @@ _GLOG_HEADER = re.compile(
     r"(?:\d+ )?(?P<file>[^\]\s]+:\d+)\] ?"
 )
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
+# A vLLM record behind free text (VLLM_LOGGING_PREFIX, a launcher's own log format): where its process
+# prefix or header starts, searched near the start of the line only.
+_EMBEDDED = re.compile(rf"\((?:[^()]*? )?pid=\d+(?:, ip=[^)\s]+)?\) |(?:{_LEVELS}) \d\d-\d\d \d\d:\d\d:\d\d ")
+_EMBED_WINDOW = 160
 
 # --- suffix and progress --------------------------------------------------------------------------
 _REPEAT = re.compile(
@@ -215,6 +219,11 @@ def _parse(text: str) -> LogRecord:
         rec = _parse_json(raw, rest)
         if rec is not None:
             return rec
+
+    if rest and rest[0] != "(" and not _VLLM_HEADER.match(rest) and not _CUT_PREFIX.match(rest):
+        m0 = _EMBEDDED.search(rest, 1, _EMBED_WINDOW + 60)
+        if m0 is not None and m0.start() <= _EMBED_WINDOW and rest[m0.start() - 1] in " ]>:|":
+            return replace(_parse(rest[m0.start():]), raw=raw)
 
     # Process prefixes, outermost first.
     role: str | None = None

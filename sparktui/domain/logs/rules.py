@@ -182,7 +182,9 @@ ERROR_KEYWORDS: tuple[str, ...] = (
     "no kernel image", "has no ", "unrecognized arguments", "error: argument",
 )
 # Progress bars: the bar text itself (a record may have lost its header).
-BAR_KEYWORDS: tuple[str, ...] = ("checkpoint shards", "Loading safetensors", "shards:", "Capturing ")
+BAR_KEYWORDS: tuple[str, ...] = (
+    "checkpoint shards", "Loading safetensors", "shards:", "Capturing ", "Fetching ", "Downloading",
+)
 
 STARTUP_KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
     [r.keyword for r in RULES] + list(ERROR_KEYWORDS) + list(BAR_KEYWORDS)

@@ -390,7 +390,9 @@ class Timeline:
             stage = "cuda_graphs"
             if "(" in desc and desc.endswith(")"):
                 self._facts["cuda_graphs_phase"] = desc[desc.index("(") + 1 : -1]
-        elif "shard" in desc or "Loading" in desc or "checkpoint" in desc:
+        elif "shard" in desc or "Loading" in desc or "checkpoint" in desc or desc.startswith(
+            ("Fetching", "Downloading")  # Hugging Face download bars
+        ):
             stage = "weights"
         else:
             return
