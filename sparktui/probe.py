@@ -380,7 +380,7 @@ class SmiGpu:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != len(SMI_FIELDS):
             return None
-        vals = dict(zip(SMI_FIELDS, parts, strict=True))
+        vals = {f: parts[i] for i, f in enumerate(SMI_FIELDS)}
         try:
             index = int(vals["index"])
         except ValueError:
@@ -918,6 +918,10 @@ class Probe:
         except Exception as exc:   # a GPU fault must not stop memory and RoCE readings
             self.problems.note("gpu", _reason(exc))
             out["gpu"] = {"source": "none", "devices": [], "reason": _reason(exc), "driver_version": None}
+        devices = out["gpu"].get("devices") or []
+        if devices and not any(d.get("memory_unified") for d in devices):
+            # A discrete GPU (its own memory known): /proc/meminfo is the host's RAM, not a shared pool.
+            out["memory"]["label"] = "host memory"
         out["rdma"] = self.rdma.sample()
         out["processes"] = self.processes.sample()
         out["containers"] = self.containers.sample()

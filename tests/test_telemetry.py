@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sparktui.domain.telemetry import (
     DATA_UNIT_BYTES,
@@ -180,3 +182,38 @@ def test_to_json_round_trip() -> None:
     assert out["rates"]["cables"][0]["rx_bytes_per_s"] == 2000.0
     import json
     json.dumps(out)
+
+
+# ---- properties -----------------------------------------------------------------------------------------
+
+steps = st.lists(
+    st.tuples(st.floats(min_value=0.05, max_value=5.0), st.integers(min_value=0, max_value=10**12),
+              st.integers(min_value=0, max_value=10**12), st.booleans()),
+    min_size=1, max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps)
+def test_rates_integrate_back_to_the_bytes_sent(seq: list[tuple[float, int, int, bool]]) -> None:
+    """Over any run of samples, Σ rate × Δt equals the bytes added (×4 of the raw counter) in the
+    intervals that were not resets; a reset interval gives no rate (never a negative one)."""
+    t = NodeTelemetry("spark-a", history=1000, rdma_devices=CABLE)
+    mono, a, b = 0.0, 10**6, 10**6
+    t.update(sample(1, mono, [port(CABLE[0], a), port(CABLE[1], b)]))
+    expected = got = 0.0
+    for i, (dt, add_a, add_b, reset) in enumerate(seq, start=2):
+        mono += dt
+        reset = reset and a > 0
+        a = a // 2 if reset else a + add_a       # a reset: twin a's counter starts again lower
+        b += add_b                               # twin b keeps counting
+        rates = t.update(sample(i, mono, [port(CABLE[0], a), port(CABLE[1], b)]))
+        assert rates is not None
+        cable = rates.cables[0]
+        if reset:
+            assert cable.rx_bytes_per_s is None
+        else:
+            assert cable.rx_bytes_per_s is not None and cable.rx_bytes_per_s >= 0
+            got += cable.rx_bytes_per_s * rates.seconds
+            expected += (add_a + add_b) * DATA_UNIT_BYTES
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-3)
