@@ -174,7 +174,7 @@ class _LocalProcess(RemoteProcess):
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self._proc = proc
 
-    async def chunks(self) -> AsyncIterator[bytes]:  # type: ignore[override]
+    async def chunks(self) -> AsyncIterator[bytes]:
         assert self._proc.stdout is not None
         while True:
             data = await self._proc.stdout.read(65536)
