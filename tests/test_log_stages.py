@@ -160,6 +160,22 @@ def test_restart_in_the_same_log_starts_a_new_timeline() -> None:
     assert snap.stage("config").status == "running" and snap.stage("weights").status == "pending"
 
 
+def test_restart_after_ready_inside_one_block_is_read_in_full() -> None:
+    restart = (
+        "(APIServer pid=5) INFO 10-23 16:00:00 [api_server.py:1] vLLM API server version 0.11.0\n"
+        "(EngineCore_DP0 pid=6) INFO 10-23 16:00:05 [core.py:1] Initializing a V1 LLM engine (v0.11.0) with config: "
+        "model='m2', tensor_parallel_size=2\n"
+        "(Worker_TP0 pid=7) INFO 10-23 16:00:09 [gpu_model_runner.py:1] Starting to load model m2...\n"
+    )
+    t = Timeline()
+    t.feed_text(_log("12_").decode())
+    assert t.snapshot().outcome == "ready"
+    t.feed_text(restart)  # one block scanned from "ready": the banner, then lines only startup cares about
+    snap = t.snapshot()
+    assert snap.model == "m2" and snap.facts["tensor_parallel_size"] == 2
+    assert snap.stage("weights").status == "running"
+
+
 def test_serving_flood_after_ready_is_ignored_but_engine_death_is_not() -> None:
     ready = _log("12_").decode()
     flood = "(APIServer pid=1) INFO 10-23 15:20:00 [loggers.py:1] Engine 000: Avg prompt throughput: 1.0 tokens/s\n" * 50

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import time as _time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -196,8 +196,6 @@ class Timeline:
         if self._pending_prefix is not None:
             prefix, self._pending_prefix = self._pending_prefix, None
             if not record.has_prefix and record.is_progress:
-                from dataclasses import replace
-
                 record = replace(record, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)
         msg = record.message
         keywords = SERVING_KEYWORDS if self._outcome == "ready" else STARTUP_KEYWORDS
@@ -212,7 +210,8 @@ class Timeline:
             self._now = now
         if not text:
             return
-        for line in self._candidate_lines(text):
+        serving = self._outcome == "ready"
+        for end, line in self._candidate_lines(text):
             if "\x1b" in line:
                 line = strip_ansi(line)
             for part in split_glued(line):
@@ -221,13 +220,18 @@ class Timeline:
                         self.feed(parse_line(seg))
                 else:
                     self.feed(parse_line(part))
+            if serving and self._outcome != "ready":
+                # A new start after "ready": the rest of the block needs the full keyword set again.
+                self.feed_text(text[end + 1 :])
+                return
 
     def feed_lines(self, lines: list[str], now: float | None = None) -> None:
         """Bulk path for a list of records (e.g. from :meth:`LineSplitter.feed`)."""
         if lines:
             self.feed_text("\n".join(lines), now)
 
-    def _candidate_lines(self, text: str) -> list[str]:
+    def _candidate_lines(self, text: str) -> list[tuple[int, str]]:
+        """(end offset, line) of every line holding a keyword that can still matter, in order."""
         keywords = SERVING_KEYWORDS if self._outcome == "ready" else STARTUP_KEYWORDS
         spans: set[int] = set()
         find, rfind = text.find, text.rfind
@@ -240,10 +244,12 @@ class Timeline:
                 if end == -1:
                     break
                 i = find(kw, end)
-        out: list[str] = []
+        out: list[tuple[int, str]] = []
         for start in sorted(spans):
             end = find("\n", start)
-            out.append(text[start:] if end == -1 else text[start:end])
+            if end == -1:
+                end = len(text)
+            out.append((end, text[start:end]))
         return out
 
     # --- one record --------------------------------------------------------------------------------
