@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -365,3 +367,73 @@ def test_version_and_help_like_vllm() -> None:
     # vLLM before 0.10 had no --help=all; argparse refuses it the same way.
     old = subprocess.run([*run, "serve", "--help=all"], capture_output=True, text=True, timeout=30)
     assert old.returncode == 2 and "ignored explicit argument 'all'" in old.stderr
+
+
+# -- vLLM's own multi-node mode (no Ray), on loopback -----------------------------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_text(path: Path, needle: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        if needle in text:
+            return text
+        time.sleep(0.1)
+    raise AssertionError(f"{needle!r} not in {path}:\n{path.read_text(errors='replace')[-2000:]}")
+
+
+def test_multinode_mp_mode_headless_rank_prints_its_worker_lines(tmp_path: Path) -> None:
+    master, api = _free_port(), _free_port()
+    common = [
+        "serve",
+        "/models/m",
+        "--tensor-parallel-size",
+        "2",
+        "--nnodes",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(master),
+        "--standin-pace",
+        "3",
+    ]
+    run = [sys.executable, "-m", "sparktui.sim.vllm_standin", *common]
+    head_log, worker_log = tmp_path / "head.log", tmp_path / "worker.log"
+    with head_log.open("w") as out:
+        head = subprocess.Popen(
+            [*run, "--node-rank", "0", "--host", "127.0.0.1", "--port", str(api)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    with worker_log.open("w") as out:
+        worker = subprocess.Popen(
+            [*run, "--node-rank", "1", "--headless"], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        _wait_text(head_log, "INFO:     Application startup complete.")
+        conn = http.client.HTTPConnection("127.0.0.1", api, timeout=5)
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 200
+        conn.close()
+        text = worker_log.read_text()
+        assert f"(VllmWorkerProcess pid={worker.pid})\x1b[0;0m INFO " in text  # vLLM's own mp worker prefix
+        # No Ray here: no line starts with Ray's prefix (the recording has a few glued mid-line).
+        assert not re.search(r"^\x1b\[36m\(RayWorkerWrapper", text + head_log.read_text(), re.M)
+        worker.terminate()  # a worker node lost while serving: the head notices and goes down
+        assert worker.wait(5) == 0
+        assert head.wait(10) == 1
+        assert "Worker proc VllmWorker-1 died unexpectedly, shutting down executor." in head_log.read_text()
+    finally:
+        for proc in (head, worker):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

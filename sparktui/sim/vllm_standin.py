@@ -30,13 +30,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from sparktui.sim import standin_script as script
@@ -44,9 +45,12 @@ from sparktui.sim.recording import DEFAULT_RECORDING, RecordedLine, load_recordi
 from sparktui.sim.standin_flags import add_ignored_vllm_flags
 from sparktui.sim.standin_http import ServedModel, StandinHTTPServer
 from sparktui.sim.standin_metrics import DIALECTS, Dialect, ServingMetrics
+from sparktui.sim.standin_mp import Peer, Rendezvous, run_headless
+from sparktui.sim.standin_mp import worker_prefix as mp_worker_prefix
 
 SHUTDOWN_DEADLINE_SECONDS = 2.5
 SEQ_HEARTBEAT_SECONDS = 0.25
+
 
 class VllmArgumentParser(argparse.ArgumentParser):
     """argparse with vLLM's usage line and error shape (``vllm serve: error: …``, exit 2)."""
@@ -214,12 +218,17 @@ class Stopped(Exception):
     """SIGINT/SIGTERM arrived: unwind to the shutdown path."""
 
 
+class WorkerDied(Exception):
+    """A headless rank (vLLM's multi-node mp mode) went away."""
+
+
 @dataclasses.dataclass
 class Worker:
-    handle: Any
+    send: Callable[[list[str]], None]
     node_ip: str
     pid: int
     on_driver_node: bool
+    handle: Any = None
 
 
 class StandinEngine:
@@ -265,6 +274,13 @@ class StandinEngine:
         self.seq_lock = threading.Lock()
         self.ray: Any = None
         self.pg: Any = None
+        # vLLM's own multi-node mode (no Ray) when asked for mp or for several nodes without Ray.
+        self.mp = args.distributed_executor_backend == "mp" or (
+            args.nnodes > 1 and args.distributed_executor_backend != "ray"
+        )
+        self.rendezvous: Rendezvous | None = None
+        self.peer_gone = threading.Event()
+        self.gone_rank = 0
         self.workers: list[Worker] = []
         self.http: StandinHTTPServer | None = None
         self.serving = False
@@ -279,15 +295,18 @@ class StandinEngine:
             return f"{text} [seq={self.seq}]"
 
     def head(self, text: str) -> None:
+        self.head_raw(self._mark(text))
+
+    def head_raw(self, text: str) -> None:
         out = sys.stdout
         if isinstance(out, LineWriter):
-            out.write_line(self._mark(text))
+            out.write_line(text)
         else:
-            out.write(self._mark(text) + "\n")
+            out.write(text + "\n")
 
     def to_worker(self, worker: Worker, texts: list[str]) -> None:
-        # Fire and forget: the actor prints, Ray forwards. Each line is marked here, in replay order.
-        worker.handle.emit.remote([self._mark(t) for t in texts])
+        # Fire and forget: the actor (or headless rank) prints. Each line is marked here, in replay order.
+        worker.send([self._mark(t) for t in texts])
 
     # -- run ----------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -295,16 +314,22 @@ class StandinEngine:
         try:
             self._bind()
             self._replay_until_pg()
-            self._connect_ray()
-            if not self._place():
-                return 1
-            self._start_workers()
+            if self.mp:
+                if not self._mp_rendezvous():
+                    return 1
+            else:
+                self._connect_ray()
+                if not self._place():
+                    return 1
+                self._start_workers()
             result = self._replay_startup()
             if result is not None:
                 return result
             return self._serve()
         except Stopped:
             return self._shutdown(0 if self.serving else 1)
+        except WorkerDied:
+            return self._worker_died()
 
     def _install_signals(self) -> None:
         signal.signal(signal.SIGINT, self._on_signal)
@@ -320,9 +345,73 @@ class StandinEngine:
             raise Stopped
 
     def _sleep_until(self, deadline: float) -> None:
-        delay = deadline - time.monotonic()
-        if delay > 0 and self.stop.wait(delay):
-            raise Stopped
+        while True:
+            if self.peer_gone.is_set():
+                raise WorkerDied
+            delay = deadline - time.monotonic()
+            if delay <= 0:
+                return
+            if self.stop.wait(min(delay, 0.2)):
+                raise Stopped
+
+    # -- vLLM's multi-node mode (no Ray) ------------------------------------------------------------
+    def _mp_rendezvous(self) -> bool:
+        args = self.args
+        self.rendezvous = Rendezvous(args.master_port)
+        scale = max(args.standin_pg_wait_scale, 1e-3)
+        deadline = time.monotonic() + args.standin_pg_timeout * scale
+        if not self.rendezvous.wait(args.nnodes - 1, self.stop, deadline):
+            if self.stop.is_set():
+                raise Stopped
+            joined = len(self.rendezvous.peers) + 1
+            message = (
+                f"Timed out after {int(args.standin_pg_timeout) + 1} seconds waiting for clients. "
+                f"{joined}/{args.nnodes} clients joined."
+            )
+            for line in script.engine_failure(self.dialect, "torch.distributed.DistStoreError", message):
+                self.head(line)
+            self._release()
+            return False
+        version = script.version_tuple(self.dialect.version)
+        tp, pp = args.tensor_parallel_size, args.pipeline_parallel_size
+        per_node = max(1, self.world // args.nnodes)
+        local_prefix = mp_worker_prefix(version, 1 if self.world > 1 else 0, tp, pp, self.pid + 1)
+
+        def local_send(lines: list[str]) -> None:
+            for line in lines:
+                self.head_raw(local_prefix + line)
+
+        self.workers = [Worker(local_send, "", self.pid + 1, True)]
+        for peer in sorted(self.rendezvous.peers, key=lambda p: p.rank):
+            prefix = mp_worker_prefix(version, peer.rank * per_node, tp, pp, peer.pid)
+            self.workers.append(
+                Worker(functools.partial(_send_prefixed, peer, prefix), peer.ip, peer.pid, False)
+            )
+            peer.watch(self._on_peer_gone)
+        return True
+
+    def _on_peer_gone(self, peer: Peer) -> None:
+        if not self.stop.is_set():
+            self.gone_rank = peer.rank
+            self.peer_gone.set()
+
+    def _worker_died(self) -> int:
+        if self.http is not None and self.serving:
+            self.http.stop()
+        message = f"Worker proc VllmWorker-{self.gone_rank} died unexpectedly, shutting down executor."
+        self.head(script.stamp("ERROR", "multiproc_executor.py:149", message, self.dialect.engine_prefix))
+        if self.serving:
+            lines = script.crash_lines(self.dialect)[1:]
+        else:
+            cause = (
+                f"Worker failed with error '{message}', please check the stack trace above for the root cause"
+            )
+            lines = script.engine_failure(self.dialect, "RuntimeError", cause)
+        for line in lines:
+            self.head(line)
+        self.serving = False
+        self._release()
+        return 1
 
     def _bind(self) -> None:
         model = ServedModel(
@@ -430,7 +519,8 @@ class StandinEngine:
         driver_ip = ray.util.get_node_ip_address()
         infos = ray.get([h.info.remote() for h in handles])
         self.workers = [
-            Worker(h, ip, pid, ip == driver_ip) for h, (ip, pid) in zip(handles, infos, strict=True)
+            Worker(functools.partial(_ray_emit, h), ip, pid, ip == driver_ip, h)
+            for h, (ip, pid) in zip(handles, infos, strict=True)
         ]
 
     def _route(self, line: RecordedLine, assignment: dict[str, Worker]) -> Worker:
@@ -592,6 +682,9 @@ class StandinEngine:
         if self.http is not None:
             with contextlib.suppress(OSError):
                 self.http.server_close()
+        if self.rendezvous is not None:
+            self.rendezvous.close()
+            self.rendezvous = None
         ray = self.ray
         if ray is None:
             return
@@ -599,13 +692,22 @@ class StandinEngine:
             from ray.util.placement_group import remove_placement_group
 
             for w in self.workers:
-                ray.kill(w.handle)
+                if w.handle is not None:
+                    ray.kill(w.handle)
             if self.pg is not None:
                 remove_placement_group(self.pg)
         except Exception:
             pass
         time.sleep(0.3)  # let the log monitor flush the last forwarded lines
         ray.shutdown()
+
+
+def _send_prefixed(peer: Peer, prefix: str, lines: list[str]) -> None:
+    peer.send([prefix + line for line in lines])
+
+
+def _ray_emit(handle: Any, lines: list[str]) -> None:
+    handle.emit.remote(lines)
 
 
 class RayWorkerWrapper:
@@ -622,8 +724,17 @@ class RayWorkerWrapper:
         sys.stdout.flush()
 
 
+def _headless(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stop.set())
+    return run_headless(args.master_addr, args.master_port, args.node_rank, stop)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.headless or args.node_rank > 0:
+        return _headless(args)
     sys.stdout = LineWriter(sys.stdout)
     sys.stderr = LineWriter(sys.stderr)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
