@@ -145,7 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
         started = time.monotonic()
         route = self._route()
         model = self.server.model
-        sent = 0
+        status, sent = 200, 0
         if route in ("/health", "/ping"):
             self._send(200, b"")
         elif route == "/metrics":
@@ -157,10 +157,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif route == "/v1/models":
             sent = self._json(200, _model_list(model))
         elif route == "/v1/chat/completions":
-            sent = self._json(405, {"detail": "Method Not Allowed"})
+            status, sent = 405, self._json(405, {"detail": "Method Not Allowed"})
         else:
-            sent = self._json(404, {"detail": "Not Found"})
-        model.metrics.http_request(route, "GET", 200, 0, sent, time.monotonic() - started)
+            status, sent = 404, self._json(404, {"detail": "Not Found"})
+        model.metrics.http_request(route, "GET", status, 0, sent, time.monotonic() - started)
 
     def do_POST(self) -> None:
         started = time.monotonic()

@@ -40,6 +40,9 @@ _VERSION = re.compile(r"(?:LLM engine \(v|API server version |\bversion )(\d+\.\
 _MODEL_INIT = re.compile(r"with config: model='([^']+)'")
 _MODEL_LOAD = re.compile(r"Starting to load model (\S+?)\.\.\.")
 _SERVED = re.compile(r"'served_model_name': \['([^']+)'")
+_BLOCKS = re.compile(
+    r"# (?:cuda|GPU) blocks: (\d+)|num_gpu_blocks is: (\d+)|GPU KV cache size: ([\d,]+) tokens"
+)
 _MAX_LEN = re.compile(r"max_seq_len=(\d+)")
 
 
@@ -67,6 +70,7 @@ class Dialect:
     recorded_model: str | None
     recorded_served_name: str | None
     recorded_max_len: int | None
+    recorded_gpu_blocks: int | None = None
 
 
 def find_anchors(lines: list[RecordedLine]) -> Anchors:
@@ -131,7 +135,14 @@ def detect_dialect(lines: list[RecordedLine]) -> Dialect:
             api_prefix = "(APIServer pid={pid}) "
         if not engine_prefix and (m := re.match(r"^\((EngineCore(?:_\w+)?) pid=\d+\) ", text)):
             engine_prefix = f"({m.group(1)} pid={{pid}}) "
-    return Dialect(version, v1, api_prefix, engine_prefix, model, served, max_len)
+    blocks = next((_blocks(m) for line in lines if (m := _BLOCKS.search(line.text))), None)
+    return Dialect(version, v1, api_prefix, engine_prefix, model, served, max_len, blocks)
+
+
+def _blocks(m: re.Match[str]) -> int:
+    if m.group(3):
+        return int(m.group(3).replace(",", "")) // 16  # tokens / vLLM's default block size
+    return int(m.group(1) or m.group(2))
 
 
 def compressed_offsets(lines: list[RecordedLine], start: int, end: int, total_seconds: float) -> list[float]:
@@ -203,8 +214,9 @@ class Rewriter:
 
 def pg_create_line(d: Dialect) -> str:
     where = "ray_utils.py:417" if d.v1 else "ray_utils.py:335"
-    return stamp("INFO", where, "No current placement group found. Creating a new placement group.",
-                 d.engine_prefix)
+    return stamp(
+        "INFO", where, "No current placement group found. Creating a new placement group.", d.engine_prefix
+    )
 
 
 def is_pg_create(line: RecordedLine) -> bool:

@@ -267,7 +267,10 @@ class StandinEngine:
             metrics_dialect,
             self.served[0],
             self.max_model_len,
-            {"num_gpu_blocks": "25588", "gpu_memory_utilization": str(args.gpu_memory_utilization)},
+            {
+                "num_gpu_blocks": str(self.dialect.recorded_gpu_blocks or 25588),
+                "gpu_memory_utilization": str(args.gpu_memory_utilization),
+            },
         )
         self.stop = threading.Event()
         self.seq = 0
