@@ -178,7 +178,10 @@ def _telemetry(entry: dict[str, Any]) -> str:
     if sample.get("error"):
         return f"probe: {sample['error']}"
     problems = sample.get("problems") or {}
-    return "probe: ok" + (f" ({len(problems)} problems)" if problems else "")
+    if not problems:
+        return "probe: ok"
+    listed = "; ".join(str(text) for text in problems.values())
+    return f"probe: {listed[:200]}"
 
 
 def render(report: dict[str, Any]) -> str:
