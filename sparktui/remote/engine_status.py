@@ -60,7 +60,8 @@ async def engine_status(config: SparkConfig, transports: Mapping[str, Transport]
         if data:
             timeline = log_stage(data, len(config.nodes))
             out["timeline"] = timeline
-            out["stage"] = timeline["stage"]
+            out["stage"] = timeline["stage"] or (timeline["outcome"] if timeline["outcome"] != "incomplete"
+                                                 else None)
             # The log outranks the process table: "starting" becomes what the log says.
             if found.state is EngineState.STARTING and timeline["outcome"] == "ready":
                 out["state"] = "ready"
