@@ -460,6 +460,10 @@ class Testbed:
                 "executor": "ray",
                 "vllm_command": [sys.executable, "-m", "sparktui.sim.vllm_standin"],
                 "ray_command": [str(venv_bin / "ray")],
+                # GPU-less hosts: each Ray node declares the one GPU vLLM's placement asks for.
+                "ray_start_args": ["--num-gpus", "1", "--num-cpus", "1", "--object-store-memory", "80000000",
+                                   "--include-dashboard=false"],
+                "ray_python": [sys.executable],
                 "state_dir": "/tmp/sparktui",
                 "env": {"RAY_USAGE_STATS_ENABLED": "0"},
             },
