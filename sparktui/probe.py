@@ -530,6 +530,10 @@ class RdmaPortReader:
         self.netdev = _netdev(base, dev_dir, port)
         self.read_at = -1e9
         self.was_active = False
+        self.state_text: str | None = None
+        self.link_at = -1e9
+        self.phys: tuple[int | None, str | None] = (None, None)
+        self.rate: str | None = None
 
     def _text(self, name: str) -> str | None:
         path, key = self.text_files[name]
@@ -562,11 +566,17 @@ class RdmaPortReader:
         return out
 
     def sample(self) -> dict[str, Any]:
-        state_id, state = _id_name(self._text("state"))
-        phys_id, phys = _id_name(self._text("phys_state"))
-        rate = self._text("rate")
-        active = state_id == 4
+        state_text = self._text("state")
+        state_id, state = _id_name(state_text)
         now = time.monotonic()
+        # phys_state and rate change with the link, which state shows: re-read them when it changes.
+        if state_text != self.state_text or now - self.link_at >= self.DOWN_EVERY:
+            self.state_text, self.link_at = state_text, now
+            self.phys = _id_name(self._text("phys_state"))
+            self.rate = self._text("rate")
+        phys_id, phys = self.phys
+        rate = self.rate
+        active = state_id == 4
         changed = active != self.was_active
         if active or changed or now - self.read_at >= self.DOWN_EVERY:
             if changed or not active or now - self.slow_at >= self.slow_every:
@@ -989,10 +999,12 @@ def main(argv: list[str] | None = None) -> int:
         _die_with_parent()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     probe = Probe(args)
+    # The sample is a tree of fresh dicts and lists: no cycles to look for.
+    encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
     try:
         next_at = time.monotonic()
         while True:
-            line = json.dumps(probe.sample(), separators=(",", ":")) + "\n"
+            line = encode(probe.sample()) + "\n"
             try:
                 _write_all(line.encode())
             except (BrokenPipeError, OSError):

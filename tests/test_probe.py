@@ -291,6 +291,28 @@ def test_pma_error_counters_are_read_every_errors_every_seconds(spark_a: Path) -
     assert counter(samples[-1], "rocep1s0f1", "symbol_error") == 1
 
 
+async def test_a_port_coming_up_is_read_in_full(spark_a: Path) -> None:
+    """A down port's counters and link details are re-read as soon as its state changes."""
+    transport = LocalTransport("spark-a")
+    await transport.connect()
+    gen = stream_samples(transport, node_for(spark_a), 0.2, env=GB10_ENV)
+    port = sparks.port_dir(spark_a, "rocep1s0f0")
+    try:
+        (first,) = await _first(gen, 1)
+        assert first.port("rocep1s0f0").rate_gbps == 40.0  # type: ignore[union-attr]
+        sparks.set_counter(spark_a, "rocep1s0f0", "port_rcv_data", 777)
+        sparks.set_counter(spark_a, "rocep1s0f0", "symbol_error", 5)
+        (port / "phys_state").write_text("5: LinkUp\n")
+        (port / "rate").write_text("200 Gb/sec (4X HDR)\n")
+        (port / "state").write_text("4: ACTIVE\n")
+        later = await _until(gen, lambda s: s.port("rocep1s0f0").active)  # type: ignore[union-attr]
+    finally:
+        await gen.aclose()
+    up = later[-1].port("rocep1s0f0")
+    assert up is not None and up.phys_state == "LinkUp" and up.rate_gbps == 200.0
+    assert up.counters["port_rcv_data"] == 777 and up.counters["symbol_error"] == 5
+
+
 async def test_counter_reset_skips_the_interval(spark_a: Path) -> None:
     transport = LocalTransport("spark-a")
     await transport.connect()
