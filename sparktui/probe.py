@@ -21,7 +21,8 @@ ends it, and on Linux it asks for SIGTERM when its parent dies. ``--count N`` st
 Sample (``"v": 1``): ``seq``, ``mono`` (node monotonic s), ``wall`` (Unix s), ``host``, ``interval``,
 ``memory`` (unified memory, bytes), ``cpu``, ``gpu``, ``rdma`` (raw sysfs counters; data counters are
 octets/4 — the controller multiplies by 4), ``processes``, ``containers``, ``probe`` (own pid and CPU
-seconds), ``problems`` (path → reason for values that are ``null``; each said once).
+seconds), ``problems`` (path → reason for values that are ``null``; each said once), ``resolved`` (paths
+that read again; only when there are some).
 """
 
 from __future__ import annotations
@@ -49,22 +50,29 @@ RAY_DAEMONS = ("raylet", "gcs_server")
 
 # ---- problems: a value that cannot be read is null, and its reason is said once ---------------------
 class Problems:
+    """Reasons for values that are null, each said once; a value that reads again is said resolved once."""
+
     def __init__(self) -> None:
-        self._said: dict[str, str] = {}
+        self.said: dict[str, str] = {}
         self._new: dict[str, str] = {}
+        self._resolved: set[str] = set()
 
     def note(self, path: str, reason: str) -> None:
-        if self._said.get(path) != reason:
-            self._said[path] = reason
+        if self.said.get(path) != reason:
+            self.said[path] = reason
             self._new[path] = reason
+            self._resolved.discard(path)
 
     def clear(self, path: str) -> None:
-        # A value that recovers may fail again later; let that failure be said again.
-        self._said.pop(path, None)
+        if path in self.said:
+            del self.said[path]
+            self._new.pop(path, None)
+            self._resolved.add(path)
 
-    def drain(self) -> dict[str, str]:
+    def drain(self) -> tuple[dict[str, str], list[str]]:
         out, self._new = self._new, {}
-        return out
+        resolved, self._resolved = sorted(self._resolved), set()
+        return out, resolved
 
 
 def _reason(exc: BaseException) -> str:
@@ -93,6 +101,8 @@ class OpenFiles:
                 self._drop(path)
             self.problems.note(key or path, _reason(exc))
             return None
+        if (key or path) in self.problems.said:
+            self.problems.clear(key or path)
         return data
 
     def _drop(self, path: str) -> None:
@@ -543,6 +553,7 @@ class RdmaPortReader:
     def _read_group(self, items: list[tuple[str, str, str]]) -> dict[str, int | None]:
         files = self.files
         fds = files._fds
+        said = files.problems.said
         out: dict[str, int | None] = {}
         for name, path, key in items:
             fd = fds.get(path)
@@ -563,6 +574,9 @@ class RdmaPortReader:
                 # e.g. "N/A (no PMA)" when the kernel's MAD query failed.
                 files.problems.note(key, raw.decode("utf-8", "replace").strip() or "empty")
                 out[name] = None
+            else:
+                if key in said:
+                    files.problems.clear(key)
         return out
 
     def sample(self) -> dict[str, Any]:
@@ -937,7 +951,9 @@ class Probe:
         out["containers"] = self.containers.sample()
         t = os.times()
         out["probe"] = {"pid": os.getpid(), "cpu_s": round(t[0] + t[1], 4)}
-        out["problems"] = self.problems.drain()
+        out["problems"], resolved = self.problems.drain()
+        if resolved:
+            out["resolved"] = resolved
         return out
 
     def close(self) -> None:

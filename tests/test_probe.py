@@ -185,6 +185,26 @@ def test_unreadable_counter_is_null_with_reason_once(spark_a: Path) -> None:
         assert port is not None and port.counters["symbol_error"] is None
 
 
+def test_a_value_that_reads_again_is_said_resolved(spark_a: Path) -> None:
+    sparks.set_counter(spark_a, "rocep1s0f1", "symbol_error", "N/A (no PMA)")
+    proc = subprocess.Popen([sys.executable, str(PROBE), "--interval", "0.2", "--count", "6",
+                             "--errors-every", "0", *fixture_args(spark_a)],
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, **GB10_ENV})
+    assert proc.stdout is not None
+    first = Sample.from_json(json.loads(proc.stdout.readline()))
+    sparks.set_counter(spark_a, "rocep1s0f1", "symbol_error", 7)
+    rest = [Sample.from_json(json.loads(line)) for line in proc.stdout]
+    proc.wait(10)
+    key = "rdma.rocep1s0f1/1.counters.symbol_error"
+    telemetry = NodeTelemetry("spark-a")
+    telemetry.update(first)
+    assert key in telemetry.problems
+    for s in rest:
+        telemetry.update(s)
+    assert key not in telemetry.problems
+    assert sum(key in s.resolved for s in rest) == 1
+
+
 def test_nvidia_smi_fallback_is_started_once(spark_a: Path, tmp_path: Path) -> None:
     """Without NVML, one long-running ``nvidia-smi -lms`` feeds every sample (no spawn per sample)."""
     starts = tmp_path / "starts"

@@ -224,6 +224,8 @@ class Sample:
     #: Values that could not be read: path → reason. The probe says each once (when it first fails
     #: or its reason changes); :class:`NodeTelemetry` keeps the collected set.
     problems: Mapping[str, str] = field(default_factory=dict)
+    #: Paths of earlier problems whose values read again.
+    resolved: tuple[str, ...] = ()
     #: CPU seconds the probe itself has used (user + system), to keep its cost visible.
     probe_cpu_s: float | None = None
     probe_pid: int | None = None
@@ -255,6 +257,7 @@ class Sample:
                 containers=(None if data.get("containers") is None
                             else tuple(_container(c) for c in data["containers"])),
                 problems={str(k): str(v) for k, v in (data.get("problems") or {}).items()},
+                resolved=tuple(str(p) for p in data.get("resolved") or ()),
                 probe_cpu_s=_float((data.get("probe") or {}).get("cpu_s")),
                 probe_pid=_int((data.get("probe") or {}).get("pid")),
                 received=received,
@@ -672,6 +675,8 @@ class NodeTelemetry:
             # A new probe process (restart after a reconnect): counters continue but seq restarts.
             self._tracker.reset()
             self.problems.clear()
+        for path in sample.resolved:
+            self.problems.pop(path, None)
         self.problems.update(sample.problems)
         rates = self._tracker.update(sample)
         self.latest = sample
