@@ -47,10 +47,11 @@ _PG_TABLE = (
     "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
     "print(json.dumps(list(ray.util.placement_group_table().values())))"
 )
+# Until the cluster has exactly N GPUs (a stopped node counts until Ray declares it dead).
 _WAIT_GPUS = (
     "import sys, time, ray; ray.init(address='auto', logging_level='ERROR'); "
     "t = time.time() + 60\n"
-    "while ray.cluster_resources().get('GPU', 0) < int(sys.argv[1]) and time.time() < t: time.sleep(0.2)\n"
+    "while ray.cluster_resources().get('GPU', 0) != int(sys.argv[1]) and time.time() < t: time.sleep(0.2)\n"
     "print(ray.cluster_resources().get('GPU', 0))"
 )
 
@@ -109,7 +110,7 @@ def _start_worker(bed: Testbed) -> None:
     )
     assert worker.returncode == 0, worker.stderr
     gpus = _exec(bed, "spark1", sys.executable, "-c", _WAIT_GPUS, "2")
-    assert gpus.stdout.strip() == "2.0", gpus.stderr
+    assert gpus.stdout.strip().splitlines()[-1] == "2.0", gpus.stdout + gpus.stderr
 
 
 @dataclass
@@ -318,6 +319,23 @@ def test_v1_recording_nests_rays_prefix_inside_the_engine_core_prefix(cluster: T
     assert re.search(r"^\(EngineCore pid=\d+\) ERROR .* EngineCore failed to start\.$", log, re.M)
     assert re.search(r"^\(APIServer pid=\d+\) RuntimeError: Engine core initialization failed\.", log, re.M)
     assert "(APIServer pid=1)" not in log and "Qwen/Qwen3.6-35B-A3B" not in log
+
+
+def test_worker_ray_stopped_during_start_fails_with_rays_error_naming_the_node(cluster: Testbed) -> None:
+    bed = cluster
+    run = start_standin(bed, env=("SPARKTUI_STANDIN_PACE=12",))
+    try:
+        run.wait_for(rf"\(RayWorkerWrapper pid=\d+, ip={re.escape(bed.ip('spark2'))}\)")
+        assert _exec(bed, "spark2", RAY, "stop", "--force").returncode == 0
+        assert run.wait_exit(60) == 1
+        log = run.text
+        # Ray's own exception text, in vLLM's failure block; it names the lost worker's address.
+        assert re.search(r"ERROR .*ray\.exceptions\.\w*Actor\w*Error: ", log)
+        assert f"ip: {bed.ip('spark2')}" in log or f"ip={bed.ip('spark2')}" in log.split("Error")[-1]
+        assert "RuntimeError: Engine process failed to start." in log
+        assert "Application startup complete" not in log
+    finally:
+        _start_worker(bed)
 
 
 def test_worker_node_down_leaves_the_placement_group_waiting(cluster: Testbed) -> None:

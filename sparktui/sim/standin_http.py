@@ -72,6 +72,8 @@ class ServedModel:
     metrics: ServingMetrics
     access_log: Callable[[str], None]
     seen_prompts: set[str] = field(default_factory=set)
+    engine_check: Callable[[], str | None] = lambda: None
+    """Run before generating; returns an error text when the engine can no longer generate."""
 
 
 class StandinHTTPServer(ThreadingHTTPServer):
@@ -187,6 +189,11 @@ class _Handler(BaseHTTPRequestHandler):
         if name not in model.served_names:
             sent = self._error(404, f"The model `{name}` does not exist.", "NotFoundError")
             model.metrics.http_request(route, "POST", 404, length, sent, time.monotonic() - started)
+            return
+        failure = model.engine_check()
+        if failure is not None:
+            sent = self._error(500, failure, "InternalServerError")
+            model.metrics.http_request(route, "POST", 500, length, sent, time.monotonic() - started)
             return
         sent = self._complete(request, name)
         model.metrics.http_request(route, "POST", status, length, sent, time.monotonic() - started)

@@ -327,7 +327,7 @@ def engine_failure(d: Dialect, exc_type: str, message: str) -> list[str]:
                 '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 1098, '
                 "in run_engine_core",
                 "    engine_core = EngineCoreProc(*args, engine_index=dp_rank, **kwargs)",
-                f"{exc_type}: {message}",
+                *f"{exc_type}: {message}".split("\n"),
             )
         ]
         api = d.api_prefix
@@ -340,14 +340,15 @@ def engine_failure(d: Dialect, exc_type: str, message: str) -> list[str]:
             "Failed core proc(s): {}",
         ]
     where = "engine.py:448"
-    logged = [stamp("ERROR", where, message)] + [
+    # vLLM's formatter repeats the record header on every line of a multi-line message.
+    logged = [stamp("ERROR", where, m) for m in message.split("\n")] + [
         stamp("ERROR", where, f)
         for f in (
             "Traceback (most recent call last):",
             '  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/multiprocessing/engine.py", '
             "line 436, in run_mp_engine",
             "    engine = MQLLMEngine.from_vllm_config(",
-            f"{exc_type}: {message}",
+            *f"{exc_type}: {message}".split("\n"),
         )
     ]
     return [

@@ -50,6 +50,7 @@ from sparktui.sim.standin_mp import worker_prefix as mp_worker_prefix
 
 SHUTDOWN_DEADLINE_SECONDS = 2.5
 SEQ_HEARTBEAT_SECONDS = 0.25
+MAX_ERROR_LINES = 12
 
 
 class VllmArgumentParser(argparse.ArgumentParser):
@@ -218,6 +219,14 @@ class Stopped(Exception):
     """SIGINT/SIGTERM arrived: unwind to the shutdown path."""
 
 
+class WorkerLost(Exception):
+    """A Ray worker actor is gone (its node died, its Ray was stopped); carries Ray's own error."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class WorkerDied(Exception):
     """A headless rank (vLLM's multi-node mp mode) went away."""
 
@@ -283,6 +292,7 @@ class StandinEngine:
         )
         self.rendezvous: Rendezvous | None = None
         self.peer_gone = threading.Event()
+        self.engine_error: BaseException | None = None
         self.gone_rank = 0
         self.workers: list[Worker] = []
         self.http: StandinHTTPServer | None = None
@@ -333,6 +343,8 @@ class StandinEngine:
             return self._shutdown(0 if self.serving else 1)
         except WorkerDied:
             return self._worker_died()
+        except WorkerLost as lost:
+            return self._worker_lost(lost.error)
 
     def _install_signals(self) -> None:
         signal.signal(signal.SIGINT, self._on_signal)
@@ -351,6 +363,8 @@ class StandinEngine:
         while True:
             if self.peer_gone.is_set():
                 raise WorkerDied
+            if self.engine_error is not None:
+                raise WorkerLost(self.engine_error)
             delay = deadline - time.monotonic()
             if delay <= 0:
                 return
@@ -393,6 +407,58 @@ class StandinEngine:
             peer.watch(self._on_peer_gone)
         return True
 
+    # -- lost Ray workers -----------------------------------------------------------------------------
+    def _collective(self, timeout: float = 30.0) -> None:
+        """Call every worker actor and wait for all (sliced, so signals stay prompt); raise WorkerLost."""
+        error = self._workers_error(timeout, interruptible=True)
+        if error is not None:
+            raise WorkerLost(error)
+
+    def _workers_error(self, timeout: float, interruptible: bool = False) -> BaseException | None:
+        if self.mp or self.ray is None or not self.workers:
+            return None
+        ray = self.ray
+        refs = [w.handle.info.remote() for w in self.workers]
+        deadline = time.monotonic() + timeout
+        pending = refs
+        while pending and time.monotonic() < deadline:
+            if interruptible and self.stop.is_set():
+                raise Stopped
+            _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.2)
+        try:
+            ray.get([r for r in refs if r not in pending])
+        except Exception as exc:  # Ray's RayActorError / ActorDiedError family
+            return exc
+        if pending:
+            return TimeoutError(f"workers did not answer within {timeout:.0f} seconds")
+        return None
+
+    def _check_engine(self) -> str | None:
+        """Before each generation (HTTP thread): a lost worker kills the engine, as in vLLM."""
+        if self.engine_error is None:
+            self.engine_error = self._workers_error(10.0)
+        return None if self.engine_error is None else str(self.engine_error).splitlines()[0]
+
+    def _worker_lost(self, error: BaseException) -> int:
+        kind = f"{type(error).__module__}.{type(error).__name__}".removeprefix("builtins.")
+        # Ray appends whole state dumps to some errors; the head of the text names the actor and node.
+        detail = str(error).splitlines()[:MAX_ERROR_LINES] or [""]
+        if self.serving:
+            if self.http is not None:
+                self.http.stop()
+            self.serving = False
+            where = "engine.py:160" if not self.dialect.v1 else "core_client.py:564"
+            self.head(script.stamp("ERROR", where, f"{kind}: {detail[0]}", self.dialect.engine_prefix))
+            for extra in detail[1:]:
+                self.head(script.stamp("ERROR", where, extra, self.dialect.engine_prefix))
+            lines = script.crash_lines(self.dialect)[1:]
+        else:
+            lines = script.engine_failure(self.dialect, kind, "\n".join(detail))
+        for line in lines:
+            self.head(line)
+        self._release()
+        return 1
+
     def _on_peer_gone(self, peer: Peer) -> None:
         if not self.stop.is_set():
             self.gone_rank = peer.rank
@@ -424,6 +490,7 @@ class StandinEngine:
             self.dialect.version,
             self.metrics,
             self._access_log,
+            engine_check=self._check_engine,
         )
         host = self.args.host or "0.0.0.0"
         try:
@@ -570,6 +637,9 @@ class StandinEngine:
                 in_weights = True
             if a.weights_end is not None and index >= a.weights_end:
                 in_weights = False
+            if index in (a.dist, a.weights_start, a.kv):
+                # vLLM drives every stage as a collective RPC on all workers: a lost worker fails it.
+                self._collective()
             if self.fail == "nccl" and index == a.dist:
                 return self._fail_nccl()
             if self.fail == "oom" and index == a.kv:
