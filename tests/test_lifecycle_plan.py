@@ -25,23 +25,22 @@ def host_config(**engine: Any) -> SparkConfig:
 def test_host_start_plan_phases_and_environment() -> None:
     plan = P.build_start_plan(host_config(ray_start_args=["--num-gpus", "1", "--include-dashboard=false",
                                                           "--temp-dir", "/tmp/r"]))
-    assert [p.name for p in plan.phases] == ["Ray head", "Ray workers", "wait for every node and GPU in Ray",
+    assert [p.name for p in plan.phases] == ["Ray head", "Ray workers; wait for every node and GPU in Ray",
                                              "vllm serve (detached)"]
     head = plan.phases[0].steps[0]
     assert list(head.argv[:6]) == ["env", "X=1", "VLLM_HOST_IP=10.0.0.1", "MASTER_ADDR=10.0.0.1",
                                    "SPARKTUI_TAG=sparktui/a", "timeout"]
     assert head.argv[-5:] == ("--disable-usage-stats", "--num-gpus", "1", "--include-dashboard=false",
                               "--temp-dir", "/tmp/r")[-5:]
-    workers = plan.phases[1].steps
+    *workers, wait = plan.phases[1].steps
     assert [w.node for w in workers] == ["b", "c"]
     # head-only options are not passed to workers
     assert "--include-dashboard=false" not in workers[0].argv and "--temp-dir" not in workers[0].argv
     assert "/tmp/r" not in workers[0].argv and "--num-gpus" in workers[0].argv
     assert "VLLM_HOST_IP=10.0.0.2" in workers[0].argv and "MASTER_ADDR=10.0.0.1" in workers[0].argv
-    wait = plan.phases[2].steps[0]
     assert wait.kind is StepKind.WAIT_RAY and [e.name for e in wait.expected] == ["a", "b", "c"]
     assert all(e.gpus == 1 for e in wait.expected)
-    serve = plan.phases[3].steps[0]
+    serve = plan.phases[2].steps[0]
     assert serve.kind is StepKind.DETACH and serve.argv[serve.argv.index("sparktui-detach") + 1] == "~/state"
     assert P.ray_temp_dir(host_config(ray_start_args=["--temp-dir=/x"])) == "/x"
 

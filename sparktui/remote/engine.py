@@ -255,11 +255,25 @@ class EngineController:
         indices = {id(s): tracker.add(StepView(name=s.name, node=s.node)) for s in plan.steps}
         first_failure: StepView | None = None
         for phase in plan.phases:
-            results = await asyncio.gather(*(self._run_step(tracker, indices[id(s)], s) for s in phase.steps))
-            for step, view in zip(phase.steps, results, strict=True):
-                if view.status is StepStatus.FAILED and first_failure is None:
-                    first_failure = view
-                del step
+            tasks = {asyncio.ensure_future(self._run_step(tracker, indices[id(s)], s)): s
+                     for s in phase.steps}
+            pending = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    view = task.result()
+                    if view.status is StepStatus.FAILED and first_failure is None:
+                        first_failure = view
+                if first_failure is not None and stop_on_failure and pending:
+                    # The rest of the phase is moot (a Ray wait whose worker failed to start).
+                    for task in pending:
+                        task.cancel()
+                    await asyncio.gather(*pending, return_exceptions=True)
+                    for task in pending:
+                        idx = indices[id(tasks[task])]
+                        tracker.update(idx, status=StepStatus.SKIPPED,
+                                       message=f"cancelled: {first_failure.name} failed")
+                    pending = set()
             if first_failure is not None and stop_on_failure:
                 for s in plan.steps:
                     idx = indices[id(s)]
@@ -278,6 +292,7 @@ class EngineController:
             outcome = _Outcome(StepStatus.FAILED, f"node unreachable: {exc}")
         if outcome.status is StepStatus.FAILED and step.tolerate_failure:
             outcome.status = StepStatus.WARNING
+        self.marks[f"done:{step.name}:{step.node}"] = time.time()
         tracker.update(idx, status=outcome.status, message=outcome.message, output_tail=outcome.tail,
                        seconds=round(time.monotonic() - t0, 3))
         return tracker.view.steps[idx]

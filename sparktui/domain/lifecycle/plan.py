@@ -282,22 +282,22 @@ def build_start_plan(
         phases.append(Phase("Ray head", (
             Step("ray start (head)", head.name, tuple(head_rt.wrap(_timeout(start_head, 90), tagged=True)),
                  100.0, success_marker=RAY_STARTED),)))
-        if config.workers:
-            steps = []
-            for node in config.workers:
-                rt = rts[node.name]
-                cmd = A.ray_start_worker(e.ray_command, head.address, e.ray_port, node.address,
-                                         _ray_args(config, False))
-                # `ray start --address` to an unreachable head retries for ~14 min (Ray 2.60): bound it.
-                steps.append(Step("ray start (worker)", node.name,
-                                  tuple(rt.wrap(_timeout(cmd, e.ray_wait_timeout), tagged=True)),
-                                  e.ray_wait_timeout + 10, success_marker=RAY_STARTED))
-            phases.append(Phase("Ray workers", tuple(steps)))
-        phases.append(Phase("wait for every node and GPU in Ray", (
-            Step("Ray nodes and GPUs", head.name, tuple(probe_argv(config, head_rt, e.ray_wait_timeout)),
-                 e.ray_wait_timeout, StepKind.WAIT_RAY,
-                 fallback=tuple(head_rt.wrap(A.ray_status(e.ray_command, head.address, e.ray_port))),
-                 expected=expected_nodes(config)),)))
+        steps = []
+        for node in config.workers:
+            rt = rts[node.name]
+            cmd = A.ray_start_worker(e.ray_command, head.address, e.ray_port, node.address,
+                                     _ray_args(config, False))
+            # `ray start --address` to an unreachable head retries for ~14 min (Ray 2.60): bound it.
+            steps.append(Step("ray start (worker)", node.name,
+                              tuple(rt.wrap(_timeout(cmd, e.ray_wait_timeout), tagged=True)),
+                              e.ray_wait_timeout + 10, success_marker=RAY_STARTED))
+        # The probe joins the cluster while the workers start (its Python and `import ray` take a second or
+        # two), so it sees the last node register within one poll interval; a failed worker start cancels it.
+        probe = tuple(probe_argv(config, head_rt, e.ray_wait_timeout))
+        steps.append(Step("Ray nodes and GPUs", head.name, probe, e.ray_wait_timeout, StepKind.WAIT_RAY,
+                          fallback=tuple(head_rt.wrap(A.ray_status(e.ray_command, head.address, e.ray_port))),
+                          expected=expected_nodes(config)))
+        phases.append(Phase("Ray workers; wait for every node and GPU in Ray", tuple(steps)))
     steps = [detach_step(config, rts[n.name], homes, rank) for rank, n in enumerate(vllm_nodes(config))]
     # mp: the headless ranks first, so rank 0 finds them when it rendezvous.
     phases.append(Phase("vllm serve (detached)", tuple(reversed(steps))))
