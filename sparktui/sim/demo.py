@@ -61,6 +61,9 @@ GIB = 1024**3
 MEM_TOTAL = 127_600_748 * 1024
 #: Longest silence kept from the recording (its 160 s weight download becomes this).
 MAX_GAP_S = 2.5
+#: Seconds a burst of progress-bar updates (shards, CUDA-graph shapes) is spread over.
+PROGRESS_SPAN_S = 9.0
+_PROGRESS_HINT = re.compile(r"\d+%(?: Completed \||\|)")
 NODES = ("spark1", "spark2")
 ROLES = {"spark1": "head", "spark2": "worker"}
 NODE_IPS = {"spark1": "192.168.100.10", "spark2": "192.168.100.11"}
@@ -104,21 +107,32 @@ class ReplayLine:
 
 
 def squeeze(lines: Sequence[RecordedLine], target_seconds: float) -> list[ReplayLine]:
-    """Keep the recording's rhythm but cap every silence at ``MAX_GAP_S``, then scale so uvicorn's
-    "Application startup complete" lands at ``target_seconds``."""
+    """Keep the recording's rhythm but cap every silence at ``MAX_GAP_S``, give progress bars time to
+    animate (tqdm lines carry no timestamp, so a recording has all of a bar's updates at one instant), then
+    scale so uvicorn's "Application startup complete" lands at ``target_seconds``."""
     cut = ready_index(list(lines))
     end = (cut + 12) if cut is not None else len(lines)   # a few lines after ready (the routes, the banner)
-    kept = lines[:end]
-    squeezed: list[float] = []
-    t = prev = 0.0
-    for line in kept:
-        t += min(MAX_GAP_S, max(0.0, line.offset_seconds - prev))
-        prev = line.offset_seconds
-        squeezed.append(t)
-    ready_at = squeezed[cut] if cut is not None and cut < len(squeezed) else (squeezed[-1] or 1.0)
+    kept = list(lines[:end])
+    runs: list[list[int]] = []
+    for i, line in enumerate(kept):
+        if runs and kept[runs[-1][0]].offset_seconds == line.offset_seconds:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    times = [0.0] * len(kept)
+    t = 0.0
+    for r, run in enumerate(runs):
+        here = kept[run[0]].offset_seconds
+        nxt = kept[runs[r + 1][0]].offset_seconds if r + 1 < len(runs) else here
+        bars = sum(1 for i in run if _PROGRESS_HINT.search(kept[i].text))
+        span = min(PROGRESS_SPAN_S, max(nxt - here, PROGRESS_SPAN_S / 2)) if bars >= 3 else min(MAX_GAP_S, nxt - here)
+        for k, i in enumerate(run):
+            times[i] = t + (span * k / len(run) if bars >= 3 else 0.0)
+        t += span
+    ready_at = times[cut] if cut is not None and cut < len(times) else (times[-1] or 1.0)
     scale = target_seconds / ready_at if ready_at else 1.0
     out = []
-    for line, at in zip(kept, squeezed, strict=True):
+    for line, at in zip(kept, times, strict=True):
         node = "spark2" if line.remote else "spark1"
         text = line.raw
         if line.role == "worker":
@@ -419,7 +433,7 @@ class DemoSimulation:
             self.verifying_until = t + 1.5
             self._set_state(EngineState.VERIFYING, "health, models, one tiny completion")
         elif self.state in (EngineState.STARTING,):
-            self._set_state(EngineState.STARTING, self.feed.detail())
+            self._set_state(EngineState.STARTING, "")
 
     def _sample(self) -> None:
         load = self._load()

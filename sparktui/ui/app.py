@@ -19,6 +19,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, HelpPanel, Static
@@ -154,9 +155,17 @@ class SparkApp(App[int]):
 
     def drain(self) -> None:
         """Apply every queued event, then re-render what changed and write the queued log lines."""
+        try:
+            self._drain()
+        except NoMatches:
+            # Every widget queried here exists for the app's whole life, except while it is being torn
+            # down, when the timer can fire once more after the widgets are gone.
+            return
+
+    def _drain(self) -> None:
+        pane = self.query_one(LogPane)
         inbox = self._inbox
         dirty: set[str] = set()
-        pane = self.query_one(LogPane)
         notices: list[Notice] = []
         while inbox:
             event = inbox.popleft()
@@ -204,11 +213,14 @@ class SparkApp(App[int]):
 
     def _tick(self) -> None:
         """Once a second: elapsed times, retry countdowns and stale samples move without events."""
-        with self.batch_update():
-            self._render_engine()
-            for name, _ in self.node_roles:
-                self._render_node(name)
-            self._render_asymmetry()
+        try:
+            with self.batch_update():
+                self._render_engine()
+                for name, _ in self.node_roles:
+                    self._render_node(name)
+                self._render_asymmetry()
+        except NoMatches:  # torn down (see drain)
+            return
 
     # ---- controls ---------------------------------------------------------------------------------
     def refusal(self) -> str | None:

@@ -243,7 +243,7 @@ class LogPane(Vertical):
         current = self.progress.get(self.source)
         label.display = current is not None
         if current is not None:
-            label.update(Text("⟳ " + current[1].text, no_wrap=True, overflow="ellipsis"))
+            label.update(Text("⟳ " + current[1].text.strip(), no_wrap=True, overflow="ellipsis"))
 
     # ---- filters, sources, find -------------------------------------------------------------------
     def rebuild(self) -> None:
