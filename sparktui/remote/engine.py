@@ -254,34 +254,50 @@ class EngineController:
         """Run the phases in order (steps of a phase concurrently); the first failed step, if any."""
         indices = {id(s): tracker.add(StepView(name=s.name, node=s.node)) for s in plan.steps}
         first_failure: StepView | None = None
+        lingering: set[asyncio.Task[StepView]] = set()
         for phase in plan.phases:
-            tasks = {asyncio.ensure_future(self._run_step(tracker, indices[id(s)], s)): s
+            tasks = {asyncio.create_task(self._run_step(tracker, indices[id(s)], s)): s
                      for s in phase.steps}
             pending = set(tasks)
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                finished_early = False
                 for task in done:
                     view = task.result()
                     if view.status is StepStatus.FAILED and first_failure is None:
                         first_failure = view
+                    elif view.status is StepStatus.OK and tasks[task].name == phase.done_when:
+                        finished_early = True
                 if first_failure is not None and stop_on_failure and pending:
                     # The rest of the phase is moot (a Ray wait whose worker failed to start).
-                    for task in pending:
-                        task.cancel()
-                    await asyncio.gather(*pending, return_exceptions=True)
-                    for task in pending:
-                        idx = indices[id(tasks[task])]
-                        tracker.update(idx, status=StepStatus.SKIPPED,
-                                       message=f"cancelled: {first_failure.name} failed")
+                    await self._cancel(tracker, pending, tasks, indices, first_failure)
+                    pending = set()
+                elif finished_early and first_failure is None:
+                    lingering |= pending
                     pending = set()
             if first_failure is not None and stop_on_failure:
-                for s in plan.steps:
-                    idx = indices[id(s)]
-                    if tracker.view.steps[idx].status is StepStatus.PENDING:
-                        tracker.update(idx, status=StepStatus.SKIPPED,
-                                       message="not run: an earlier step failed")
-                return first_failure
+                break
+        if lingering:
+            for view in await asyncio.gather(*lingering):
+                if view.status is StepStatus.FAILED and first_failure is None:
+                    first_failure = view
+        if first_failure is not None and stop_on_failure:
+            for s in plan.steps:
+                idx = indices[id(s)]
+                if tracker.view.steps[idx].status is StepStatus.PENDING:
+                    tracker.update(idx, status=StepStatus.SKIPPED, message="not run: an earlier step failed")
         return first_failure
+
+    @staticmethod
+    async def _cancel(tracker: _Tracker, pending: set[asyncio.Task[StepView]],
+                      tasks: Mapping[asyncio.Task[StepView], P.Step], indices: Mapping[int, int],
+                      failure: StepView) -> None:
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        for task in pending:
+            tracker.update(indices[id(tasks[task])], status=StepStatus.SKIPPED,
+                           message=f"cancelled: {failure.name} failed")
 
     async def _run_step(self, tracker: _Tracker, idx: int, step: P.Step) -> StepView:
         t0 = time.monotonic()

@@ -89,6 +89,10 @@ def _script_name(text: str) -> str:
 class Phase:
     name: str
     steps: tuple[Step, ...]
+    #: The phase is over as soon as this step succeeds; its other steps finish meanwhile (awaited at the
+    #: end of the plan). The Ray wait ends the workers' phase: a registered worker's `ray start` command
+    #: takes another second to exit, and `vllm serve` need not wait for that.
+    done_when: str | None = None
 
 
 @dataclass(frozen=True)
@@ -297,7 +301,8 @@ def build_start_plan(
         steps.append(Step("Ray nodes and GPUs", head.name, probe, e.ray_wait_timeout, StepKind.WAIT_RAY,
                           fallback=tuple(head_rt.wrap(A.ray_status(e.ray_command, head.address, e.ray_port))),
                           expected=expected_nodes(config)))
-        phases.append(Phase("Ray workers; wait for every node and GPU in Ray", tuple(steps)))
+        phases.append(Phase("Ray workers; wait for every node and GPU in Ray", tuple(steps),
+                            done_when="Ray nodes and GPUs"))
     steps = [detach_step(config, rts[n.name], homes, rank) for rank, n in enumerate(vllm_nodes(config))]
     # mp: the headless ranks first, so rank 0 finds them when it rendezvous.
     phases.append(Phase("vllm serve (detached)", tuple(reversed(steps))))

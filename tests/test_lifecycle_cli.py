@@ -1,0 +1,65 @@
+"""The headless verbs: `sparktui start|stop|restart [--wait] [--json] [--dry-run]`, `sparktui logs`, and the
+engine part of `sparktui status --json`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
+from tests.testbed import Testbed
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def sparktui(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sparktui", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def test_dry_run_prints_every_command_and_touches_nothing() -> None:
+    out = sparktui("--config", str(REPO / "config.toml"), "restart", "--dry-run", timeout=60)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert text.index("# sparktui stop") < text.index("# sparktui start")
+    assert "docker run -d --name sparktui-ray-head --init --network host" in text
+    assert "docker exec sparktui-ray-spark2 timeout -k 5 120 ray start --address 192.168.100.10:6379" in text
+    assert "--distributed-executor-backend ray" in text and "docker rm -f sparktui-ray-spark2" in text
+
+
+@pytest.mark.testbed
+@pytest.mark.ray
+def test_start_wait_logs_status_stop(testbed: Testbed, tmp_path: Path) -> None:
+    make_model_dirs(testbed)
+    config = testbed.write_config(tmp_path / "config.toml", **lifecycle_overrides(testbed))
+    c = ("--config", str(config))
+    try:
+        # Stop when nothing runs is a success.
+        stop = sparktui(*c, "stop", "--json")
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert json.loads(stop.stdout)["operation"]["ok"] is True
+
+        start = sparktui(*c, "start", "--wait")
+        assert start.returncode == 0, start.stdout + start.stderr
+        assert "ok     spark1     ray start (head): Ray runtime started." in start.stdout
+        assert "stage  weights" in start.stdout
+        assert "engine: ready: Application startup complete." in start.stdout
+
+        logs = sparktui(*c, "logs", timeout=60)
+        assert logs.returncode == 0 and "Application startup complete." in logs.stdout
+        worker_log = sparktui(*c, "logs", "--node", "spark2", timeout=60)
+        assert worker_log.returncode == 0, worker_log.stderr
+
+        status = sparktui(*c, "status", "--json", timeout=120)
+        engine = json.loads(status.stdout)["engine"]
+        assert engine["state"] == "ready" and engine["vllm"]["spark1"]["status"] == "running", engine
+        assert engine["ray_ready"] is True
+    finally:
+        stop = sparktui(*c, "stop", "--json")
+    report = json.loads(stop.stdout)
+    assert report["operation"]["ok"] is True, report
+    assert {s["name"] for s in report["operation"]["steps"]} >= {"stop vLLM", "stop Ray", "nothing left"}
