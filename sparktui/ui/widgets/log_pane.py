@@ -213,8 +213,9 @@ class LogPane(Vertical):
             log.write_lines([p.text for p in pending], scroll_end=False)
             self.lines_written += len(pending)
             self.flushes += 1
-            if self.follow:
-                self.scroll_to_end()
+        # Also when nothing new came: the end moves when a horizontal scrollbar appears after a long line.
+        if self.follow and not log.is_vertical_scroll_end:
+            self.scroll_to_end()
         self._show_progress()
         self.update_status()
         return len(pending)

@@ -1,0 +1,204 @@
+"""Node and engine panels: SSH state (a node whose link is lost), unknown memory, RoCE rates and rising error
+counters from real telemetry samples, stage bars driven by a real log through the real stage machine, the
+failure box, "no progress for N min", the asymmetry warning."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import ProgressBar
+
+from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged, NodeSampled
+from sparktui.domain.logs.stages import Timeline
+from sparktui.domain.telemetry import CpuSample, GpuDevice, GpuSample, MemorySample, RdmaPort, Sample
+from sparktui.sim.recording import DEFAULT_RECORDING, recording_text
+from sparktui.ui.readings import NodeReading
+from sparktui.ui.state import AsymmetryWatch
+from sparktui.ui.widgets.engine_panel import StageRow
+from sparktui.ui.widgets.node_panel import NodePanel, NodeSummary
+from tests.ui_fakes import FIXED_NOW, make_app, settle
+
+GIB = 1024**3
+DATA = Path(__file__).parent / "data" / "vllm-logs"
+
+
+def panel_text(app: Any, node: str) -> str:
+    panel = app.query_one(f"#node-{node}", NodePanel)
+    return f"{panel.query_one('#node-title').render()}\n{panel.query_one(NodeSummary).render()}"
+
+
+def gb10_sample(seq: int, tx_octets: int, symbol_errors: int = 0, util: float = 0.0) -> Sample:
+    ports = tuple(
+        RdmaPort(device=dev, port=1, state="ACTIVE", state_id=4, rate="200 Gb/sec (4X HDR)", rate_gbps=200.0,
+                 link_layer="Ethernet",
+                 counters={"port_xmit_data": tx_octets, "port_rcv_data": tx_octets // 2,
+                           "symbol_error": symbol_errors if dev == "rocep1s0f1" else 0})
+        for dev in ("rocep1s0f1", "roceP2p1s0f1")
+    )
+    return Sample(
+        seq=seq, mono=float(seq), wall=FIXED_NOW + seq, interval=1.0,
+        memory=MemorySample(total=127_600_748 * 1024, used=int(40 * GIB), available=int(81 * GIB)),
+        cpu=CpuSample(percent=12.0),
+        # GB10: NVML gives utilisation, temperature and power, but no memory figures.
+        gpu=GpuSample(source="nvml", devices=(GpuDevice(index=0, name="NVIDIA GB10", util_percent=util,
+                                                       temperature_c=51.0, power_w=33.5, memory_unified=True),)),
+        rdma=ports,
+    )
+
+
+async def test_a_node_whose_ssh_is_lost() -> None:
+    app, backend = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(NodeLinkChanged("spark1", "connected", "connected"),
+                     NodeLinkChanged("spark2", "connected", "connected"))
+        await settle(pilot, app)
+        assert "connected" in panel_text(app, "spark2")
+        backend.post(NodeLinkChanged("spark2", "retrying", "retrying in 4 s (Connection refused)",
+                                     retry_at=time.monotonic() + 4))
+        await settle(pilot, app)
+        text = panel_text(app, "spark2")
+        assert "retrying in" in text and "(Connection refused)" in text
+        assert app.query_one("#node-spark2").has_class("-link-down")
+        assert not app.query_one("#node-spark1").has_class("-link-down")
+        backend.post(NodeLinkChanged("spark2", "failed", "host key mismatch"))
+        await settle(pilot, app)
+        assert "failed (host key mismatch)" in panel_text(app, "spark2")
+        backend.post(NodeLinkChanged("spark2", "connected", "connected"))
+        await settle(pilot, app)
+        assert not app.query_one("#node-spark2").has_class("-link-down")
+
+
+async def test_unknown_memory_is_never_zero() -> None:
+    app, backend = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(NodeSampled("spark1", NodeReading(mem_total_gib=None, mem_used_gib=None, gpu_util=3.0)))
+        await settle(pilot, app)
+        text = panel_text(app, "spark1")
+        assert "mem unknown" in text
+        assert "0.0/" not in text
+
+
+async def test_real_samples_give_rates_and_highlight_rising_errors() -> None:
+    app, backend = make_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot, app)
+        # 25 Gb/s each way per device = 50 Gb/s on the cable: 25e9/8 bytes/s = 781_250_000 octets/4 per s.
+        step = 25_000_000_000 // 8 // 4
+        backend.post(NodeSampled("spark1", gb10_sample(1, 0)), NodeSampled("spark1", gb10_sample(2, step)))
+        await settle(pilot, app)
+        text = panel_text(app, "spark1")
+        assert "39.9/122 GiB" in text or "40.0/122 GiB" in text
+        assert "tx 50.0" in text and "rx 25.0" in text
+        assert "51°C" in text and "34 W" in text
+        assert "symbol_error" not in text
+        backend.post(NodeSampled("spark1", gb10_sample(3, 2 * step, symbol_errors=2)))
+        await settle(pilot, app)
+        assert "symbol_error +2" in panel_text(app, "spark1")
+
+
+def fed_timeline(upto: str) -> Any:
+    """The recorded real start fed through the real stage machine, up to the first line containing ``upto``."""
+    timeline = Timeline(expected_nodes=2)
+    lines = recording_text(DEFAULT_RECORDING).splitlines()
+    cut = next(i for i, line in enumerate(lines) if upto in line)
+    timeline.feed_text("\n".join(lines[: cut + 1]) + "\n", now=FIXED_NOW)
+    return timeline.snapshot()
+
+
+async def test_stage_bars_follow_a_fed_log() -> None:
+    app, backend = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        snap = fed_timeline("Loading safetensors checkpoint shards:  33% Completed | 10/30")
+        backend.post(EngineChanged(EngineState.STARTING, timeline=snap))
+        await settle(pilot, app)
+        weights = app.query_one("#stage-weights", StageRow)
+        assert weights.has_class("-running")
+        bar = weights.query_one(ProgressBar)
+        assert (bar.total, bar.progress) == (30, 10)
+        assert "10/30" in str(weights.query_one(".stage-info").render())
+        assert app.query_one("#stage-config", StageRow).has_class("-done")
+        assert app.query_one("#stage-placement", StageRow).has_class("-done")
+        assert app.query_one("#stage-cuda_graphs", StageRow).has_class("-pending")
+        assert "starting: weights" in str(app.query_one("#engine-state").render())
+        facts = str(app.query_one("#engine-facts").render())
+        assert "vLLM 0.8.3" in facts and "TP 4" in facts
+        # A stage without a count: indeterminate bar.
+        snap = fed_timeline("Memory profiling takes")
+        backend.post(EngineChanged(EngineState.STARTING, timeline=snap))
+        await settle(pilot, app)
+        running = [r for r in app.query(StageRow) if r.has_class("-running")]
+        assert len(running) == 1
+        if running[0].stage == "kv_cache":
+            assert running[0].query_one(ProgressBar).total is None
+
+
+async def test_failure_shows_kind_root_cause_and_hint() -> None:
+    app, backend = make_app()
+    log = (DATA / "09_dgx-spark-gb10-nemotron3-super-120b-nvfp4-no-scaledmm-kernel-enginecore-failed_v0.26.0.txt")
+    timeline = Timeline()
+    timeline.feed_text(log.read_text(errors="replace"), now=FIXED_NOW)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(EngineChanged(EngineState.FAILED, timeline=timeline.snapshot()))
+        await settle(pilot, app)
+        box = str(app.query_one("#engine-failure").render())
+        assert "kernel_unsupported" in box
+        assert "Failed to find a kernel" in box
+        assert "hint:" in box
+        assert "failed" in str(app.query_one("#engine-state").render())
+
+
+class _StalledTimeline:
+    """A snapshot whose running stage has not moved for 5 minutes."""
+
+    stages = ({"name": "config", "status": "done", "seconds": 3.0},
+              {"name": "weights", "status": "running", "seconds": 40.0, "progress": {"done": 3, "total": 12}})
+    facts: dict[str, Any] = {}
+    failure = None
+
+    def stall_seconds(self, now: float | None = None) -> float:
+        return 300.0
+
+
+async def test_a_stalled_stage_says_so() -> None:
+    app, backend = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(EngineChanged(EngineState.STARTING, timeline=_StalledTimeline()))
+        await settle(pilot, app)
+        info = str(app.query_one("#stage-weights").query_one(".stage-info").render())
+        assert "3/12" in info and "no progress for 5m00s" in info
+
+
+def test_asymmetry_watch_needs_time_and_a_working_engine() -> None:
+    watch = AsymmetryWatch(threshold=60)
+    utils = {"spark1": 97.0, "spark2": 0.0}
+    assert watch.update(0, True, utils) is None
+    assert watch.update(59, True, utils) is None
+    warning = watch.update(61, True, utils)
+    assert warning is not None and "spark1" in warning and "spark2 idle" in warning
+    assert watch.update(62, False, utils) is None          # engine not supposed to work: no warning
+    assert watch.update(63, True, {"spark1": 97.0, "spark2": 95.0}) is None
+    assert watch.update(64, True, {"spark1": 97.0, "spark2": None}) is None   # unknown is not idle
+
+
+async def test_asymmetry_banner_during_graph_capture() -> None:
+    now = [FIXED_NOW]
+    app, backend = make_app(clock=lambda: now[0])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        snap = fed_timeline("Capturing CUDA graph shapes:   6%")
+        backend.post(EngineChanged(EngineState.STARTING, timeline=snap))
+        for i in range(3):
+            now[0] = FIXED_NOW + i * 40
+            backend.post(NodeSampled("spark1", gb10_sample(i + 1, 0, util=97.0)),
+                         NodeSampled("spark2", gb10_sample(i + 1, 0, util=0.0)))
+            await settle(pilot, app)
+        banner = app.query_one("#asymmetry")
+        assert banner.display
+        assert "spark2 idle" in str(banner.render())
