@@ -31,6 +31,19 @@ FAILURE_KINDS = (
 )
 
 
+# argparse exits with "%(prog)s: error: %(message)s" (prog is e.g. "vllm serve" or "api_server.py").
+ARGPARSE_ERROR = r"^[\w.\-]+(?: [\w.\-]+){0,3}: error: \S"
+_ARGPARSE = re.compile(ARGPARSE_ERROR)
+# pydantic's ValidationError puts the cause on an indented detail line after the exception line:
+# "  Value error, <message> [type=value_error, input_value=..., input_type=...]" (vLLM 0.10+ configs are
+# pydantic dataclasses, so a ValueError raised while building ModelConfig arrives this way).
+PYDANTIC_DETAIL = ("Value error, ", "Assertion failed, ")
+# Re-raises that say the cause is above ("Worker failed with error '...', please check the stack trace
+# above for the root cause", "Engine core initialization failed. See root cause above."): never the root
+# cause while an earlier line explains it.
+_WRAPPER = re.compile(r"(?:root cause|stack trace) above|See root cause above")
+
+
 @dataclass(frozen=True, slots=True)
 class Signature:
     kind: str
@@ -102,6 +115,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("config_error", "validation error for"),
     _sig("config_error", "unrecognized arguments"),
     _sig("config_error", "error: argument"),
+    # argparse's ``ArgumentParser.error``: "%(prog)s: error: %(message)s" (``vllm serve: error: ...``).
+    _sig("config_error", ": error: ", ARGPARSE_ERROR),
 )
 
 # Lines that say "startup failed" without saying why: they make a failure certain, but the root cause
@@ -112,6 +127,7 @@ _MARKERS = re.compile(
     r"|Error executing method|EngineCore encountered a fatal error|Ray workers have not started"
     r"|Worker \d+ failed to initialize|RayWorkerProc failed|RayTaskError|Frontend process failed"
     r"|died unexpectedly|EngineDeadError|worker died or was killed|killed due to memory pressure"
+    r"|Worker failed with error"
 )
 # A Python exception line: ``ValueError: ...``, ``torch._inductor.exc.InductorError: ...``,
 # ``ray.exceptions.RayTaskError(ValueError): ...``, uvicorn/autoscaler ``Error: ...``.
@@ -154,7 +170,17 @@ def is_marker(message: str) -> bool:
 
 
 def is_exception_line(message: str) -> bool:
-    return _EXCEPTION.match(message.lstrip()) is not None
+    text = message.lstrip()
+    return _EXCEPTION.match(text) is not None or _ARGPARSE.match(text) is not None
+
+
+def is_wrapper(message: str) -> bool:
+    """A re-raise that points at an earlier root cause."""
+    return _WRAPPER.search(message) is not None
+
+
+def is_pydantic_detail(message: str) -> bool:
+    return message.lstrip().startswith(PYDANTIC_DETAIL)
 
 
 def is_config_exception(message: str) -> bool:

@@ -170,6 +170,10 @@ RULES: tuple[Rule, ...] = (
     _r("uvicorn_started", "Started server process", None, "api", "progress"),
     _r("uvicorn_waiting", "Waiting for application startup", None, "api", "progress"),
     _r("ready", "Application startup complete", None, "api", "ready"),
+    # uvicorn's "Uvicorn running on %s" (host:port or a socket); vLLM <= 0.6 prints no URL of its own.
+    _r("uvicorn_url", "Uvicorn running on",
+       r"Uvicorn running on (?:socket \('(?P<h>[^']*)', (?P<p>\d+)|(?P<u>https?://[^\s]+))", "api",
+       "uvicorn_url"),
     _r("access_log", ' HTTP/1.', r'"[A-Z]+ \S+ HTTP/[\d.]+" [23]\d\d', "api", "serving"),
     _r("stats_line", "Avg prompt throughput:", None, "api", "serving"),
 )
@@ -179,7 +183,7 @@ RULES: tuple[Rule, ...] = (
 ERROR_KEYWORDS: tuple[str, ...] = (
     "ERROR", "Error", "Exception", "CRITICAL", "failed", "died", "Dead", "fatal", "out of memory",
     "Address already in use", "Timed out", "Cannot provide a placement group", "not supported",
-    "no kernel image", "has no ", "unrecognized arguments", "error: argument",
+    "no kernel image", "has no ", "unrecognized arguments", "error: argument", ": error: ", "Value error, ",
 )
 # Progress bars: the bar text itself (a record may have lost its header).
 BAR_KEYWORDS: tuple[str, ...] = (
@@ -193,6 +197,7 @@ STARTUP_KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
 # access-log and NCCL lines is skipped without being parsed.
 SERVING_KEYWORDS: tuple[str, ...] = (
     "ERROR", "Error", "died", "Dead", "fatal", "LLM engine (v", "vLLM API server version", "█  version",
+    "Uvicorn running on",
 )
 RESTART_RULES = frozenset({"api_version", "logo_version", "plain_version", "engine_config"})
 

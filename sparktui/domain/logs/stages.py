@@ -43,6 +43,10 @@ _TRACEBACK_NOISE = ("File ", "Traceback", "^", "raise ", "return ", "The above e
 _BEFORE_VLLM_OK = frozenset({"ray_connect", "ray_connected", "ray_local", "ray_ready"})
 STATUSES = ("pending", "running", "done", "failed", "skipped")
 _YEAR = 366 * 86400.0
+_DISTRIBUTED = STAGE_INDEX["distributed"]
+# Process names of vLLM workers (§2.2): Ray actors, V1 mp workers (Worker_TP1, VllmWorker TP1 / rank=1),
+# V0 mp workers.
+_WORKER_ROLES = ("RayWorker", "Worker", "VllmWorker")
 PLACEMENT_TIMEOUT_S = 1800  # vLLM's PG_WAIT_TIMEOUT: the placement bar's total
 
 _CONFIG_FACTS = {
@@ -151,6 +155,7 @@ class _Stage:
     end_wall: float | None = None
     last_wall: float | None = None  # last progress, wall clock
     progress: tuple[int, int] | None = None
+    node_progress: bool = False  # progress is "nodes reported / nodes expected"
     reporters: set[str] = field(default_factory=set)
     repeats: int = 0
 
@@ -181,6 +186,7 @@ class Timeline:
         self._compiled = False
         self._recent_errors: deque[tuple[int, str, str | None]] = deque(maxlen=200)
         self._pending_prefix: LogRecord | None = None
+        self._pydantic_open = False  # the failure is a pydantic ValidationError awaiting its detail line
         self._last_event_wall: float | None = None  # wall clock of the last stage event of any kind
         self.records_seen = 0
 
@@ -261,6 +267,12 @@ class Timeline:
         if (rec.has_prefix or rec.level is not None) and rec.role not in ("autoscaler", "raylet"):
             self._nodes.setdefault(rec.node or "head", None)
         msg = rec.message
+        if (rec.role is not None and 0 <= self._furthest < _DISTRIBUTED and self._outcome == "incomplete"
+                and rec.role.startswith(_WORKER_ROLES)):
+            # A worker process is talking: the placement group was placed (Ray creates the worker actors
+            # in it) and the workers are starting up (reference §10: placement ends on the first worker
+            # line). Only once the log has shown the start: a capture that begins mid-way says nothing.
+            self._touch("distributed")
         if rec.is_progress and rec.progress is not None:
             if self._outcome == "incomplete":
                 self._on_bar(rec)
@@ -269,6 +281,9 @@ class Timeline:
         if hits and self._outcome != "incomplete" and any(r.name in RESTART_RULES for r, _ in hits):
             self._restart()
         if self._outcome == "ready":
+            for rule, m in hits:
+                if rule.event == "uvicorn_url":
+                    self._on_rule(rule, m, rec)
             if fl.FATAL_AFTER_READY.search(msg):
                 self._fail_after_ready(rec)
             elif rec.level in ("ERROR", "CRITICAL") or (rec.level is None and fl.is_exception_line(msg)):
@@ -344,6 +359,13 @@ class Timeline:
             self._touch(stage, (min(waited, PLACEMENT_TIMEOUT_S), PLACEMENT_TIMEOUT_S))
         elif event == "prefetch":
             self._touch(stage, (int(m.group("a")), int(m.group("b"))))
+        elif event == "uvicorn_url":
+            # uvicorn's own "Uvicorn running on ..." (the only URL <= 0.6 prints; it follows "ready").
+            url = m.group("u")
+            if url is None:
+                host = m.group("h") or "0.0.0.0"
+                url = f"http://{f'[{host}]' if ':' in host else host}:{m.group('p')}"
+            self._facts.setdefault("api_url", url)
         elif event == "compiled":
             self._compiled = True
             self._touch(stage)
@@ -497,9 +519,11 @@ class Timeline:
         expected = self._expected_nodes()
         reported = min(expected, len(st.reporters) + st.repeats)
         if reported >= expected:
+            if st.node_progress:
+                st.progress = (expected, expected)
             self._close(name)
         elif st.progress is None or name not in ("weights", "cuda_graphs"):
-            st.progress = (reported, expected)
+            st.progress, st.node_progress = (reported, expected), True
 
     def _expected_nodes(self) -> int:
         """The caller's node count; without one, every node the log has shown so far."""
@@ -516,15 +540,19 @@ class Timeline:
 
     def _on_error(self, rec: LogRecord) -> None:
         raw = rec.message
-        if not raw.strip() or raw[:1] in (" ", "\t"):
-            return  # empty, or an indented traceback line (code, not the exception)
+        if not raw.strip():
+            return
+        if raw[:1] in (" ", "\t"):
+            if self._pydantic_open and fl.is_pydantic_detail(raw):
+                self._pydantic_detail(raw.strip())
+            return  # an indented traceback line (code, not the exception)
         msg = raw.strip()
         current = self._failure
         running = (self._running_stage() or (current[1] if current is not None else None)
                    or fl.method_stage(msg))
         kind = fl.classify(msg, running)
         marker = fl.is_marker(msg)
-        exc = fl.is_exception_line(msg)
+        exc = fl.is_exception_line(msg) and not fl.is_wrapper(msg)
         errorish = rec.level in ("ERROR", "CRITICAL")
         if not errorish and not exc and not marker:
             return  # a WARNING or INFO line that merely mentions an error
@@ -552,8 +580,24 @@ class Timeline:
         k = kind or "unknown"
         stage = current[1] if current is not None and kind is None else fl.failure_stage(k, running)
         self._failure = (k, stage, msg, rank)
+        self._pydantic_open = "validation error for" in msg
         self._outcome = "failed"
         self._mark_failed(stage, current[1] if current is not None else None)
+
+    def _pydantic_detail(self, detail: str) -> None:
+        """The first detail line of a pydantic ValidationError carries the real message: the failure
+        becomes "<exception line>: <detail>", of the kind the detail shows (config_error if none)."""
+        self._pydantic_open = False
+        assert self._failure is not None
+        old_kind, old_stage, msg, rank = self._failure
+        text = detail.split(" [type=", 1)[0]
+        for head in fl.PYDANTIC_DETAIL:
+            text = text.removeprefix(head)
+        running = self._running_stage() or old_stage
+        kind = fl.classify(text, running) or old_kind
+        stage = fl.failure_stage(kind, running) if kind != old_kind else old_stage
+        self._failure = (kind, stage, f"{msg}: {text}", rank)
+        self._mark_failed(stage, old_stage)
 
     def _mark_failed(self, stage: str, previous: str | None) -> None:
         if previous is not None and previous != stage:

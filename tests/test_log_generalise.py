@@ -1,0 +1,65 @@
+"""Generalisation: synthetic logs written from vLLM's format strings for every version family, launcher
+shape and failure kind (tests/synthetic_vllm_logs.py) against hand-written expectations (manifest.json).
+
+These are not the real logs the parser was developed on, so a rule tuned to those files fails here."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sparktui.domain.logs import FAILURE_KINDS, timeline_from_bytes
+from tests.synthetic_vllm_logs import OUT, SCENARIOS, build, manifest
+
+MANIFEST: list[dict[str, Any]] = json.loads((OUT / "manifest.json").read_text(encoding="utf-8"))
+_SKIP_END = (
+    "EngineCore failed to start", "Engine core initialization failed", "Engine process failed to start",
+)
+
+
+def test_checked_in_logs_are_current() -> None:
+    """The files under tests/data/synthetic-logs are what the generator writes (regenerate with
+    ``.venv/bin/python -m tests.synthetic_vllm_logs``)."""
+    assert manifest() == MANIFEST
+    for spec, fn in SCENARIOS:
+        assert (OUT / (spec.name + ".log")).read_bytes() == build(spec, fn), spec.name
+
+
+def test_every_failure_kind_is_covered() -> None:
+    kinds = {e["expect"].get("failure_kind") for e in MANIFEST}
+    assert set(FAILURE_KINDS) <= kinds
+
+
+@pytest.mark.parametrize("entry", MANIFEST, ids=[e["file"].removesuffix(".log") for e in MANIFEST])
+def test_synthetic_log(entry: dict[str, Any]) -> None:
+    exp = entry["expect"]
+    snap = timeline_from_bytes((OUT / entry["file"]).read_bytes())
+    got = snap.to_json()
+    assert snap.outcome == exp["outcome"], got
+    if "vllm_release" in exp:
+        assert snap.facts.get("vllm_release") == exp["vllm_release"]
+    if "model" in exp:
+        assert snap.model == exp["model"]
+    for key, value in exp.get("facts", {}).items():
+        assert snap.facts.get(key) == value, (key, dict(snap.facts))
+    statuses = {s.name: s.status for s in snap.stages}
+    for name, status in exp.get("stages", {}).items():
+        assert statuses[name] == status, (name, statuses)
+    for name, (done, total) in exp.get("progress", {}).items():
+        prog = snap.stage(name).progress
+        assert prog is not None and (prog.done, prog.total) == (done, total), (name, prog)
+    if "nodes" in exp:
+        assert list(snap.nodes) == exp["nodes"]
+    if "current" in exp:
+        assert snap.current == exp["current"]
+    if exp["outcome"] == "failed":
+        assert snap.failure is not None
+        assert snap.failure.kind == exp["failure_kind"], snap.failure
+        assert snap.failure.stage == exp["failure_stage"], snap.failure
+        assert exp["root_cause"] in snap.failure.message, snap.failure.message
+        assert not snap.failure.message.startswith(_SKIP_END), snap.failure.message
+        assert snap.failure.hint
+    else:
+        assert snap.failure is None, snap.failure
