@@ -130,16 +130,9 @@ class NodePanel(Vertical):
         self.query_one("#node-title", Label).update(title)
         self.set_class(n.link_phase not in ("connected",), "-link-down")
         self.query_one(NodeSummary).refresh(layout=True)
-        # Memory and GPU on 0–100 %; traffic on 0 to the cable's link rate (rx + tx), so height means load.
+        # Memory and GPU on 0–100 %. Traffic on 0 to the window's peak (at least 10 Gb/s): a fixed 0–400
+        # Gb/s scale would flatten a 30 Gb/s weight load into nothing; the text line gives the absolute value.
         self.query_one("#spark-mem", ScaledSparkline).show(n.mem_history)
         self.query_one("#spark-gpu", ScaledSparkline).show(n.gpu_history)
-        link = sum(_link_gbps(c.rate) for c in n.reading.cables) if n.reading else 0.0
-        self.query_one("#spark-roce", ScaledSparkline).show(n.roce_history, scale=2 * link or None)
-
-
-def _link_gbps(rate: str | None) -> float:
-    head = (rate or "").split(" ", 1)[0]
-    try:
-        return float(head)
-    except ValueError:
-        return 0.0
+        peak = max(n.roce_history, default=0.0)
+        self.query_one("#spark-roce", ScaledSparkline).show(n.roce_history, scale=max(10.0, peak * 1.1))

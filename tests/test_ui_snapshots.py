@@ -1,0 +1,37 @@
+"""Snapshots of the demo screen (pytest-textual-snapshot), frozen at fixed points of the simulated start so
+every run draws the same picture: mid-start (weights loading) at 120×40, serving at 200×50.
+
+Update after an intended change: ``pytest tests/test_ui_snapshots.py --snapshot-update`` and review the SVGs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.pilot import Pilot
+
+from sparktui.sim.demo import DemoBackend
+from sparktui.ui.app import SparkApp
+
+
+def demo_app(frozen_at: float) -> SparkApp:
+    backend = DemoBackend(seed=7, frozen_at=frozen_at)
+    return SparkApp(backend, roles=backend.node_roles, cluster_name="demo: two simulated DGX Sparks")
+
+
+async def _settled(pilot: Pilot[Any]) -> None:
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    await pilot.pause()
+    app.drain()
+    await pilot.pause()
+    app.drain()
+    await pilot.pause()
+
+
+def test_demo_starting_120x40(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(30.0), terminal_size=(120, 40), run_before=_settled)
+
+
+def test_demo_serving_200x50(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(75.0), terminal_size=(200, 50), run_before=_settled)
