@@ -24,9 +24,11 @@ VERBS: dict[str, str] = {
 }
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
+def _add_common(p: argparse.ArgumentParser, *, verb: bool = False) -> None:
+    # On a verb the default is SUPPRESS: otherwise the verb's None overwrites `sparktui --config X verb`.
     p.add_argument("--config", metavar="PATH", help="config file (default: $SPARKTUI_CONFIG, "
-                   "./config.toml, ~/.config/sparktui/config.toml)")
+                   "./config.toml, ~/.config/sparktui/config.toml)",
+                   default=argparse.SUPPRESS if verb else None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for verb, help_text in VERBS.items():
         p = sub.add_parser(verb, help=help_text, description=help_text)
-        _add_common(p)
+        _add_common(p, verb=True)
         module = importlib.import_module(f"sparktui.commands.{verb}")
         module.add_arguments(p)
     return parser
