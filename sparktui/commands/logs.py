@@ -11,6 +11,7 @@ import asyncio
 import sys
 
 from sparktui.commands.common import config_from_args
+from sparktui.commands.start import refuse_example
 from sparktui.config import SparkConfig
 
 
@@ -23,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    if refuse_example(args, config, "logs"):
+        return 2
     if args.node is not None:
         try:
             config.node(args.node)
