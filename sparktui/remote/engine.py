@@ -102,6 +102,8 @@ class EngineController:
         #: Wall-clock marks of the last start (benchmarks): "ray_ready_seen", "serve_launch", …
         self.marks: dict[str, float] = {}
         self.last_ray_state: RayState | None = None
+        #: Whether each node has /dev/infiniband (from preflight; docker passes the device only there).
+        self._rdma: dict[str, bool] = {}
         self._busy: str | None = None
         self._runtimes = P.runtimes(config)
 
@@ -437,7 +439,7 @@ class EngineController:
         versions: dict[str, str | None] = {}
         containers: dict[str, tuple[F.Container, ...]] = {}
         help_text: list[str] = []
-        self._rdma: dict[str, bool] = {}
+        self._rdma = {}
 
         def add(view: StepView) -> None:
             summary.views.append(view)
