@@ -1,0 +1,93 @@
+"""The plan executor on this machine (LocalTransport, plain shell commands): phases, cancellation, a phase
+that ends early, the fallback command, one operation at a time, progress snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from sparktui.config import SparkConfig, parse_config
+from sparktui.domain.events import OperationRefused, OperationView, StepStatus
+from sparktui.domain.lifecycle.plan import Phase, Plan, Step
+from sparktui.remote.engine import EngineController, _Tracker
+from sparktui.remote.transport import LocalTransport
+
+
+def config() -> SparkConfig:
+    return parse_config({"nodes": [{"name": "a", "host": "localhost", "local": True, "role": "head"},
+                                   {"name": "b", "host": "localhost", "local": True}],
+                         "engine": {"runtime": "host", "model": "m"}})
+
+
+def sh(name: str, node: str, script: str, **kw: object) -> Step:
+    return Step(name, node, ("sh", "-c", script), 20.0, **kw)  # type: ignore[arg-type]
+
+
+async def run_plan(plan: Plan, stop_on_failure: bool = True) -> tuple[OperationView, StepStatus | None]:
+    transports = {"a": LocalTransport("a"), "b": LocalTransport("b")}
+    for t in transports.values():
+        await t.connect()
+    controller = EngineController(config(), transports)
+    tracker = _Tracker("test", lambda v: None)
+    failed = await controller._run_plan(tracker, plan, stop_on_failure=stop_on_failure)
+    return tracker.view, failed.status if failed else None
+
+
+async def test_failure_cancels_the_rest_of_its_phase_and_skips_later_phases() -> None:
+    plan = Plan("t", (
+        Phase("one", (sh("slow", "a", "sleep 10"), sh("bad", "b", "echo boom >&2; exit 3"))),
+        Phase("two", (sh("never", "a", "true"),)),
+    ))
+    t0 = time.monotonic()
+    view, failed = await run_plan(plan)
+    assert time.monotonic() - t0 < 5
+    steps = {s.name: s for s in view.steps}
+    assert failed is StepStatus.FAILED
+    assert steps["bad"].status is StepStatus.FAILED and steps["bad"].message == "exit 3: boom"
+    assert steps["slow"].status is StepStatus.SKIPPED and "cancelled: bad failed" in steps["slow"].message
+    assert steps["never"].status is StepStatus.SKIPPED
+
+
+async def test_done_when_ends_a_phase_early_and_the_rest_finishes_meanwhile() -> None:
+    plan = Plan("t", (
+        Phase("one", (sh("lingers", "b", "sleep 1; echo finished"), sh("gate", "a", "true")),
+              done_when="gate"),
+        Phase("two", (sh("next", "a", "date +%s.%N"),)),
+    ))
+    view, failed = await run_plan(plan)
+    steps = {s.name: s for s in view.steps}
+    assert failed is None
+    assert steps["next"].status is StepStatus.OK and steps["lingers"].status is StepStatus.OK
+    assert steps["lingers"].message == "finished" and (steps["lingers"].seconds or 0) >= 1.0
+    assert (steps["next"].seconds or 0) < 1.0
+
+
+async def test_fallback_and_ok_if_output_and_tolerated_failure() -> None:
+    plan = Plan("t", (Phase("one", (
+        Step("retry", "a", ("sh", "-c", "exit 1"), 10.0, fallback=("sh", "-c", "echo second try")),
+        Step("gone", "a", ("sh", "-c", "echo 'Error: No such container: x' >&2; exit 1"), 10.0,
+             ok_if_output=("No such container",)),
+        Step("meh", "b", ("sh", "-c", "exit 1"), 10.0, tolerate_failure=True),
+    )),))
+    view, failed = await run_plan(plan)
+    steps = {s.name: s for s in view.steps}
+    assert failed is None
+    assert steps["retry"].status is StepStatus.OK and steps["retry"].message == "second try"
+    assert steps["gone"].status is StepStatus.OK
+    assert steps["meh"].status is StepStatus.WARNING
+
+
+async def test_one_operation_at_a_time() -> None:
+    transports = {"a": LocalTransport("a"), "b": LocalTransport("b")}
+    views: list[OperationView] = []
+    controller = EngineController(config(), transports, on_progress=views.append)
+    async with controller._exclusive("stop"):
+        assert controller.busy == "stop"
+        with pytest.raises(OperationRefused, match="cannot start: stop is running"):
+            await controller.start()
+        with pytest.raises(OperationRefused):
+            await controller.restart()
+    assert controller.busy is None
+    await asyncio.sleep(0)
