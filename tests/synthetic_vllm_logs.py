@@ -33,6 +33,16 @@ from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).parent / "data" / "synthetic-logs"
+# VLLM_LOGGING_LEVEL=DEBUG: ``fileinfo`` becomes the path under vllm/ (logging_utils/formatter.py, 0.10.2+).
+DEBUG_PATHS = {
+    "core.py:101": "v1/engine/core.py:101", "core.py:210": "v1/engine/core.py:210",
+    "gpu_model_runner.py:2602": "v1/worker/gpu_model_runner.py:2602",
+    "gpu_model_runner.py:5187": "v1/worker/gpu_model_runner.py:5187",
+    "kv_cache_utils.py:1087": "v1/core/kv_cache_utils.py:1087",
+    "kv_cache_utils.py:1091": "v1/core/kv_cache_utils.py:1091",
+    "default_loader.py:291": "model_executor/model_loader/default_loader.py:291",
+    "api_server.py:602": "entrypoints/openai/api_server.py:602",
+}
 
 MODEL = "Qwen/Qwen3-32B"
 HEAD_IP, NODE2_IP = "10.0.0.1", "10.0.0.2"
@@ -75,6 +85,12 @@ class Spec:
     ray_color: bool = True
     fork_nested: bool = False  # EngineCore forked from the API server: (APIServer) (EngineCore_0) nesting
     logo: bool = True
+    color_level: bool = False  # VLLM_LOGGING_COLOR=1 (0.12+): coloured level word and prefix
+    debug_paths: bool = False  # VLLM_LOGGING_LEVEL=DEBUG (0.10.2+): fileinfo is a relative path
+    logging_prefix: str = ""  # VLLM_LOGGING_PREFIX (0.7.3+), free text before the level
+    ray_fragments: bool = False  # Ray's log monitor relays a long bar line in pieces, each with its prefix
+    node2_clock: float = 0.0  # seconds node 2's clock (its containers' TZ) differs from the head's
+    start: datetime = datetime(2026, 4, 8, 23, 30, 0)
     description: str = ""
     expect: dict[str, Any] = field(default_factory=dict)
 
@@ -86,7 +102,7 @@ class Log:
         self.s = spec
         self.v = vtuple(spec.version)
         self.lines: list[str] = []
-        self.t = datetime(2026, 4, 8, 23, 30, 0)
+        self.t = spec.start
         self.api_pid, self.ec_pid = 4101, 4388
         self.ranks = list(range(spec.tp))
         self.worker_pid = {r: 5200 + r * 37 for r in self.ranks}
@@ -104,6 +120,8 @@ class Log:
     def vp(self, name: str, pid: int) -> str:
         if self.v <= (0, 11, 99):
             return f"{ANSI_VLLM[0]}({name} pid={pid}){ANSI_VLLM[1]} "
+        if self.s.color_level:
+            return f"\x1b[0;36m({name} pid={pid})\x1b[0;0m "
         return f"({name} pid={pid}) "
 
     def patched(self) -> bool:
@@ -172,13 +190,23 @@ class Log:
     def tick(self, seconds: float) -> None:
         self.t += timedelta(seconds=seconds)
 
-    def header(self, level: str, where: str) -> str:
-        ts = self.t.strftime("%m-%d %H:%M:%S")
-        return f"{level} {ts} {where}] " if self.v < (0, 8) else f"{level} {ts} [{where}] "
+    def header(self, level: str, where: str, who: Any = None) -> str:
+        t = self.t
+        if self.s.node2_clock and isinstance(who, int) and self.node_of(who) is not None:
+            t += timedelta(seconds=self.s.node2_clock)
+        ts = t.strftime("%m-%d %H:%M:%S")
+        if self.s.debug_paths and where in DEBUG_PATHS:
+            where = DEBUG_PATHS[where]
+        if self.s.color_level:
+            colour = {"INFO": "32", "WARNING": "33", "ERROR": "31", "DEBUG": "37"}.get(level, "0")
+            level = f"\x1b[{colour}m{level}\x1b[0m"
+            ts = f"\x1b[2m{ts}\x1b[0m"
+        pre = self.s.logging_prefix
+        return f"{pre}{level} {ts} {where}] " if self.v < (0, 8) else f"{pre}{level} {ts} [{where}] "
 
     def log(self, who: Any, level: str, where: str, msg: str, *, repeat: int = 0) -> None:
         """A vLLM logger record; a multi-line message repeats the header on every line (``\\r\\n``)."""
-        pre, head = self.prefix(who, True), self.header(level, where)
+        pre, head = self.prefix(who, True), self.header(level, where, who)
         parts = msg.split("\n")
         for i, part in enumerate(parts):
             line = pre + head + part
@@ -191,11 +219,10 @@ class Log:
 
     def later(self, who: Any, level: str, where: str, msg: str) -> None:
         """Ray dedup: another node's copy of a line already printed comes out with the next batch."""
-        self.delayed.append((self.t.strftime("%m-%d %H:%M:%S"), who, level, where, msg, ""))
+        self.delayed.append((self.header(level, where, who), who, msg))
 
     def flush_later(self) -> None:
-        for ts, who, level, where, msg, _ in self.delayed:
-            head = f"{level} {ts} [{where}] " if self.v >= (0, 8) else f"{level} {ts} {where}] "
+        for head, who, msg in self.delayed:
             self.lines.append(self.prefix(who, True) + head + msg)
         self.delayed.clear()
 
@@ -242,6 +269,12 @@ class Log:
             rate = "?it/s" if n == 0 else "33.44it/s"
             eta = "?" if n == 0 else "00:00"
             segs.append(f"\r{desc}: {100 * frac:3.0f}%|{bar}| {n}/{total} [00:01<{eta}, {rate}]")
+        if self.s.ray_fragments and self.ray and len(segs) > 4:
+            # Ray's log monitor readline()s the worker's log; at EOF it may get a partial line, and every
+            # piece is printed with its own prefix.
+            cut = len(segs) // 2
+            self.lines.append(pre + "".join(segs[:cut]))
+            segs = segs[cut:]
         line = pre + "".join(segs)
         if glued is not None:
             line += glued
@@ -254,7 +287,7 @@ class Log:
     def render(self) -> bytes:
         lines = self.lines
         if self.s.launcher == "docker":
-            base = datetime(2026, 4, 8, 23, 30, 0)
+            base = self.s.start
             out = []
             for i, line in enumerate(lines):
                 stamp = (base + timedelta(milliseconds=37 * i)).strftime("%Y-%m-%dT%H:%M:%S.%f") + "123Z"
@@ -1044,11 +1077,24 @@ def _f_pg(L: Log) -> None:
     s0_version(L)
     s1_config(L)
     s2_placement(L, waits=(10, 30, 70, 150, 310, 630, 1270, 2550), placed=False)
-    specs = "[{'node:" + HEAD_IP + "': 0.001, 'GPU': 1.0}, {'GPU': 1.0}]"
-    engine_core_failed(L, [("v1/executor/ray_utils.py", 282, "_wait_until_pg_ready", "raise ValueError(")],
-                       f"ValueError: Cannot provide a placement group of placement_group_specs={specs} within "
-                       "1800 seconds. See `ray status` and `ray list nodes` to make sure the cluster has enough "
-                       "resources.")
+    pg_timeout(L)
+
+
+def pg_timeout(L: Log) -> None:
+    """F8: 0.8.5+ 'Cannot provide a placement group of placement_group_specs=…'; 0.12+ with more than one
+    GPU required, 'Cannot provide a placement group requiring N GPUs (…)' plus two advice lines."""
+    specs = "[{'node:" + HEAD_IP + "': 0.001, 'GPU': 1.0}" + ", {'GPU': 1.0}" * (L.s.tp - 1) + "]"
+    if L.v >= (0, 12) and L.s.tp > 1:
+        exc = (f"ValueError: Cannot provide a placement group requiring {float(L.s.tp)} GPUs "
+               f"(placement_group_specs={specs}) within 1800 seconds.\n"
+               "Tensor parallel size may exceed available GPUs in your cluster. Check resources with `ray "
+               "status` and `ray list nodes`.\n"
+               "If running on K8s with limited GPUs, consider reducing --tensor-parallel-size to match "
+               "available GPU resources.")
+    else:
+        exc = (f"ValueError: Cannot provide a placement group of placement_group_specs={specs} within 1800 "
+               "seconds. See `ray status` and `ray list nodes` to make sure the cluster has enough resources.")
+    engine_core_failed(L, [("v1/executor/ray_utils.py", 282, "_wait_until_pg_ready", "raise ValueError(")], exc)
 
 
 @scenario(Spec("fail_no_gpu_on_node_v0.9.2_ray_plain", "0.9.2",
@@ -1425,6 +1471,299 @@ def _f_unknown(L: Log) -> None:
         ("v1/worker/gpu_model_runner.py", 3345, "load_model", "self.model = model_loader.load_model("),
         ("model_executor/models/qwen3.py", 388, "load_weights", "param.data.copy_(loaded_weight.shape)"),
     ], "AttributeError: 'NoneType' object has no attribute 'shape'")
+
+
+# ---- round 2: more shapes per family --------------------------------------------------------------
+
+NOISE_LINES = (
+    "[W408 23:31:02.232485006 socket.cpp:204] [c10d] The hostname of the client socket cannot be retrieved. err=-3",
+    "/usr/local/lib/python3.12/dist-packages/torch/storage.py:414: UserWarning: TypedStorage is deprecated. It will "
+    "be removed in the future and UntypedStorage will be the only storage class.",
+    "spark-a:5237:5301 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0",
+    "spark-a:5237:5301 [0] NCCL INFO NET/IB : Got async event : port error",
+)
+
+
+@scenario(Spec("happy_v0.19.1_v1-ray-noise-fragments_plain", "0.19.1", ray_fragments=True,
+               description="0.19.1 Ray with benign noise (c10d glog warnings, UserWarning, NCCL INFO lines that "
+               "mention errors, Ray autoscaler tips) and the CUDA-graph bar relayed by Ray in two pieces, each "
+               "with its own prefix",
+               expect=dict(outcome="ready", vllm_release="0.19.1",
+                           facts=dict(tensor_parallel_size=2, api_url="http://0.0.0.0:8000",
+                                      cuda_graphs_seconds=12.0),
+                           progress=dict(cuda_graphs=[35, 35]),
+                           stages=HAPPY_STAGES)))
+def _v0191_noise(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    L.raw("ec", "(autoscaler +8s) Tip: use `ray status` to view detailed cluster status. To disable these messages, "
+          "set RAY_SCHEDULER_EVENTS=0.")
+    s3_distributed(L)
+    for i, line in enumerate(NOISE_LINES):
+        L.raw(i % 2, line)
+    L.log(1, "WARNING", "symm_mem.py:67", "SymmMemCommunicator: Device capability 12.1 not supported, "
+          "communicator is not available.")
+    s4_weights(L)
+    s5_compile(L)
+    s6_kv(L)
+    s7_graphs(L)
+    s8_engine(L)
+    s9_api(L)
+
+
+@scenario(Spec("happy_v0.17.1-ngc_v1-ray-tp2_slurm", "0.17.1+a03ca76a.nv26.03.46967107", launcher="slurm",
+               description="NGC build version string (local suffix), logo banner, srun -l labels",
+               expect=dict(outcome="ready", vllm_release="0.17.1", model=MODEL,
+                           facts=dict(tensor_parallel_size=2, max_concurrency=12.07, api_url="http://0.0.0.0:8000"),
+                           stages=HAPPY_STAGES)))
+def _v0171_ngc(L: Log) -> None:
+    happy(L)
+
+
+@scenario(Spec("happy_v0.10.2.dev378_v1-mp-tp2_docker", "0.10.2.dev378+g4d7fe40fc.d20250829", executor="mp",
+               launcher="docker",
+               description="dev build 0.10.2.dev378+g…d2025…: 'vLLM API server version', (Worker_TP1 pid) "
+               "prefixes in ANSI, docker logs -t",
+               expect=dict(outcome="ready", vllm_release="0.10.2",
+                           facts=dict(tensor_parallel_size=2, kv_cache_tokens=395488, api_url="http://0.0.0.0:8000"),
+                           stages=_with(HAPPY_STAGES, placement="skipped"))))
+def _v0102_dev(L: Log) -> None:
+    happy(L)
+
+
+@scenario(Spec("happy_v0.20.2_v1-mp-color_plain", "0.20.2", executor="mp", color_level=True,
+               description="VLLM_LOGGING_COLOR=1 (0.12+ on a TTY / forced): coloured prefix, level word and time",
+               expect=dict(outcome="ready", vllm_release="0.20.2",
+                           facts=dict(tensor_parallel_size=2, kv_cache_tokens=395488, engine_seconds=180.52),
+                           stages=_with(HAPPY_STAGES, placement="skipped"))))
+def _v0202_color(L: Log) -> None:
+    happy(L)
+
+
+@scenario(Spec("happy_v0.26.0_v1-mp-debug_plain", "0.26.0", executor="mp", debug_paths=True,
+               description="VLLM_LOGGING_LEVEL=DEBUG: relative fileinfo paths ([v1/engine/core.py:101]) and the "
+               "API's DEBUG 'Waiting for 1 local, 0 remote core engine proc(s) to start.' heartbeats",
+               expect=dict(outcome="ready", vllm_release="0.26.0",
+                           facts=dict(tensor_parallel_size=2, weights_gib=30.57, kv_cache_tokens=395488,
+                                      api_url="http://0.0.0.0:8000"),
+                           stages=_with(HAPPY_STAGES, placement="skipped"))))
+def _v0260_debug(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s3_distributed(L)
+    L.log("api", "DEBUG", "v1/engine/utils.py:1015", "Waiting for 1 local, 0 remote core engine proc(s) to start.")
+    s4_weights(L)
+    L.log("api", "DEBUG", "v1/engine/utils.py:1015", "Waiting for 1 local, 0 remote core engine proc(s) to start.")
+    s5_compile(L)
+    s6_kv(L)
+    s7_graphs(L)
+    s8_engine(L)
+    s9_api(L)
+
+
+@scenario(Spec("happy_v0.28.0_v1-rayv2-logprefix_plain", "0.28.0", logging_prefix="[spark-a] ",
+               description="VLLM_LOGGING_PREFIX='[spark-a] ': free text between the process prefix and the level",
+               expect=dict(outcome="ready", vllm_release="0.28.0",
+                           facts=dict(tensor_parallel_size=2, kv_cache_tokens=395488, max_concurrency=12.07),
+                           nodes=["head", NODE2_IP],
+                           stages=HAPPY_STAGES)))
+def _v0280_prefix(L: Log) -> None:
+    happy(L)
+
+
+@scenario(Spec("incomplete_v0.14.1_graphs-waiting-for-node2_plain", "0.14.1",
+               description="TP=2 over two nodes, 0.12+ 'Graph capturing finished' once per node: only the head's "
+               "is in, so CUDA graphs are still running",
+               expect=dict(outcome="incomplete", vllm_release="0.14.1", current="cuda_graphs",
+                           stages=stages(kv_cache="done", cuda_graphs="running", engine="pending"))))
+def _inc_graphs(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    s3_distributed(L)
+    s4_weights(L)
+    s5_compile(L)
+    s6_kv(L)
+    L.graph_bar(0, "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)", 51)
+    L.graph_bar(0, "Capturing CUDA graphs (decode, FULL)", 35)
+    L.info(0, "gpu_model_runner.py:4211", "Graph capturing finished in 12 secs, took 1.10 GiB")
+
+
+@scenario(Spec("incomplete_v0.33.0_placement-waiting_plain", "0.33.0",
+               description="0.33 Ray: the placement group is not placed yet (waits at 10, 30, 70 s)",
+               expect=dict(outcome="incomplete", vllm_release="0.33.0", current="placement",
+                           progress=dict(placement=[70, 1800]),
+                           stages=stages(config="done", placement="running", distributed="pending"))))
+def _inc_pg(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L, waits=(10, 30, 70), placed=False)
+
+
+@scenario(Spec("incomplete_v0.11.0_pasted-ray-bar_plain", "0.11.0",
+               description="a terminal paste: Ray's prefix alone on a line, the shard bar on the next one "
+               "(the \r moved the bar to a new line)",
+               expect=dict(outcome="incomplete", vllm_release="0.11.0", current="weights",
+                           progress=dict(weights=[2, 4]),
+                           stages=stages(distributed="done", weights="running"))))
+def _inc_paste(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    s3_distributed(L)
+    L.info(0, "gpu_model_runner.py:2602", f"Starting to load model {MODEL}...")
+    pre = L.prefix(0, False)
+    for n in range(3):
+        L.lines.append(pre)
+        L.lines.append(f"Loading safetensors checkpoint shards: {25 * n:3d}% Completed | {n}/4 [00:0{n}<?, ?it/s]")
+
+
+@scenario(Spec("fail_worker_died_v0.19.1_after-ready_plain", "0.19.1",
+               description="F19 after ready: 'Engine core proc EngineCore died unexpectedly, shutting down client.'",
+               expect=dict(outcome="failed", failure_kind="worker_died", failure_stage="engine",
+                           root_cause="died unexpectedly",
+                           facts=dict(api_url="http://0.0.0.0:8000"))))
+def _f_after_ready(L: Log) -> None:
+    happy(L)
+    L.tick(300)
+    L.log("api", "ERROR", "core_client.py:564", "Engine core proc EngineCore died unexpectedly, shutting down client.")
+
+
+@scenario(Spec("fail_placement_timeout_v0.10.2_ray_docker", "0.10.2", launcher="docker",
+               description="F8 before 0.12: 'Cannot provide a placement group of placement_group_specs=…'",
+               expect=dict(outcome="failed", failure_kind="placement_timeout", failure_stage="placement",
+                           root_cause="Cannot provide a placement group of placement_group_specs",
+                           stages=stages(config="done", placement="failed"))))
+def _f_pg_old(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L, waits=(10, 30, 70, 150, 310, 630, 1270, 2550), placed=False)
+    pg_timeout(L)
+
+
+@scenario(Spec("fail_nccl_v0.29.0_mp-distbackend_plain", "0.29.0", executor="mp",
+               description="torch DistBackendError (NCCL) in an mp worker's init_device",
+               expect=dict(outcome="failed", failure_kind="nccl", failure_stage="distributed",
+                           root_cause="torch.distributed.DistBackendError: NCCL error in:",
+                           stages=stages(config="done", placement="skipped", distributed="failed"))))
+def _f_nccl_mp(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    for r in L.ranks:
+        L.info(r, "parallel_state.py:1402", f"world_size=2 rank={r} local_rank={r} distributed_init_method="
+               "tcp://127.0.0.1:43523 backend=nccl")
+    mp_worker_failed(L, 1, [
+        ("v1/worker/gpu_worker.py", 221, "init_device", "init_worker_distributed_environment(self.vllm_config,"),
+        ("../torch/distributed/distributed_c10d.py", 4798, "barrier", "work = group.barrier(opts=opts)"),
+    ], "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
+       "3356, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3\n"
+       "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.")
+
+
+@scenario(Spec("fail_kv_cache_insufficient_v0.16.0_no-blocks_plain", "0.16.0", executor="mp",
+               description="F13: 'No available memory for the cache blocks'",
+               expect=dict(outcome="failed", failure_kind="kv_cache_insufficient", failure_stage="kv_cache",
+                           root_cause="No available memory for the cache blocks",
+                           stages=stages(compile="done", kv_cache="failed"))))
+def _f_noblocks(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s3_distributed(L)
+    s4_weights(L)
+    s5_compile(L)
+    L.info(0, "gpu_worker.py:298", "Available KV cache memory: -1.2 GiB")
+    engine_core_failed(L, [("v1/core/kv_cache_utils.py", 640, "check_enough_kv_cache_memory", "raise ValueError(")],
+                       "ValueError: No available memory for the cache blocks. Try increasing "
+                       "`gpu_memory_utilization` when initializing the engine. See https://docs.vllm.ai/en/latest/"
+                       "configuration/conserving_memory/ for more details.")
+
+
+@scenario(Spec("fail_oom_v0.7.3_v0-ray-weights_plain", "0.7.3", executor="ray_v0",
+               description="V0 Ray: the remote worker runs out of memory loading weights (F5 + torch OOM)",
+               expect=dict(outcome="failed", failure_kind="oom", failure_stage="weights",
+                           root_cause="CUDA out of memory",
+                           stages=stages(distributed="done", weights="failed"))))
+def _f_oom_v0(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    s3_distributed(L)
+    s4_weights(L, node2=False)
+    L.log(1, "ERROR", "worker_base.py:581", "Error executing method 'load_model'. This might cause deadlock in "
+          "distributed execution.\n" + tb_lines([
+              ("worker/worker_base.py", 573, "execute_method", "return run_method(target, method, args, kwargs)"),
+              ("model_executor/model_loader/loader.py", 406, "load_model", "model = _initialize_model(vllm_config=vllm_config)"),
+          ], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.02 GiB. GPU 0 has a total capacity of "
+             "79.14 GiB of which 612.00 MiB is free."))
+    L.raw("api", tb_lines([("entrypoints/openai/api_server.py", 230, "build_async_engine_client_from_engine_args",
+                            "raise RuntimeError(")],
+                          "RuntimeError: Engine process failed to start. See stack trace for the root cause."))
+
+
+@scenario(Spec("fail_compile_v0.32.0_rayv2-tagged_plain", "0.32.0",
+               description="0.32 tagged compile lines, then torch._dynamo BackendCompilerFailed in a Ray V2 "
+               "worker: 'RayWorkerProc failed' / 'Worker 0 failed to initialize'",
+               expect=dict(outcome="failed", failure_kind="compile", failure_stage="compile",
+                           root_cause="BackendCompilerFailed",
+                           stages=stages(weights="done", compile="failed"))))
+def _f_compile_v2(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    s3_distributed(L)
+    s4_weights(L)
+    for r in L.ranks:
+        L.info(r, "monitor.py:40", "[backbone] Starting torch.compile")
+    L.tick(20)
+    exc = ("torch._dynamo.exc.BackendCompilerFailed: backend='<vllm.compilation.backends.VllmBackend object at "
+           "0x7f2a1c3d5e10>' raised:\nRuntimeError: Triton Error [CUDA]: device kernel image is invalid")
+    L.log(1, "ERROR", "ray_executor_v2.py:211", "RayWorkerProc failed: " + exc.split("\n")[0])
+    engine_core_failed(L, [("v1/executor/ray_executor_v2.py", 236, "_init_workers", "raise RuntimeError(")],
+                       "RuntimeError: Worker 1 failed to initialize: " + exc.split(": ", 1)[1].split("\n")[0])
+
+
+@scenario(Spec("incomplete_v0.25.1_ray-serve-nesting_plain", "0.25.1",
+               description="under Ray Serve (no vLLM API server): (ServeReplica:…) (EngineCore) (RayWorkerProc) "
+               "(Worker) four levels; the engine comes up, nothing says an API server is serving",
+               expect=dict(outcome="incomplete", vllm_release="0.25.1", current="api",
+                           facts=dict(tensor_parallel_size=2, weights_gib=30.57, max_concurrency=12.07,
+                                      engine_seconds=180.52),
+                           nodes=["head", NODE2_IP],
+                           stages=_with(HAPPY_STAGES, api="pending"))))
+def _v0251_serve(L: Log) -> None:
+    serve = "(ServeReplica:default:LLMServer:qwen-32b pid=3901) "
+    s1_config(L)
+    L.lines = [ln for ln in L.lines if "(APIServer" not in ln]  # the replica builds the config itself
+    s2_placement(L)
+    s3_distributed(L)
+    s4_weights(L)
+    s5_compile(L)
+    s6_kv(L)
+    s7_graphs(L)
+    s8_engine(L)
+    L.lines = [serve + ln for ln in L.lines]
+
+
+@scenario(Spec("happy_v0.17.1_v1-ray-node2-utc_plain", "0.17.1", node2_clock=-7200.0,
+               description="head's vllm serve on local time (UTC+2), node 2's worker container on UTC: Ray-forwarded "
+               "node-2 lines carry a clock two hours behind (reference §1.1); durations must not jump by hours",
+               expect=dict(outcome="ready", vllm_release="0.17.1", max_stage_seconds=200,
+                           facts=dict(tensor_parallel_size=2, weights_gib=30.57, api_url="http://0.0.0.0:8000"),
+                           nodes=["head", NODE2_IP],
+                           stages=HAPPY_STAGES)))
+def _v0171_skew(L: Log) -> None:
+    happy(L)
+
+
+@scenario(Spec("happy_v0.12.0_v1-ray-new-year_docker", "0.12.0", launcher="docker",
+               start=datetime(2026, 12, 31, 23, 59, 0),
+               description="a start across midnight on Dec 31 (MM-DD without a year)",
+               expect=dict(outcome="ready", vllm_release="0.12.0", max_stage_seconds=200,
+                           facts=dict(tensor_parallel_size=2, engine_seconds=180.52),
+                           stages=HAPPY_STAGES)))
+def _v0120_newyear(L: Log) -> None:
+    happy(L)
 
 
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:

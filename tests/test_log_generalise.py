@@ -50,6 +50,9 @@ def test_synthetic_log(entry: dict[str, Any]) -> None:
     for name, (done, total) in exp.get("progress", {}).items():
         prog = snap.stage(name).progress
         assert prog is not None and (prog.done, prog.total) == (done, total), (name, prog)
+    longest = exp.get("max_stage_seconds", 3000)
+    for st in snap.stages:  # durations are never negative, nor hours long in these few-minute starts
+        assert st.seconds is None or 0 <= st.seconds <= longest, (st.name, st.seconds)
     if "nodes" in exp:
         assert list(snap.nodes) == exp["nodes"]
     if "current" in exp:

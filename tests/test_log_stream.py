@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -78,6 +80,12 @@ _SOUP = st.sampled_from([
     "Capturing CUDA graphs (decode, FULL):  50%|█████     | 1/2 [00:00<00:00,  2.56it/s]", " [repeated 3x across cluster]",
     "ValueError: x", "Traceback (most recent call last):", "EngineCore failed to start.", "0: ",
     "2026-05-12T08:01:39.331095044Z ", "Model loading took 1 GiB and 2 seconds", "█  version 9.9.9", "%|", "|",
+    # shapes the generalisation audit added rules for
+    "1 validation error for ModelConfig", "  Value error, ", "Value error, Model architectures ['X'] are not supported",
+    "vllm serve: error: ", "Uvicorn running on socket ('", "', 8000)", "Uvicorn running on http://",
+    "(Worker_TP1 pid=3) ", "(RayWorkerProc pid=4, ip=10.0.0.2) ", "INFO 12-31 23:59:59 [x:1] ",
+    "INFO 01-01 00:00:01 [y:2] ", "Worker failed with error 'x', please check the stack trace above for the root cause",
+    "Application startup complete.", "Graph capturing finished in 3 secs, took 1.0 GiB",
 ])
 
 
@@ -104,6 +112,27 @@ def test_one_megabyte_lines(unit: bytes) -> None:
     parse_line(data.decode("utf-8", "replace"))
     snap = timeline_from_bytes(data)
     assert snap.outcome == "incomplete"
+
+
+_SYNTHETIC = sorted((Path(__file__).parent / "data" / "synthetic-logs").glob("*.log"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(_SYNTHETIC), st.integers(min_value=0), st.integers(min_value=7, max_value=4096),
+       st.binary(max_size=64))
+def test_mangled_synthetic_logs_never_raise(path: Path, cut: int, chunk: int, junk: bytes) -> None:
+    """A faithful log cut anywhere, with garbage spliced in, read in any chunk size: never raises."""
+    data = path.read_bytes()
+    at = cut % (len(data) + 1)
+    data = data[:at] + junk + data[at:]
+    reader = LogReader(max_record_bytes=512)
+    timeline = Timeline(expected_nodes=2)
+    for i in range(0, len(data), chunk):
+        for rec in reader.feed(data[i : i + chunk]):
+            timeline.feed(rec, now=float(i))
+        timeline.snapshot(now=float(i))
+    timeline.snapshot().to_json()
+    timeline_from_bytes(data[: at // 2] + junk + data[at // 2 :]).to_json()
 
 
 def test_nul_bytes_and_garbage_headers() -> None:

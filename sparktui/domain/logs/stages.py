@@ -177,6 +177,10 @@ class Timeline:
         self._nodes: dict[str, None] = {}
         self._last_s: float | None = None  # last log time on the year-free axis
         self._last_t: str | None = None
+        self._head_clock = False  # a head-node line has given a time
+        self._rec_s: float | None = None  # the record being applied: its own time (a late copy's is older)
+        self._rec_t: str | None = None
+        self._tz_offsets: dict[str, float] = {}  # node -> its clock minus the head's (whole quarter hours)
         self._year_offset = 0.0
         self._now: float | None = None
         self._ranks: set[int] = set()
@@ -260,10 +264,15 @@ class Timeline:
 
     # --- one record --------------------------------------------------------------------------------
     def _apply(self, rec: LogRecord) -> None:
+        self._rec_s = None
         if rec.seconds is not None:
-            self._last_s = self._axis(rec.seconds)
+            t_axis = self._axis(rec.seconds - self._node_offset(rec))
             t = rec.time or ""
-            self._last_t = t[5:] if len(t) == 19 else t  # Ray's "YYYY-MM-DD hh:mm:ss" -> "MM-DD hh:mm:ss"
+            t = t[5:] if len(t) == 19 else t  # Ray's "YYYY-MM-DD hh:mm:ss" -> "MM-DD hh:mm:ss"
+            self._rec_s, self._rec_t = t_axis, t
+            # The log's clock never runs back: Ray prints a deduplicated copy late with its original time.
+            if self._last_s is None or t_axis >= self._last_s:
+                self._last_s, self._last_t = t_axis, t
         if (rec.has_prefix or rec.level is not None) and rec.role not in ("autoscaler", "raylet"):
             self._nodes.setdefault(rec.node or "head", None)
         msg = rec.message
@@ -294,6 +303,23 @@ class Timeline:
                 self._on_rule(rule, m, rec)
         if rec.level in ("ERROR", "CRITICAL") or rec.level is None or rec.role == "autoscaler":
             self._on_error(rec)
+
+    def _node_offset(self, rec: LogRecord) -> float:
+        """Every node stamps its lines with its own clock and time zone (reference §1.1: a worker container
+        on UTC, the head's ``vllm serve`` on local time). A node's first line after the head has shown a
+        time gives its offset, rounded to whole quarter hours (time zones): clocks that agree to within
+        minutes, and Ray's dedup delays, give 0."""
+        node = rec.node
+        if node is None:
+            self._head_clock = True
+            return 0.0
+        offset = self._tz_offsets.get(node)
+        if offset is None:
+            if not self._head_clock or self._last_s is None or rec.seconds is None:
+                return 0.0
+            skew = rec.seconds + self._year_offset - self._last_s
+            offset = self._tz_offsets[node] = round(skew / 900) * 900.0
+        return offset
 
     def _restart(self) -> None:
         expected = self.expected_nodes
@@ -443,8 +469,12 @@ class Timeline:
                 # Late evidence for a stage passed over as unseen: it did happen.
                 if st.status == "skipped":
                     st.status, st.seen = "done", True
-                    st.start_s = st.end_s = self._last_s
-                    st.start_t = st.end_t = self._last_t
+                    if self._rec_s is not None:  # when it was logged, not when Ray delivered it
+                        st.start_s = st.end_s = self._rec_s
+                        st.start_t = st.end_t = self._rec_t
+                    else:
+                        st.start_s = st.end_s = self._last_s
+                        st.start_t = st.end_t = self._last_t
                 return False
             self._begin(name)
         elif st.status == "skipped" and st.explicit_skip and name in ("compile", "cuda_graphs"):
