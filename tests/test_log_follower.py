@@ -31,15 +31,21 @@ def test_frame_decoder_handles_split_frames() -> None:
 def test_ray_worker_log_choice() -> None:
     files = [LogFile("raylet.out", 10, 1.0),
              LogFile("worker-aa-ffffffff-11.err", 50, 9.0),
-             LogFile("worker-bb-01000000-12.out", 5, 5.0),
-             LogFile("worker-bb-01000000-12.err", 500, 6.0),
-             LogFile("worker-cc-01000000-13.err", 0, 7.0)]
-    assert choose_worker_log(files) == "worker-bb-01000000-12.err"
-    assert choose_worker_log([LogFile("raylet.out", 1, 1.0)]) == "raylet.out"
+             # an actor started from a pooled worker keeps ffffffff in its name; the markers tell
+             LogFile("worker-bb-ffffffff-12.out", 5000, 5.0, "RayWorkerWrapper", "02000000"),
+             LogFile("worker-bb-ffffffff-12.err", 60, 6.0, "RayWorkerWrapper", "02000000"),
+             LogFile("worker-cc-02000000-13.err", 900, 7.0, "OtherActor", "02000000")]
+    assert choose_worker_log(files) == "worker-bb-ffffffff-12.out"
+    # vLLM logging to stderr: the .err file is the one with the output
+    files[3] = LogFile("worker-bb-ffffffff-12.err", 90000, 6.0, "RayWorkerWrapper", "02000000")
+    assert choose_worker_log(files) == "worker-bb-ffffffff-12.err"
+    assert choose_worker_log([LogFile("worker-dd-01000000-14.err", 10, 1.0)]) == "worker-dd-01000000-14.err"
+    assert choose_worker_log([LogFile("raylet.out", 1, 1.0), LogFile("worker-aa-ffffffff-11.err", 5, 1.0)]) \
+        == "raylet.out"
     assert choose_worker_log([]) is None
     d, listed, err = parse_listing('{"dir": "/tmp/ray/x/logs", "files": [{"name": "a", "size": 1, '
-                                   '"mtime": 2.0}]}')
-    assert d == "/tmp/ray/x/logs" and listed == (LogFile("a", 1, 2.0),) and err is None
+                                   '"mtime": 2.0, "actor": "RayWorkerWrapper"}]}')
+    assert d == "/tmp/ray/x/logs" and listed == (LogFile("a", 1, 2.0, "RayWorkerWrapper"),) and err is None
 
 
 async def _until(cond, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]

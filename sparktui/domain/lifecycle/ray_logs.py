@@ -1,19 +1,25 @@
 """Which file in a node's Ray session log directory holds that node's vLLM worker output.
 
-vLLM's Ray workers are actors; Ray writes each worker process's output to
-``worker-<worker id>-<job id>-<pid>.{out,err}`` (vLLM logs to stderr). Idle pooled workers carry the
-job id ``ffffffff``; the actors of ``vllm serve`` carry its job id. The newest non-empty actor log is
-the one to follow; ``raylet.out`` when no actor has written yet.
+vLLM's Ray workers are actors (class ``RayWorkerWrapper``); Ray writes each worker process's output to
+``worker-<worker id>-<job id>-<pid>.{out,err}`` and, when a worker becomes an actor, the markers
+``:job_id:<hex>`` and ``:actor_name:<class>`` at the top of both files. A pooled worker's file name keeps
+the job id ``ffffffff``, so the markers decide, not the name. vLLM logs to stderr, but prints and
+progress bars may land in either file: of an actor's two files the one with more output is followed.
+``raylet.out`` when no actor has written yet.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 _WORKER = re.compile(r"^worker-([0-9a-f]+)-([0-9a-f]+)-(\d+)\.(out|err)$")
+#: The actor class vLLM's Ray executor runs on every GPU (vLLM 0.4 … 0.11+).
+VLLM_ACTOR = "RayWorkerWrapper"
+#: Bytes of Ray's own markers at the top of a worker file; a file this small holds no output yet.
+_MARKER_BYTES = 96
 
 
 @dataclass(frozen=True)
@@ -21,26 +27,32 @@ class LogFile:
     name: str
     size: int
     mtime: float
+    actor: str | None = None
+    job: str | None = None
 
 
 def parse_listing(text: str) -> tuple[str, tuple[LogFile, ...], str | None]:
     """RAY_LOGS_PY output → (directory, files, error)."""
     data = json.loads(text.strip().splitlines()[-1])
-    files = tuple(LogFile(str(f["name"]), int(f["size"]), float(f["mtime"])) for f in data.get("files", ()))
+    files = tuple(LogFile(str(f["name"]), int(f["size"]), float(f["mtime"]), f.get("actor"), f.get("job"))
+                  for f in data.get("files", ()))
     return str(data.get("dir", "")), files, data.get("error")
 
 
 def choose_worker_log(files: Sequence[LogFile]) -> str | None:
-    def rank(f: LogFile) -> tuple[int, int, float]:
+    def rank(f: LogFile) -> tuple[int, int, int, float]:
         m = _WORKER.match(f.name)
         assert m is not None
-        idle = m.group(2).startswith("ffffffff")
-        return (0 if idle else 1, 1 if m.group(4) == "err" else 0, f.mtime)
+        vllm = f.actor == VLLM_ACTOR
+        actor = f.actor is not None or not m.group(2).startswith("ffffffff")
+        return (int(vllm), int(actor), int(f.size > _MARKER_BYTES), f.size)
 
     workers = [f for f in files if _WORKER.match(f.name) and f.size > 0]
     if workers:
-        return max(workers, key=rank).name
-    names: Mapping[str, LogFile] = {f.name: f for f in files}
+        best = max(workers, key=rank)
+        if rank(best)[:2] != (0, 0):
+            return best.name
+    names = {f.name for f in files}
     for fallback in ("raylet.out", "raylet.err"):
         if fallback in names:
             return fallback

@@ -346,7 +346,21 @@ try:
             st = os.stat(os.path.join(base, name))
         except OSError:
             continue
-        files.append({"name": name, "size": st.st_size, "mtime": st.st_mtime})
+        entry = {"name": name, "size": st.st_size, "mtime": st.st_mtime}
+        if name.startswith("worker-"):
+            # Ray writes ":job_id:<hex>" and ":actor_name:<class>" markers when a worker becomes an actor
+            # (a pooled worker's file name keeps the job id ffffffff).
+            try:
+                with open(os.path.join(base, name), "rb") as f:
+                    head = f.read(4096).decode("utf-8", "replace")
+            except OSError:
+                head = ""
+            for line in head.splitlines():
+                if line.startswith(":actor_name:"):
+                    entry["actor"] = line[len(":actor_name:"):].strip()
+                elif line.startswith(":job_id:"):
+                    entry["job"] = line[len(":job_id:"):].strip()
+        files.append(entry)
 except OSError as e:
     print(json.dumps({"dir": base, "error": str(e), "files": []}))
     sys.exit(0)
