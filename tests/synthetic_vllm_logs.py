@@ -91,6 +91,7 @@ class Spec:
     ray_fragments: bool = False  # Ray's log monitor relays a long bar line in pieces, each with its prefix
     node2_clock: float = 0.0  # seconds node 2's clock (its containers' TZ) differs from the head's
     start: datetime = datetime(2026, 4, 8, 23, 30, 0)
+    json_format: bool = False  # 0.32+ --logging-config formatter json (pythonjsonlogger)
     description: str = ""
     expect: dict[str, Any] = field(default_factory=dict)
 
@@ -207,12 +208,33 @@ class Log:
     def log(self, who: Any, level: str, where: str, msg: str, *, repeat: int = 0) -> None:
         """A vLLM logger record; a multi-line message repeats the header on every line (``\\r\\n``)."""
         pre, head = self.prefix(who, True), self.header(level, where, who)
+        if self.s.json_format:
+            self.lines.append(self.json_record(who, level, where, msg))
+            return
         parts = msg.split("\n")
         for i, part in enumerate(parts):
             line = pre + head + part
             if i == len(parts) - 1 and repeat:
                 line += f"\x1b[32m [repeated {repeat}x across cluster]{DEDUP_NOTE}\x1b[0m"
             self.lines.append(line + ("\r" if i < len(parts) - 1 else ""))
+
+    def json_record(self, who: Any, level: str, where: str, msg: str) -> str:
+        """"%(asctime)s %(levelname)s %(name)s %(processName)s %(process)d %(message)s" through
+        pythonjsonlogger: one JSON object per record (newlines escaped); Ray still prefixes forwarded lines."""
+        if who == "api":
+            proc, pid, pre = "MainProcess", self.api_pid, ""
+        elif who == "ec":
+            proc, pid, pre = "EngineCore", self.ec_pid, ""
+        else:
+            proc, pid = "MainProcess", self.worker_pid[who]
+            pre = self.worker_prefix(who, record=False)
+        stamp = self.t.strftime("%Y-%m-%d %H:%M:%S") + ",417"
+        module = "vllm." + where.split(".py", 1)[0].replace("/", ".")
+        record: dict[str, Any] = {"asctime": stamp, "levelname": level, "name": module, "processName": proc,
+                                  "process": pid, "message": msg.split("\n", 1)[0]}
+        if "\n" in msg:  # logger.exception: the traceback is the record's exc_info
+            record["exc_info"] = msg.split("\n", 1)[1]
+        return pre + json.dumps(record, ensure_ascii=False)
 
     def info(self, who: Any, where: str, msg: str) -> None:
         self.log(who, "INFO", where, msg)
@@ -1764,6 +1786,62 @@ def _v0171_skew(L: Log) -> None:
                            stages=HAPPY_STAGES)))
 def _v0120_newyear(L: Log) -> None:
     happy(L)
+
+
+
+@scenario(Spec("incomplete_v0.14.1_node2-all-deduped_plain", "0.14.1",
+               description="Ray dedup holds back every line node 2 printed (each has the same key as rank 0's): "
+               "only the placement group's per-node warnings say there are two nodes, so weights wait for the "
+               "second 'Model loading took'",
+               expect=dict(outcome="incomplete", vllm_release="0.14.1", current="weights",
+                           nodes=["head"],
+                           stages=stages(distributed="done", weights="running", compile="pending"))))
+def _inc_dedup(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    s3_distributed(L)
+    s4_weights(L, node2=False)
+    L.lines = [ln for ln in L.lines if f"ip={NODE2_IP}" not in ln]
+
+
+
+@scenario(Spec("happy_v0.32.0_v1-rayv2-json_plain", "0.32.0", json_format=True,
+               description="0.32 JSON log formatter: one JSON object per vLLM record; Ray still prefixes the "
+               "forwarded worker records ((RayWorkerProc pid, ip) {...}); bars and uvicorn stay plain text",
+               expect=dict(outcome="ready", vllm_release="0.32.0",
+                           facts=dict(tensor_parallel_size=2, weights_gib=30.57, kv_cache_tokens=395488,
+                                      max_concurrency=12.07, api_url="http://0.0.0.0:8000"),
+                           nodes=["head", NODE2_IP],
+                           progress=dict(cuda_graphs=[35, 35]),
+                           stages=HAPPY_STAGES)))
+def _v0320_json(L: Log) -> None:
+    happy(L)
+
+
+
+@scenario(Spec("fail_kv_cache_insufficient_v0.33.0_rayv2-json_plain", "0.33.0", json_format=True,
+               description="0.33 JSON formatter: 'EngineCore failed to start.' with the traceback in exc_info; the "
+               "process then prints the raw traceback, whose last line is the root cause",
+               expect=dict(outcome="failed", failure_kind="kv_cache_insufficient", failure_stage="kv_cache",
+                           root_cause="KV cache is needed, which is larger than the available KV cache memory",
+                           nodes=["head", NODE2_IP],
+                           stages=stages(weights="done", compile="done", kv_cache="failed"))))
+def _f_kv_json(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    s3_distributed(L)
+    s4_weights(L)
+    s5_compile(L)
+    L.info(0, "gpu_worker.py:298", "Available KV cache memory: 4.2 GiB")
+    L.info(1, "gpu_worker.py:298", "Available KV cache memory: 4.1 GiB")
+    engine_core_failed(L, [("v1/core/kv_cache_utils.py", 686, "check_enough_kv_cache_memory", "raise ValueError(")],
+                       "ValueError: To serve at least one request with the model's max seq len (131072), (16.00 "
+                       "GiB KV cache is needed, which is larger than the available KV cache memory (4.10 GiB). "
+                       "Based on the available memory, the estimated maximum model length is 33584. Try "
+                       "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
+                       "engine.")
 
 
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:

@@ -93,6 +93,13 @@ def test_journald_compose_and_json_formatter() -> None:
     assert (js.level, js.role, js.pid, js.time) == ("INFO", "APIServer", 1, "11-02 10:00:00")
     assert js.message.startswith("Starting vLLM server on")
     assert parse_line('{"message": 3}').message == '{"message": 3}'
+    # Ray relays a worker's JSON record behind its own prefix; asctime with a year and ms reads as MM-DD.
+    ray = parse_line('\x1b[36m(RayWorkerProc pid=52, ip=10.0.0.2)\x1b[0m {"asctime": "2026-04-08 23:30:26,417", '
+                     '"levelname": "ERROR", "name": "vllm.x", "processName": "MainProcess", "process": 52, '
+                     '"message": "Model loading took 30.57 GiB memory and 41.9 seconds"}')
+    assert (ray.role, ray.node, ray.pid, ray.level, ray.time) == (
+        "RayWorkerProc", "10.0.0.2", 52, "ERROR", "04-08 23:30:26")
+    assert ray.message.startswith("Model loading took")
 
 
 def test_free_text_before_the_vllm_record() -> None:

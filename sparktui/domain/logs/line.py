@@ -256,6 +256,13 @@ def _parse(text: str) -> LogRecord:
             node = m["ip"] or None
             rest = rest[m.end():]
 
+    if has_prefix and rest.startswith("{") and '"message"' in rest:
+        # A JSON record (0.32+ formatter) relayed by Ray behind its own prefix: the prefix gives the node.
+        rec = _parse_json(raw, rest)
+        if rec is not None:
+            return replace(rec, role=role if role is not None else rec.role, node=node, pid=pid or rec.pid,
+                           has_prefix=True)
+
     # Several \r-separated updates on one physical line: the last non-empty one is current.
     if "\r" in rest:
         segments = [s for s in rest.split("\r") if s.strip()]
@@ -332,6 +339,8 @@ def _parse_json(raw: str, text: str) -> LogRecord | None:
     if time is not None:
         md = time[5:] if len(time) >= 19 and time[4] == "-" else time  # tolerate a year in front
         seconds = seconds_in_year(md)
+        if seconds is not None:
+            time = md[:14]  # "MM-DD hh:mm:ss" like every other header (asctime may add a year and ms)
     level = obj.get("levelname")
     role = obj.get("processName")
     pid = obj.get("process")

@@ -95,7 +95,9 @@ RULES: tuple[Rule, ...] = (
     _r("pg_existing", "Using the existing placement group", None, "placement", "start"),
     _r("pg_wait", "Waiting for creating a placement group", r"for (?P<s>\d+) seconds", "placement",
        "pg_wait"),
-    _r("pg_node", "is bigger than a reserved number of", None, "placement", "progress"),
+    # _verify_bundles warns once per node of the placement group: the count is the number of nodes.
+    _r("pg_node", "is bigger than a reserved number of", r"in a node (?P<node>[\w-]+)", "placement",
+       "pg_node"),
     _r("pg_short", "exceeds the total number of available", None, "placement", "progress"),
     # --- distributed (workers, NCCL) --------------------------------------------------------------
     _r("dist_init", "distributed_init_method=", r"world_size=(?P<ws>\d+) rank=(?P<r>\d+)", "distributed",

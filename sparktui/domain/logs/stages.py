@@ -184,6 +184,7 @@ class Timeline:
         self._year_offset = 0.0
         self._now: float | None = None
         self._ranks: set[int] = set()
+        self._pg_nodes: set[str] = set()  # Ray node ids of the placement group (one warning per node)
         self._rank_repeats = 0
         self._bars: dict[str, tuple[int, int]] = {}  # desc -> (total, done)
         self._cache_hit = False
@@ -383,6 +384,9 @@ class Timeline:
             waited = int(m.group("s"))
             self._facts["placement_wait_seconds"] = waited
             self._touch(stage, (min(waited, PLACEMENT_TIMEOUT_S), PLACEMENT_TIMEOUT_S))
+        elif event == "pg_node":
+            self._pg_nodes.add(m.group("node"))
+            self._touch(stage)
         elif event == "prefetch":
             self._touch(stage, (int(m.group("a")), int(m.group("b"))))
         elif event == "uvicorn_url":
@@ -556,10 +560,11 @@ class Timeline:
             st.progress, st.node_progress = (reported, expected), True
 
     def _expected_nodes(self) -> int:
-        """The caller's node count; without one, every node the log has shown so far."""
+        """The caller's node count; without one, every node the log has shown so far, or the placement
+        group's node count if larger (Ray's dedup can hold back every line of the other node for a while)."""
         if self.expected_nodes is not None:
             return self.expected_nodes
-        return max(1, len(self._nodes))
+        return max(1, len(self._nodes), len(self._pg_nodes))
 
     # --- failures ------------------------------------------------------------------------------------
     def _running_stage(self) -> str | None:
