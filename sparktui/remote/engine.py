@@ -192,6 +192,35 @@ class EngineController:
         except (TransportError, ProbeError):
             return None
 
+    async def watch_ray(self, on_state: Callable[[RayState], None], *, interval: float = 1.0) -> None:
+        """Ray readings from the head every ``interval`` s until cancelled (one connected probe, restarted
+        when it ends, e.g. after the connection dropped)."""
+        head = self.config.head.name
+        argv = P.probe_argv(self.config, self._runtimes[head], 3600.0, interval)
+        transport = self.transports[head]
+        while True:
+            try:
+                await transport.wait_connected()
+                proc = await transport.start(argv)
+            except TransportError:
+                await asyncio.sleep(1.0)
+                continue
+            buf = b""
+            try:
+                async for chunk in proc.chunks():
+                    *lines, buf = (buf + chunk).split(b"\n")
+                    for raw in lines:
+                        with contextlib.suppress(ProbeError):
+                            state = parse_probe_line(raw.decode("utf-8", "replace"))
+                            if state is not None:
+                                self.last_ray_state = state
+                                on_state(state)
+            finally:
+                proc.terminate()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(proc.wait(), 2.0)
+            await asyncio.sleep(1.0)
+
     def log_path(self, node: str | None = None) -> str:
         """The vLLM log on ``node`` (default: the head), ``~`` expanded when the home is known."""
         name = node or self.config.head.name

@@ -17,7 +17,7 @@ from typing import Any
 
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
-from sparktui.domain.lifecycle.ray_state import evaluate
+from sparktui.domain.lifecycle.ray_state import RayState, evaluate
 from sparktui.domain.logs import LogReader, Timeline
 from sparktui.remote.engine import EngineController
 from sparktui.remote.log_follower import LogFollower
@@ -25,7 +25,10 @@ from sparktui.remote.transport import TransportError
 
 #: Seconds between checks of the vLLM process and of Ray's node list while waiting.
 PROCESS_CHECK_INTERVAL = 1.0
-RAY_CHECK_INTERVAL = 3.0
+RAY_CHECK_INTERVAL = 1.0
+#: A node missing from Ray this long while vLLM starts fails the wait (Ray itself needs a few seconds to
+#: declare a node dead, so this only filters single readings).
+RAY_LOST_AFTER = 3.0
 
 
 @dataclass
@@ -81,8 +84,25 @@ async def wait_until_ready(
     follow_task = asyncio.create_task(follower.run())
     rt = P.runtimes(config)[head.name]
     state_argv = P.detached_state_argv(config, rt, controller.homes or None)
-    last_ray_check = 0.0
+    expected = P.expected_nodes(config)
     missing_since: dict[str, float] = {}
+    lost: list[str] = []
+
+    def on_ray(state: RayState) -> None:
+        readiness = evaluate(state, expected)
+        now = time.monotonic()
+        for name in list(missing_since):
+            if name not in readiness.missing_nodes:
+                del missing_since[name]
+        for name in readiness.missing_nodes:
+            missing_since.setdefault(name, now)
+        # Missing for a few seconds in a row: not a blip.
+        if not lost and any(now - since >= RAY_LOST_AFTER for since in missing_since.values()):
+            lost.append(readiness.diagnosis)
+            changed.set()
+
+    ray_task = (asyncio.create_task(controller.watch_ray(on_ray, interval=RAY_CHECK_INTERVAL))
+                if config.engine.executor == "ray" else None)
     try:
         while True:
             elapsed = time.monotonic() - t0
@@ -96,6 +116,9 @@ async def wait_until_ready(
             if elapsed > timeout:
                 return WaitResult("timeout", f"not ready after {timeout:.0f} s", snap.current, elapsed,
                                   snap.to_json())
+            if lost:
+                return WaitResult("failed", f"Ray lost a node while vLLM was starting: {lost[0]}",
+                                  snap.current, elapsed, snap.to_json())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), PROCESS_CHECK_INTERVAL)
                 continue
@@ -113,23 +136,9 @@ async def wait_until_ready(
                 why = f"{f.kind}: {f.message}; {f.hint}" if f else "see the log"
                 return WaitResult("failed", f"vLLM exited before it was ready ({why})", snap.current,
                                   time.monotonic() - t0, snap.to_json())
-            if config.engine.executor == "ray" and time.monotonic() - last_ray_check > RAY_CHECK_INTERVAL:
-                last_ray_check = time.monotonic()
-                ray_state = await controller.ray_state_once(timeout=15)
-                if ray_state is not None:
-                    readiness = evaluate(ray_state, P.expected_nodes(config))
-                    now = time.monotonic()
-                    for name in list(missing_since):
-                        if name not in readiness.missing_nodes:
-                            del missing_since[name]
-                    for name in readiness.missing_nodes:
-                        missing_since.setdefault(name, now)
-                    # Twice in a row, a few seconds apart: not a blip.
-                    if any(now - since >= RAY_CHECK_INTERVAL for since in missing_since.values()):
-                        return WaitResult("failed", f"Ray lost a node while vLLM was starting: "
-                                          f"{readiness.diagnosis}", timeline.snapshot().current,
-                                          time.monotonic() - t0, timeline.snapshot().to_json())
     finally:
-        follow_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await follow_task
+        for task in (follow_task, ray_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

@@ -245,11 +245,13 @@ def detached_state_argv(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str
     return rt.wrap(["sh", "-c", S.DETACHED_STATE_SH, "sparktui-state", sd, A.VLLM_PID, rt.tag, A.VLLM_LOG])
 
 
-def probe_argv(config: SparkConfig, rt: NodeRuntime, seconds: float) -> list[str]:
+def probe_argv(config: SparkConfig, rt: NodeRuntime, seconds: float,
+               interval: float = RAY_POLL_INTERVAL) -> list[str]:
+    """The Ray probe on the head: a reading every ``interval`` s for about ``seconds`` s."""
     head = config.head.address
-    count = max(1, int(seconds / RAY_POLL_INTERVAL) + 5)
+    count = max(1, int(seconds / interval) + 5)
     return rt.wrap([*config.engine.ray_python, "-c", S.RAY_PROBE_PY,
-                    f"{head}:{config.engine.ray_port}", head, str(RAY_POLL_INTERVAL), str(count)])
+                    f"{head}:{config.engine.ray_port}", head, str(interval), str(count)])
 
 
 # ---- start ----------------------------------------------------------------------------------------
