@@ -217,3 +217,18 @@ async def test_one_operation_at_a_time_and_preflight_catches_problems(testbed: T
         assert not any("time.sleep(120)" in p for p in leftovers(testbed, "spark2"))
         nothing = await h.controller.discover()
         assert nothing.state is EngineState.STOPPED and not nothing.leftovers
+
+
+async def test_mp_executor_runs_vllm_on_every_node_without_ray(testbed: Testbed) -> None:
+    async with harness(testbed, executor="mp") as h:
+        await start_ready(h)
+        found = await h.new_controller().discover()
+        assert set(found.vllm) == {"spark1", "spark2"} and all(v.status == "running"
+                                                              for v in found.vllm.values())
+        worker_log = host_path(testbed, "spark2", "/tmp/sparktui/vllm.log").read_text(errors="replace")
+        assert "[seq=" in worker_log
+        assert not any("raylet" in p for p in leftovers(testbed, "spark1"))
+        stop = await h.controller.stop()
+        assert stop.ok, _explain(stop)
+        for name in ("spark1", "spark2"):
+            assert leftovers(testbed, name) == [], name
