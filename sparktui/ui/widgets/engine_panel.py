@@ -23,6 +23,7 @@ from sparktui.ui.stages import (
     stall_seconds,
 )
 from sparktui.ui.widgets.sparkline import ScaledSparkline
+from sparktui.ui.widgets.util import show
 
 #: Step lines shown while an operation runs (the window follows the running step).
 STEP_WINDOW = 9
@@ -87,7 +88,7 @@ class StageRow(Horizontal):
             info.append(fmt.duration(elapsed), style="" if status == "running" else "dim")
         if stalled is not None and status == "running":
             info.append(f" no progress for {fmt.duration(stalled)}", style="bold yellow")
-        self.query_one(".stage-info", Label).update(info)
+        show(self.query_one(".stage-info", Label), info, layout=False)
 
 
 class EnginePanel(Vertical):
@@ -125,11 +126,11 @@ class EnginePanel(Vertical):
         running = next((v for v in views if v.status == "running"), None)
         stall = stall_seconds(engine.timeline, now) if running else None
         stalled = stall if stall is not None and stall >= STALL_WARN_S else None
-        self.query_one("#engine-state", Label).update(self._state_text(engine, running))
+        show(self.query_one("#engine-state", Label), self._state_text(engine, running), layout=False)
         with self.app.batch_update():
             for view in views:
                 self.query_one(f"#stage-{view.name}", StageRow).show(view, self.elapsed(view, now), stalled)
-        self.query_one("#engine-facts", Static).update(facts_text(facts_of(engine.timeline), engine))
+        show(self.query_one("#engine-facts", Static), facts_text(facts_of(engine.timeline), engine))
         failure = failure_of(engine.timeline)
         failure_box = self.query_one("#engine-failure", Static)
         failure_box.display = failure is not None or engine.state is EngineState.FAILED
@@ -142,9 +143,9 @@ class EnginePanel(Vertical):
             if failure.hint:
                 t.append("hint: ", style="bold")
                 t.append(failure.hint)
-            failure_box.update(t)
+            show(failure_box, t)
         elif engine.state is EngineState.FAILED:
-            failure_box.update(Text(engine.detail or "failed", style="bold red"))
+            show(failure_box, Text(engine.detail or "failed", style="bold red"))
         self.show_operation(operation)
         # While preflight and launch steps run, every stage is still pending: show the steps in their place.
         steps_shown = self.query_one("#operation-steps", Static).display
@@ -155,7 +156,7 @@ class EnginePanel(Vertical):
         summary = self.query_one("#stage-summary", Static)
         summary.display = ready
         if ready:
-            summary.update(stage_summary(views))
+            show(summary, stage_summary(views))
         self.query_one(ServingView).display = engine.state is EngineState.READY
 
     @staticmethod
@@ -205,7 +206,7 @@ class EnginePanel(Vertical):
         remaining = len(steps) - (current + 2)
         if remaining > 0:
             t.append(f"\n   … {remaining} more", style="dim")
-        box.update(t)
+        show(box, t)
 
 
 def stage_summary(views: list[StageView]) -> Text:

@@ -11,14 +11,16 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Label, Log
+
+from sparktui.domain.logs import LogRecord, parse_line
+from sparktui.ui.widgets.util import show
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _LEVEL_NO = {name: i for i, name in enumerate(LEVELS)}
@@ -29,20 +31,10 @@ MAX_LINE_CHARS = 1000
 HEAD = "head"
 
 
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    text: str
-    level: int            # index into LEVELS; -1 when the line has none (continuations, plain output)
-    node: str
-    lower: str            # for case-insensitive filter and find without re-lowering per keystroke
-
-
-def _field(record: Any, *names: str) -> Any:
-    for name in names:
-        value = getattr(record, name, None)
-        if value is not None:
-            return value
-    return None
+#: The level column, padded once per level instead of once per line.
+_LEVEL_COLUMN = {name: f"{name[:7]:<7}" for name in (*LEVELS, "TRACE")}
+_NO_TIME = " " * 8
+_NO_LEVEL = " " * 7
 
 
 def progress_key(message: str) -> str:
@@ -50,32 +42,44 @@ def progress_key(message: str) -> str:
     return message.split(":", 1)[0].strip()
 
 
-def format_record(record: Any) -> tuple[LogLine, str | None]:
-    """One record as a screen line, and its progress-bar key when it is a progress update."""
-    if isinstance(record, str):
-        return LogLine(record[:MAX_LINE_CHARS], -1, HEAD, record[:MAX_LINE_CHARS].lower()), None
-    message = str(_field(record, "message", "text", "raw") or "")
-    level_name = _field(record, "level")
-    level_name = str(getattr(level_name, "value", level_name) or "").upper()
-    level = _LEVEL_NO.get(level_name, -1)
-    node = str(_field(record, "node") or HEAD)
-    role = str(_field(record, "role") or "")
-    stamp = _field(record, "time", "timestamp")
-    clock = ""
-    if isinstance(stamp, str):
-        clock = stamp[-8:]
-    elif stamp is not None and hasattr(stamp, "strftime"):
-        clock = stamp.strftime("%H:%M:%S")
-    where = node if node != HEAD else ""
-    if role:
-        where = f"{where} {role}".strip()
-    # Fixed columns (time, level) so messages line up whether or not a line carries them.
-    text = f"{clock:<8} {level_name[:7]:<7} {f'[{where}] ' if where else ''}{message}"[:MAX_LINE_CHARS]
-    key = None
-    if _field(record, "is_progress"):
-        progress = _field(record, "progress")
-        key = str(getattr(progress, "desc", "") or progress_key(message))
-    return LogLine(text, level, node, text.lower()), key
+def as_record(item: LogRecord | str) -> LogRecord:
+    return parse_line(item) if isinstance(item, str) else item
+
+
+def level_of(record: LogRecord) -> int:
+    """Index into LEVELS; -1 when the line has none (continuations, tracebacks' inner lines, plain output)."""
+    return _LEVEL_NO.get(record.level, -1) if record.level else -1
+
+
+def node_of(record: LogRecord) -> str:
+    return record.node or HEAD
+
+
+def format_record(record: LogRecord) -> str:
+    """One record as a screen line: fixed columns (time, level) so messages line up, then ``[node role]``.
+
+    This runs for every line that reaches the screen — 100,000 a second in a flood — so it is plain string
+    building on the record's slots, nothing more."""
+    stamp = record.time
+    level = record.level
+    node = record.node
+    role = record.role
+    column = _LEVEL_COLUMN.get(level, _NO_LEVEL) if level else _NO_LEVEL
+    text = (stamp[-8:] if stamp else _NO_TIME) + " " + column
+    if node and role:
+        text += f" [{node} {role}] "
+    elif node or role:
+        text += f" [{node or role}] "
+    else:
+        text += " "
+    text += record.message
+    return text if len(text) <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS]
+
+
+def progress_key_of(record: LogRecord) -> str | None:
+    if not record.is_progress:
+        return None
+    return record.progress.desc if record.progress is not None else progress_key(record.message)
 
 
 class LevelHighlighter(Highlighter):
@@ -113,6 +117,16 @@ class LiveLog(Log):
         super().__init__(max_lines=max_lines, highlight=True, auto_scroll=False, **kwargs)
         self.highlighter = LevelHighlighter()
 
+    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
+        """Widen the virtual size for new lines, here and now.
+
+        ``Log`` does this in a thread worker, and Textual's ``@work`` builds the worker's description from the
+        ``repr`` of its arguments — the whole batch: ~20 ms per 20,000-line flush in a flood, and cell widths
+        computed under the GIL besides. Our lines are capped at ``MAX_LINE_CHARS``; their length in characters
+        is the width that matters for horizontal scrolling (a wide character undercounts by one cell)."""
+        if lines:
+            self._update_maximum_width(updates, max(map(len, lines)))
+
     def set_term(self, term: str) -> None:
         assert isinstance(self.highlighter, LevelHighlighter)
         self.highlighter.term = term
@@ -129,9 +143,9 @@ class LogPane(Vertical):
         #: Write every line as it arrives (the slow way the benchmark compares against).
         self.naive = naive
         self.source = "vllm"
-        self.buffers: dict[str, deque[LogLine]] = {}
-        self.progress: dict[str, tuple[str, LogLine]] = {}   # source → (bar key, latest update)
-        self._pending: list[LogLine] = []
+        self.buffers: dict[str, deque[LogRecord]] = {}
+        self.progress: dict[str, tuple[str, LogRecord]] = {}   # source → (bar key, latest update)
+        self._pending: list[LogRecord] = []
         self.filter_text = ""
         self.min_level = 0
         self.node_filter: str | None = None
@@ -161,45 +175,78 @@ class LogPane(Vertical):
         return self.query_one("#log", LiveLog)
 
     # ---- intake -----------------------------------------------------------------------------------
-    def add_records(self, source: str, records: Iterable[Any]) -> None:
+    def add_records(self, source: str, records: Iterable[LogRecord | str]) -> None:
+        """Queue records for the next flush. Nothing is formatted here: most lines of a flood are pushed out
+        of the buffer before anyone could see them, so formatting waits until a line goes to the screen."""
         ring = self.buffers.get(source)
         if ring is None:
             ring = self.buffers[source] = deque(maxlen=self.buffer_lines)
         shown = source == self.source
-        for record in records:
-            line, key = format_record(record)
-            if line.node not in self.nodes_seen:
-                self.nodes_seen.append(line.node)
-            current = self.progress.get(source)
-            if key is not None:
+        filtered = self.filtering
+        seen = self.nodes_seen
+        pending = self._pending
+        current = self.progress.get(source)
+        batch: Sequence[LogRecord | str] = records if isinstance(records, list | tuple) else list(records)
+        if current is None and not filtered and not self.naive and all(
+            isinstance(r, LogRecord) and not r.is_progress for r in batch
+        ):
+            # The common case of a flood (no bar moving, no filter): whole-batch operations, no per-line work.
+            plain = cast("Sequence[LogRecord]", batch)
+            ring.extend(plain)
+            if shown:
+                pending.extend(plain)
+            for new_node in {r.node for r in plain if r.node is not None} - set(seen):
+                seen.append(new_node)
+            return
+        for item in batch:
+            record = item if isinstance(item, LogRecord) else as_record(item)
+            if record.is_progress:
                 # A progress update replaces the previous one of the same bar; only the bar's last state
                 # reaches the log, as one line, when something else is logged after it.
+                key = progress_key_of(record)
                 if current is not None and current[0] != key:
-                    self._commit(ring, current[1], shown)
-                self.progress[source] = (key, line)
+                    self._commit(ring, current[1], shown, filtered)
+                current = (key or "", record)
                 continue
             if current is not None:
-                self._commit(ring, current[1], shown)
-                del self.progress[source]
-            self._commit(ring, line, shown)
+                self._commit(ring, current[1], shown, filtered)
+                current = None
+            ring.append(record)
+            if shown and (not filtered or self.passes(record)):
+                if self.naive:
+                    self.log_widget.write(format_record(record) + "\n")
+                    self.lines_written += 1
+                else:
+                    pending.append(record)
+            if record.node is not None and record.node not in seen:
+                seen.append(record.node)
+        if current is None:
+            self.progress.pop(source, None)
+        else:
+            self.progress[source] = current
 
-    def _commit(self, ring: deque[LogLine], line: LogLine, shown: bool) -> None:
-        ring.append(line)
-        if shown and self.passes(line):
+    def _commit(self, ring: deque[LogRecord], record: LogRecord, shown: bool, filtered: bool) -> None:
+        ring.append(record)
+        if shown and (not filtered or self.passes(record)):
             if self.naive:
-                self.log_widget.write(line.text + "\n")
+                self.log_widget.write(format_record(record) + "\n")
                 self.lines_written += 1
             else:
-                self._pending.append(line)
+                self._pending.append(record)
 
-    def passes(self, line: LogLine) -> bool:
-        if self.min_level and line.level < self.min_level and line.level != -1:
+    @property
+    def filtering(self) -> bool:
+        return bool(self.min_level or self.node_filter is not None or self.filter_text)
+
+    def passes(self, record: LogRecord) -> bool:
+        if self.min_level:
+            level = level_of(record)
+            # Lines without a level (continuations) stay with INFO, not with WARNING or ERROR.
+            if (level == -1 and self.min_level > 1) or (level != -1 and level < self.min_level):
+                return False
+        if self.node_filter is not None and node_of(record) != self.node_filter:
             return False
-        if self.min_level and line.level == -1 and self.min_level > 1:
-            return False
-        if self.node_filter is not None and line.node != self.node_filter:
-            return False
-        return not self.filter_text or self.filter_text in line.lower
+        return not self.filter_text or self.filter_text in format_record(record).lower()
 
     def flush(self) -> int:
         """Write what arrived since the last flush in one batch; returns the number of lines written."""
@@ -210,7 +257,7 @@ class LogPane(Vertical):
             # More lines than the log keeps: the older ones would be pruned at once, so skip them.
             if len(pending) > self.buffer_lines:
                 pending = pending[-self.buffer_lines :]
-            log.write_lines([p.text for p in pending], scroll_end=False)
+            log.write_lines([format_record(r) for r in pending], scroll_end=False)
             self.lines_written += len(pending)
             self.flushes += 1
         # Also when nothing new came: the end moves when a horizontal scrollbar appears after a long line.
@@ -242,9 +289,11 @@ class LogPane(Vertical):
     def _show_progress(self) -> None:
         label = self.query_one("#log-progress", Label)
         current = self.progress.get(self.source)
-        label.display = current is not None
+        if label.display != (current is not None):
+            label.display = current is not None
         if current is not None:
-            label.update(Text("⟳ " + current[1].text.strip(), no_wrap=True, overflow="ellipsis"))
+            show(label, Text("⟳ " + format_record(current[1]).strip(), no_wrap=True, overflow="ellipsis"),
+                 layout=False)
 
     # ---- filters, sources, find -------------------------------------------------------------------
     def rebuild(self) -> None:
@@ -252,7 +301,7 @@ class LogPane(Vertical):
         self._pending.clear()
         log = self.log_widget
         log.clear()
-        lines = [line.text for line in self.buffers.get(self.source, ()) if self.passes(line)]
+        lines = [format_record(r) for r in self.buffers.get(self.source, ()) if self.passes(r)]
         log.write_lines(lines[-self.buffer_lines :], scroll_end=False)
         self.scroll_to_end()
         self._show_progress()
@@ -330,7 +379,7 @@ class LogPane(Vertical):
             t.append(f" find {self.find_term!r} ", style="black on yellow")
         if extra:
             t.append(f" {extra}", style="dim")
-        self.query_one("#log-status", Label).update(t)
+        show(self.query_one("#log-status", Label), t, layout=False)
 
     # ---- the input line (find / filter) -----------------------------------------------------------
     def open_input(self, mode: str) -> None:

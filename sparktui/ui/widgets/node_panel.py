@@ -11,6 +11,7 @@ from textual.widgets import Label
 from sparktui.ui import format as fmt
 from sparktui.ui.state import NodeState
 from sparktui.ui.widgets.sparkline import ScaledSparkline
+from sparktui.ui.widgets.util import show
 
 _LINK_STYLE = {
     "connected": "green",
@@ -29,6 +30,16 @@ class NodeSummary(Widget):
     def __init__(self, node: NodeState, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.node = node
+        self._last: Text | None = None
+
+    def update_from_state(self) -> None:
+        """Repaint only when the text changed; reflow only when its height did."""
+        text = self.render()
+        if text == self._last:
+            return
+        lines_changed = self._last is None or self._last.plain.count("\n") != text.plain.count("\n")
+        self._last = text
+        self.refresh(layout=lines_changed)
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         reading = self.node.reading
@@ -127,9 +138,9 @@ class NodePanel(Vertical):
         title.append(f"  {n.role}", style="dim" if n.role != "head" else "bold magenta")
         title.append("  ")
         title.append(n.link_text(), style=_LINK_STYLE.get(n.link_phase, ""))
-        self.query_one("#node-title", Label).update(title)
+        show(self.query_one("#node-title", Label), title, layout=False)
         self.set_class(n.link_phase not in ("connected",), "-link-down")
-        self.query_one(NodeSummary).refresh(layout=True)
+        self.query_one(NodeSummary).update_from_state()
         # Memory and GPU on 0–100 %. Traffic on 0 to the window's peak (at least 10 Gb/s): a fixed 0–400
         # Gb/s scale would flatten a 30 Gb/s weight load into nothing; the text line gives the absolute value.
         self.query_one("#spark-mem", ScaledSparkline).show(n.mem_history)
