@@ -1844,6 +1844,52 @@ def _f_kv_json(L: Log) -> None:
                        "engine.")
 
 
+
+@scenario(Spec("happy_v0.17.1_restart-after-hang_plain", "0.17.1",
+               description="one log file, two starts: the first hangs in weights and is killed (no error), the "
+               "second (30 min later, same log) comes up; the timeline is the second start's",
+               expect=dict(outcome="ready", vllm_release="0.17.1", max_stage_seconds=200,
+                           facts=dict(tensor_parallel_size=2, weights_gib=30.57, api_url="http://0.0.0.0:8000"),
+                           stages=HAPPY_STAGES)))
+def _restart(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    s3_distributed(L)
+    L.info(0, "gpu_model_runner.py:4735", f"Starting to load model {MODEL}...")
+    L.shard_bar(0, 8, upto=2)
+    L.tick(1800)
+    happy(L)
+
+
+@scenario(Spec("fail_oom_v0.17.1_ray-oom-killer_plain", "0.17.1",
+               description="unified memory: Ray's memory monitor kills node 2's worker while weights load (raylet "
+               "'killed due to memory pressure (OOM)'), the driver then sees ActorDiedError: the cause is the OOM",
+               expect=dict(outcome="failed", failure_kind="oom", failure_stage="weights",
+                           root_cause="killed due to memory pressure (OOM)",
+                           stages=stages(distributed="done", weights="failed"))))
+def _f_ray_oom(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    s3_distributed(L)
+    L.info(0, "gpu_model_runner.py:4735", f"Starting to load model {MODEL}...")
+    L.shard_bar(0, 8, upto=5)
+    L.tick(30)
+    stamp = L.t.strftime("%Y-%m-%d %H:%M:%S") + ",123"
+    L.raw("ec", f"(raylet, ip={NODE2_IP}) [{stamp} E 412 412] (raylet) node_manager.cc:3157: 1 Workers (tasks / "
+          "actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: "
+          f"4f1e0c77ab2d9e8810, IP: {NODE2_IP}) over the last time period. To see more information about the "
+          f"Workers killed on this node, use `ray logs raylet.out -ip {NODE2_IP}`")
+    L.tick(2)
+    engine_core_failed(L, [("v1/executor/ray_distributed_executor.py", 512, "_run_workers",
+                            "ray_worker_outputs = ray.get(ray_worker_outputs)")],
+                       "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+                       "\tclass_name: RayWorkerWrapper\n\tactor_id: 7440b1f2c6e0aa51b9e3f5a701000000\n\tpid: 5237\n"
+                       f"\tip: {NODE2_IP}\nThe actor is dead because its worker process has died. Worker exit type: "
+                       "SYSTEM_ERROR Worker exit detail: Task was killed due to the node running low on memory.")
+
+
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:
     log = Log(spec)
     fn(log)

@@ -290,3 +290,24 @@ def test_json_shape() -> None:
                 "cuda_graphs_seconds", "cuda_graphs_gib", "engine_seconds", "tensor_parallel_size",
                 "pipeline_parallel_size", "data_parallel_size", "api_url", "nccl_version"):
         assert key in d["facts"], key
+
+
+def test_every_failure_signature_reaches_the_error_path() -> None:
+    """The bulk reader only parses lines holding a keyword. A signature that can stand on a headerless
+    line without an exception name (Ray's raylet OOM line, a raw ``torch._dynamo.exc...`` line) must be
+    covered by a keyword; the others are only ever raised as ``SomethingError: ...`` or logged at ERROR."""
+    from sparktui.domain.logs.failures import SIGNATURES
+    from sparktui.domain.logs.rules import STARTUP_KEYWORDS
+
+    raised_as_error = {  # format strings of exceptions: their lines always hold "Error"/"ERROR"
+        "[Errno 98]", "is not included in a placement group", "Every node should have a unique IP address",
+        "Ray does not allocate any", "No CUDA GPUs are available", "To serve at least one request with the model",
+        "No available memory for the cache blocks", "stored in KV cache", "KV cache is needed, which is larger than",
+        "on startup is less than desired", "NCCL error", "nccl", "Cannot find model module",
+        "does not recognize this architecture", "Invalid repository ID or local directory", "gated repo",
+        "Repo id must", "is not a valid model identifier", "does not appear to have a file named config.json",
+        "validation error for", "No compiled cutlass",
+    }
+    for sig in SIGNATURES:
+        covered = any(kw in sig.keyword for kw in STARTUP_KEYWORDS)
+        assert covered or sig.keyword in raised_as_error, sig.keyword

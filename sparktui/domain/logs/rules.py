@@ -186,6 +186,10 @@ ERROR_KEYWORDS: tuple[str, ...] = (
     "ERROR", "Error", "Exception", "CRITICAL", "failed", "died", "Dead", "fatal", "out of memory",
     "Address already in use", "Timed out", "Cannot provide a placement group", "not supported",
     "no kernel image", "has no ", "unrecognized arguments", "error: argument", ": error: ", "Value error, ",
+    # Signatures that can stand on a line with no header and no "...Error:" in it: raw tracebacks'
+    # "torch._dynamo.exc.BackendCompilerFailed: ..." / "torch._dynamo.exc.Unsupported: ...", Ray's raylet
+    # "... killed due to memory pressure (OOM) ...", the autoscaler's "No available node types ...".
+    "Failed", "_dynamo.exc", "memory pressure", "No available node types",
 )
 # Progress bars: the bar text itself (a record may have lost its header).
 BAR_KEYWORDS: tuple[str, ...] = (

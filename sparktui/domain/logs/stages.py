@@ -44,6 +44,9 @@ _BEFORE_VLLM_OK = frozenset({"ray_connect", "ray_connected", "ray_local", "ray_r
 STATUSES = ("pending", "running", "done", "failed", "skipped")
 _YEAR = 366 * 86400.0
 _DISTRIBUTED = STAGE_INDEX["distributed"]
+_CONFIG = STAGE_INDEX["config"]
+# A worker dying is the effect of something (OOM kill, NCCL abort, ...): it never hides a cause found first.
+_SYMPTOM_KINDS = frozenset({"worker_died"})
 # Process names of vLLM workers (§2.2): Ray actors, V1 mp workers (Worker_TP1, VllmWorker TP1 / rank=1),
 # V0 mp workers.
 _WORKER_ROLES = ("RayWorker", "Worker", "VllmWorker")
@@ -288,7 +291,10 @@ class Timeline:
                 self._on_bar(rec)
             return
         hits = rules_for(msg)
-        if hits and self._outcome != "incomplete" and any(r.name in RESTART_RULES for r, _ in hits):
+        if (hits and (self._outcome != "incomplete" or self._furthest > _CONFIG)
+                and any(r.name in RESTART_RULES for r, _ in hits)):
+            # A version banner or engine config line once the start is past its config stage: a new start
+            # (after ready, a failure, or a start killed mid-way) in the same log.
             self._restart()
         if self._outcome == "ready":
             for rule, m in hits:
@@ -611,6 +617,8 @@ class Timeline:
         ):
             kind, rank = "config_error", 4
         if current is not None and current[3] >= rank:
+            return
+        if current is not None and kind in _SYMPTOM_KINDS and current[0] not in (*_SYMPTOM_KINDS, "unknown"):
             return
         k = kind or "unknown"
         stage = current[1] if current is not None and kind is None else fl.failure_stage(k, running)
