@@ -1890,6 +1890,38 @@ def _f_ray_oom(L: Log) -> None:
                        "SYSTEM_ERROR Worker exit detail: Task was killed due to the node running low on memory.")
 
 
+
+@scenario(Spec("fail_no_gpu_on_node_v0.20.2_mp-no-cuda_plain", "0.20.2", executor="mp",
+               description="no Ray: an mp worker finds no GPU in init_device ('No CUDA GPUs are available'): the "
+               "failure is in the workers' start, there is no placement group",
+               expect=dict(outcome="failed", failure_kind="no_gpu_on_node", failure_stage="distributed",
+                           root_cause="RuntimeError: No CUDA GPUs are available",
+                           stages=stages(config="done", placement="skipped", distributed="failed",
+                                         weights="pending"))))
+def _f_nocuda(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    mp_worker_failed(L, 0, [
+        ("v1/worker/gpu_worker.py", 201, "init_device", "torch.cuda.set_device(self.device)"),
+        ("../torch/cuda/__init__.py", 372, "_lazy_init", "torch._C._cuda_init()"),
+    ], "RuntimeError: No CUDA GPUs are available")
+
+
+@scenario(Spec("fail_no_gpu_on_node_v0.26.0_api-no-device_docker", "0.26.0", launcher="docker",
+               description="a container started without GPUs: platform detection fails in the API server before "
+               "any engine ('Failed to infer device type')",
+               expect=dict(outcome="failed", failure_kind="no_gpu_on_node", failure_stage="config",
+                           root_cause="Failed to infer device type",
+                           stages=stages(config="failed", placement="pending"))))
+def _f_nodevice(L: Log) -> None:
+    s0_version(L)
+    L.raw("api", tb_lines([
+        ("engine/arg_utils.py", 1480, "create_engine_config", "device_config = DeviceConfig(device=cast(Device, current_platform.device_type))"),
+        ("config/device.py", 58, "__post_init__", "raise RuntimeError("),
+    ], "RuntimeError: Failed to infer device type, please set the environment variable `VLLM_LOGGING_LEVEL=DEBUG` "
+       "to turn on verbose logging to help debug the issue."))
+
+
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:
     log = Log(spec)
     fn(log)
@@ -1901,6 +1933,7 @@ def manifest() -> list[dict[str, Any]]:
     for spec, _ in SCENARIOS:
         out.append({"file": spec.name + ".log", "version": spec.version, "executor": spec.executor,
                     "launcher": spec.launcher + (" crlf" if spec.crlf else ""), "tp": spec.tp,
+                    "cluster_nodes": max(1, spec.tp // spec.gpus_per_node) if spec.executor.startswith("ray") else 1,
                     "description": spec.description, "expect": spec.expect})
     return out
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sparktui.domain.logs import FAILURE_KINDS, timeline_from_bytes
+from sparktui.domain.logs import FAILURE_KINDS, LogReader, Timeline, timeline_from_bytes
 from tests.synthetic_vllm_logs import OUT, SCENARIOS, build, manifest
 
 MANIFEST: list[dict[str, Any]] = json.loads((OUT / "manifest.json").read_text(encoding="utf-8"))
@@ -32,10 +32,15 @@ def test_every_failure_kind_is_covered() -> None:
     assert set(FAILURE_KINDS) <= kinds
 
 
-@pytest.mark.parametrize("entry", MANIFEST, ids=[e["file"].removesuffix(".log") for e in MANIFEST])
-def test_synthetic_log(entry: dict[str, Any]) -> None:
+_CASES = [(e, None) for e in MANIFEST] + [(e, e["cluster_nodes"]) for e in MANIFEST if e["cluster_nodes"] > 1]
+
+
+@pytest.mark.parametrize(("entry", "expected_nodes"), _CASES,
+                         ids=[e["file"].removesuffix(".log") + ("" if n is None else f"-nodes{n}") for e, n in _CASES])
+def test_synthetic_log(entry: dict[str, Any], expected_nodes: int | None) -> None:
+    """Without a node count (the CLI), and with the cluster's (the dashboard passes len(config.nodes))."""
     exp = entry["expect"]
-    snap = timeline_from_bytes((OUT / entry["file"]).read_bytes())
+    snap = timeline_from_bytes((OUT / entry["file"]).read_bytes(), expected_nodes)
     got = snap.to_json()
     assert snap.outcome == exp["outcome"], got
     if "vllm_release" in exp:
@@ -66,3 +71,21 @@ def test_synthetic_log(entry: dict[str, Any]) -> None:
         assert snap.failure.hint
     else:
         assert snap.failure is None, snap.failure
+
+
+@pytest.mark.parametrize("entry", MANIFEST, ids=[e["file"].removesuffix(".log") for e in MANIFEST])
+def test_live_reading_agrees_with_the_bulk_path(entry: dict[str, Any]) -> None:
+    """A dashboard tails the log in arbitrary chunks (LogReader + Timeline.feed per record): same verdict."""
+    data = (OUT / entry["file"]).read_bytes()
+    bulk = timeline_from_bytes(data)
+    reader, live = LogReader(), Timeline()
+    for i in range(0, len(data), 97):
+        for rec in reader.feed(data[i : i + 97]):
+            live.feed(rec)
+    for rec in reader.flush():
+        live.feed(rec)
+    snap = live.snapshot()
+    assert snap.outcome == bulk.outcome
+    assert [(s.name, s.status) for s in snap.stages] == [(s.name, s.status) for s in bulk.stages]
+    assert dict(snap.facts) == dict(bulk.facts)
+    assert snap.failure == bulk.failure

@@ -152,6 +152,11 @@ KIND_STAGE = {
 }
 # Kinds whose natural stage is only a default: the running stage wins when there is one.
 _STAGE_IF_NONE = {"model_not_found", "unsupported_architecture", "port_in_use"}
+# A missing GPU is a placement failure when Ray says so ("Ray does not allocate any GPUs on the driver
+# node", "Current node has no GPU available. current_node_resource=..."); without Ray it shows in an mp
+# worker's init_device ("No CUDA GPUs are available") or the API server's platform detection ("Failed to
+# infer device type"): wherever the log is.
+_RAY_PLACEMENT_WORDS = re.compile(r"Ray|current_node_resource|placement group|driver node")
 
 
 def classify(message: str, stage: str | None = None) -> str | None:
@@ -207,7 +212,9 @@ def method_stage(message: str) -> str | None:
     return _METHOD_STAGE.get(m.group(1)) if m else None
 
 
-def failure_stage(kind: str, running: str | None) -> str:
+def failure_stage(kind: str, running: str | None, message: str = "") -> str:
+    if kind == "no_gpu_on_node" and running is not None and not _RAY_PLACEMENT_WORDS.search(message):
+        return running
     natural = KIND_STAGE.get(kind)
     if natural is not None and kind not in _STAGE_IF_NONE:
         return natural

@@ -621,7 +621,7 @@ class Timeline:
         if current is not None and kind in _SYMPTOM_KINDS and current[0] not in (*_SYMPTOM_KINDS, "unknown"):
             return
         k = kind or "unknown"
-        stage = current[1] if current is not None and kind is None else fl.failure_stage(k, running)
+        stage = current[1] if current is not None and kind is None else fl.failure_stage(k, running, msg)
         self._failure = (k, stage, msg, rank)
         self._pydantic_open = "validation error for" in msg
         self._outcome = "failed"
@@ -638,7 +638,7 @@ class Timeline:
             text = text.removeprefix(head)
         running = self._running_stage() or old_stage
         kind = fl.classify(text, running) or old_kind
-        stage = fl.failure_stage(kind, running) if kind != old_kind else old_stage
+        stage = fl.failure_stage(kind, running, text) if kind != old_kind else old_stage
         self._failure = (kind, stage, f"{msg}: {text}", rank)
         self._mark_failed(stage, old_stage)
 
