@@ -35,8 +35,10 @@ def test_every_failure_kind_is_covered() -> None:
 _CASES = [(e, None) for e in MANIFEST] + [(e, e["cluster_nodes"]) for e in MANIFEST if e["cluster_nodes"] > 1]
 
 
-@pytest.mark.parametrize(("entry", "expected_nodes"), _CASES,
-                         ids=[e["file"].removesuffix(".log") + ("" if n is None else f"-nodes{n}") for e, n in _CASES])
+_CASE_IDS = [e["file"].removesuffix(".log") + ("" if n is None else f"-nodes{n}") for e, n in _CASES]
+
+
+@pytest.mark.parametrize(("entry", "expected_nodes"), _CASES, ids=_CASE_IDS)
 def test_synthetic_log(entry: dict[str, Any], expected_nodes: int | None) -> None:
     """Without a node count (the CLI), and with the cluster's (the dashboard passes len(config.nodes))."""
     exp = entry["expect"]
