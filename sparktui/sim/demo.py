@@ -553,10 +553,13 @@ class DemoBackend:
             self._post(self.sim.advance(self.frozen_at))
             await asyncio.Event().wait()   # time stands still until the app closes
             return
-        if self.autostart and not self.readonly:
+        if self.autostart:
+            # Read-only too: then it plays a start someone else made, which is what watching looks like.
             self.sim.request("start")
             self._post([Notice("demo: a simulated two-node start is running — it reaches ready in about "
-                               "a minute; then try t (smoke test), r (restart), x (stop)")])
+                               "a minute; then try t (smoke test), r (restart), x (stop)"
+                               if not self.readonly else
+                               "demo, read-only: watching a simulated start; the controls are disabled")])
         self._t0 = time.monotonic()
         while True:
             self._post(self.sim.advance(self._now()))

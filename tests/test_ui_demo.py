@@ -1,0 +1,155 @@
+"""``sparktui --demo``: the simulated cluster reaches ready through the real parser, its metrics follow the
+stage, its controls work (and refuse a second request), frozen screens are reproducible, the app itself
+writes the README's screenshot, and the dashboard picks demo or real backend from the config lookup."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparktui.commands.dashboard import EXAMPLE_NOTICE, NO_CONFIG_NOTICE, choose
+from sparktui.domain.events import EngineChanged, EngineState, NodeSampled, OperationRefused
+from sparktui.domain.telemetry import NodeTelemetry
+from sparktui.sim.demo import DemoBackend, DemoSimulation
+from sparktui.ui.app import SparkApp
+from sparktui.ui.screens.confirm import ConfirmScreen
+from tests.ui_fakes import settle
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_until(sim: DemoSimulation, state: EngineState, limit: float = 120.0) -> float:
+    t = sim.t
+    while sim.state is not state:
+        t += 0.5
+        assert t < limit, f"still {sim.state} at {t:.0f} s"
+        sim.advance(t)
+    return t
+
+
+def test_start_reaches_ready_in_about_a_minute_through_the_real_parser() -> None:
+    sim = DemoSimulation(seed=1)
+    sim.request("start")
+    ready = run_until(sim, EngineState.READY)
+    assert 40 <= ready <= 75
+    assert sim.feed is not None
+    snap = sim.feed.snapshot()
+    assert snap.outcome == "ready"
+    assert snap.vllm_version == "0.8.3"
+    done = {s.name for s in snap.stages if s.status == "done"}
+    assert {"config", "placement", "weights", "kv_cache", "cuda_graphs"} <= done
+
+
+def test_metrics_move_with_the_stage() -> None:
+    sim = DemoSimulation(seed=2)
+    sim.request("start")
+    telemetry = NodeTelemetry("spark1")
+    by_stage: dict[str, list[tuple[float, float, float]]] = {}
+    t = 0.0
+    while sim.state is not EngineState.READY and t < 120:
+        t += 1.0
+        for event in sim.advance(t):
+            if isinstance(event, NodeSampled) and event.node == "spark1":
+                rates = telemetry.update(event.sample)
+                stage = sim.feed.running_stage() if sim.feed else None
+                if rates is not None and stage:
+                    gbps = sum((c.rx_gbps or 0) + (c.tx_gbps or 0) for c in rates.cables)
+                    util = event.sample.gpu.devices[0].util_percent or 0.0
+                    by_stage.setdefault(stage, []).append((gbps, util, event.sample.memory.used or 0))
+    weights, graphs, config = by_stage["weights"], by_stage["cuda_graphs"], by_stage["config"]
+    assert max(g for g, _, _ in weights) > 20          # weights stream over the cable
+    assert max(u for _, u, _ in graphs) > 80           # GPUs busy capturing graphs
+    assert max(u for _, u, _ in config) < 10
+    assert max(m for _, _, m in graphs) > max(m for _, _, m in config) + 50 * 1024**3   # memory rose
+
+
+def test_operations_refuse_a_second_request_stop_and_restart() -> None:
+    sim = DemoSimulation(seed=3)
+    sim.request("start")
+    with pytest.raises(OperationRefused):
+        sim.request("stop")
+    run_until(sim, EngineState.READY)
+    with pytest.raises(OperationRefused):
+        sim.request("start")      # already running: stop it first, or restart
+    sim.request("stop")
+    run_until(sim, EngineState.STOPPED, limit=sim.t + 10)
+    sim.request("restart")
+    run_until(sim, EngineState.READY, limit=sim.t + 90)
+
+
+def test_frozen_demo_is_reproducible() -> None:
+    def events(seed: int) -> list[str]:
+        sim = DemoSimulation(seed=seed)
+        sim.request("start")
+        return [repr(e) for e in sim.advance(30.0) if not isinstance(e, EngineChanged)]
+
+    assert events(7) == events(7)
+    assert events(7) != events(8)
+
+
+async def test_demo_app_reaches_ready_and_the_buttons_work() -> None:
+    backend = DemoBackend(seed=4, speed=40.0)   # a minute of simulated start in under two seconds
+    app = SparkApp(backend, roles=backend.node_roles)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(200):
+            await settle(pilot, app)
+            if app.state.engine.state is EngineState.READY:
+                break
+        assert app.state.engine.state is EngineState.READY
+        assert app.query_one("#stage-summary").display
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        for _ in range(100):
+            await settle(pilot, app)
+            if app.state.engine.state is EngineState.STOPPED and app.refusal() is None:
+                break
+        assert app.state.engine.state is EngineState.STOPPED
+        await pilot.press("s")
+        await settle(pilot, app)
+        assert app.state.engine.state in (EngineState.PREFLIGHT, EngineState.STARTING)
+
+
+def test_the_app_writes_its_own_screenshot(tmp_path: Path) -> None:
+    out = tmp_path / "demo.svg"
+    env = {**os.environ, "SPARKTUI_CONFIG": ""}
+    subprocess.run(
+        [sys.executable, "-m", "sparktui", "--demo", "--screenshot", str(out), "--screenshot-after", "1",
+         "--demo-frozen-at", "30", "--size", "120x40"],
+        cwd=tmp_path, env=env, check=True, timeout=60, capture_output=True,
+    )
+    svg = out.read_text()
+    assert svg.startswith("<svg") and "spark1" in svg and "weights" in svg
+
+
+def _args(**kw: object) -> argparse.Namespace:
+    return argparse.Namespace(**{"config": None, "demo": False, "readonly": False, **kw})
+
+
+def test_which_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    example = (ROOT / "config.toml").read_text()
+    # No config anywhere: the demo, saying how to get out of it.
+    choice = choose(_args(), environ={})
+    assert choice.demo and choice.notice == NO_CONFIG_NOTICE
+    # The shipped example found by the default lookup: the demo, with the notice naming the file.
+    (tmp_path / "config.toml").write_text(example)
+    choice = choose(_args(), environ={})
+    assert choice.demo and choice.notice == EXAMPLE_NOTICE.format(path="config.toml")
+    # The same file named explicitly: the user means it — the real backend.
+    choice = choose(_args(config=str(tmp_path / "config.toml")), environ={})
+    assert not choice.demo and choice.config is not None
+    choice = choose(_args(), environ={"SPARKTUI_CONFIG": str(tmp_path / "config.toml")})
+    assert not choice.demo
+    # A real config by default lookup: real.
+    (tmp_path / "config.toml").write_text(example.replace("example = true", "example = false"))
+    assert not choose(_args(), environ={}).demo
+    # --demo always wins.
+    assert choose(_args(demo=True), environ={}).demo
