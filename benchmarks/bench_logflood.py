@@ -192,7 +192,8 @@ async def measure(naive: bool, rate: int, seconds: float, parse: bool) -> dict[s
         pane = app.query_one(LogPane)
         lat = sorted(app.latencies)
         return {
-            "variant": "naive (one Log.write per line)" if naive else f"batched (write_lines at {FLUSH_HZ:g} Hz)",
+            "variant": ("naive (one Log.write per line)" if naive
+                        else f"batched (write_lines at {FLUSH_HZ:g} Hz)"),
             "lines_sent": sent,
             "lines_per_s": sent / duration,
             "log_lines_kept": pane.log_widget.line_count,

@@ -3,7 +3,14 @@ an operation already running, a backend that refuses, key remapping."""
 
 from __future__ import annotations
 
-from sparktui.domain.events import EngineChanged, EngineState, OperationChanged, OperationView, StepStatus, StepView
+from sparktui.domain.events import (
+    EngineChanged,
+    EngineState,
+    OperationChanged,
+    OperationView,
+    StepStatus,
+    StepView,
+)
 from sparktui.ui.screens.confirm import ConfirmScreen
 from tests.ui_fakes import FakeBackend, make_app, notifications, settle, wait_for_actions
 
@@ -84,7 +91,8 @@ async def test_operation_running_refuses_with_a_message_and_shows_steps() -> Non
         await settle(pilot, app)
         op = OperationView("start", steps=(
             StepView("SSH reachable", "spark1", StepStatus.OK, 0.2),
-            StepView("image present, same ID", None, StepStatus.FAILED, 1.0, "spark2 has a different image ID"),
+            StepView("image present, same ID", None, StepStatus.FAILED, 1.0,
+                     "spark2 has a different image ID"),
             StepView("RDMA link up", None, StepStatus.RUNNING),
         ))
         backend.post(OperationChanged(op), EngineChanged(EngineState.PREFLIGHT))

@@ -38,7 +38,8 @@ async def test_buffer_is_bounded() -> None:
     app, backend = make_app(log_buffer_lines=100)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(LogRecords("vllm", records([f"INFO 01-01 00:00:00 [x.py:1] line {i}" for i in range(1000)])))
+        lines = [f"INFO 01-01 00:00:00 [x.py:1] line {i}" for i in range(1000)]
+        backend.post(LogRecords("vllm", records(lines)))
         await settle(pilot, app)
         pane = app.query_one(LogPane)
         assert pane.log_widget.line_count == 100
@@ -52,7 +53,8 @@ async def test_filter_by_text_level_and_node() -> None:
         "INFO 04-14 16:08:05 [config.py:600] This model supports multiple tasks",
         "WARNING 04-14 16:08:05 [arg_utils.py:1] Chunked prefill is enabled by default",
         "ERROR 04-14 16:08:06 [core.py:2] something broke",
-        "\x1b[36m(RayWorkerWrapper pid=327, ip=10.0.0.2)\x1b[0m INFO 04-14 16:08:10 [worker.py:3] worker says hi",
+        "\x1b[36m(RayWorkerWrapper pid=327, ip=10.0.0.2)\x1b[0m "
+        "INFO 04-14 16:08:10 [worker.py:3] worker says hi",
     ]
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
@@ -116,7 +118,8 @@ async def test_progress_updates_collapse_into_one_line() -> None:
             for n, p in ((1, 3), (2, 7), (15, 50), (30, 100))]
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(LogRecords("vllm", records(["INFO 04-14 16:11:21 [weight_utils.py:1] loading", *bars[:2]])))
+        first = ["INFO 04-14 16:11:21 [weight_utils.py:1] loading", *bars[:2]]
+        backend.post(LogRecords("vllm", records(first)))
         await settle(pilot, app)
         # While the bar moves it is shown in the progress line, not in the log.
         assert not any("safetensors" in s for s in shown(app))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from textual.widgets import ProgressBar
 
@@ -42,8 +42,10 @@ def gb10_sample(seq: int, tx_octets: int, symbol_errors: int = 0, util: float = 
         memory=MemorySample(total=127_600_748 * 1024, used=int(40 * GIB), available=int(81 * GIB)),
         cpu=CpuSample(percent=12.0),
         # GB10: NVML gives utilisation, temperature and power, but no memory figures.
-        gpu=GpuSample(source="nvml", devices=(GpuDevice(index=0, name="NVIDIA GB10", util_percent=util,
-                                                       temperature_c=51.0, power_w=33.5, memory_unified=True),)),
+        gpu=GpuSample(source="nvml", devices=(
+            GpuDevice(index=0, name="NVIDIA GB10", util_percent=util, temperature_c=51.0, power_w=33.5,
+                      memory_unified=True),
+        )),
         rdma=ports,
     )
 
@@ -101,7 +103,7 @@ async def test_real_samples_give_rates_and_highlight_rising_errors() -> None:
 
 
 def fed_timeline(upto: str) -> Any:
-    """The recorded real start fed through the real stage machine, up to the first line containing ``upto``."""
+    """The recorded real start through the real stage machine, up to the first line containing ``upto``."""
     timeline = Timeline(expected_nodes=2)
     lines = recording_text(DEFAULT_RECORDING).splitlines()
     cut = next(i for i, line in enumerate(lines) if upto in line)
@@ -139,7 +141,8 @@ async def test_stage_bars_follow_a_fed_log() -> None:
 
 async def test_failure_shows_kind_root_cause_and_hint() -> None:
     app, backend = make_app()
-    log = (DATA / "09_dgx-spark-gb10-nemotron3-super-120b-nvfp4-no-scaledmm-kernel-enginecore-failed_v0.26.0.txt")
+    log = DATA / ("09_dgx-spark-gb10-nemotron3-super-120b-nvfp4-no-scaledmm-kernel-enginecore-failed"
+                  "_v0.26.0.txt")
     timeline = Timeline()
     timeline.feed_text(log.read_text(errors="replace"), now=FIXED_NOW)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -158,7 +161,7 @@ class _StalledTimeline:
 
     stages = ({"name": "config", "status": "done", "seconds": 3.0},
               {"name": "weights", "status": "running", "seconds": 40.0, "progress": {"done": 3, "total": 12}})
-    facts: dict[str, Any] = {}
+    facts: ClassVar[dict[str, Any]] = {}
     failure = None
 
     def stall_seconds(self, now: float | None = None) -> float:

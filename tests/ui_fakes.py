@@ -18,7 +18,7 @@ FIXED_NOW = 1_767_225_600.0
 
 class FakeBackend:
     def __init__(self, nodes: Sequence[str] = ("spark1", "spark2"), readonly: bool = False) -> None:
-        self.node_names = tuple(nodes)
+        self.node_names: Sequence[str] = tuple(nodes)
         self.readonly = readonly
         self.calls: list[str] = []
         self.sink: EventSink | None = None

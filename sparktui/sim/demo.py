@@ -125,7 +125,10 @@ def squeeze(lines: Sequence[RecordedLine], target_seconds: float) -> list[Replay
         here = kept[run[0]].offset_seconds
         nxt = kept[runs[r + 1][0]].offset_seconds if r + 1 < len(runs) else here
         bars = sum(1 for i in run if _PROGRESS_HINT.search(kept[i].text))
-        span = min(PROGRESS_SPAN_S, max(nxt - here, PROGRESS_SPAN_S / 2)) if bars >= 3 else min(MAX_GAP_S, nxt - here)
+        if bars >= 3:
+            span = min(PROGRESS_SPAN_S, max(nxt - here, PROGRESS_SPAN_S / 2))
+        else:
+            span = min(MAX_GAP_S, nxt - here)
         for k, i in enumerate(run):
             times[i] = t + (span * k / len(run) if bars >= 3 else 0.0)
         t += span

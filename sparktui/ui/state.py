@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +76,7 @@ class AsymmetryWatch:
         self._since: float | None = None
         self._pair: tuple[str, str] | None = None
 
-    def update(self, now: float, working: bool, utilisation: dict[str, float | None]) -> str | None:
+    def update(self, now: float, working: bool, utilisation: Mapping[str, float | None]) -> str | None:
         known = {n: u for n, u in utilisation.items() if u is not None}
         busy = sorted(n for n, u in known.items() if u >= self.busy)
         idle = sorted(n for n, u in known.items() if u <= self.idle)
