@@ -202,12 +202,20 @@ class Log:
             colour = {"INFO": "32", "WARNING": "33", "ERROR": "31", "DEBUG": "37"}.get(level, "0")
             level = f"\x1b[{colour}m{level}\x1b[0m"
             ts = f"\x1b[2m{ts}\x1b[0m"
-        pre = self.s.logging_prefix
+        pre = self.s.logging_prefix if self.v < (0, 31) else ""  # 0.31+: before the process prefix
         return f"{pre}{level} {ts} {where}] " if self.v < (0, 8) else f"{pre}{level} {ts} [{where}] "
 
     def log(self, who: Any, level: str, where: str, msg: str, *, repeat: int = 0) -> None:
         """A vLLM logger record; a multi-line message repeats the header on every line (``\\r\\n``)."""
         pre, head = self.prefix(who, True), self.header(level, where, who)
+        if self.v >= (0, 31) and self.s.logging_prefix:
+            # f"{VLLM_LOGGING_PREFIX}(%(vllm_process_name)s pid=%(process)d) %(levelname)s ...": the free
+            # text comes first, after any Ray prefix of a forwarded record.
+            own = self.vp(self.worker_name(who), self.worker_pid[who]) if isinstance(who, int) else pre
+            if own and pre.endswith(own):
+                pre = pre[: -len(own)] + self.s.logging_prefix + own
+            else:
+                pre = self.s.logging_prefix + pre
         if self.s.json_format:
             self.lines.append(self.json_record(who, level, where, msg))
             return
@@ -1920,6 +1928,39 @@ def _f_nodevice(L: Log) -> None:
         ("config/device.py", 58, "__post_init__", "raise RuntimeError("),
     ], "RuntimeError: Failed to infer device type, please set the environment variable `VLLM_LOGGING_LEVEL=DEBUG` "
        "to turn on verbose logging to help debug the issue."))
+
+
+
+@scenario(Spec("happy_v0.22.1_request-errors-after-ready_plain", "0.22.1",
+               description="after ready, a bad request: the API logs an ERROR with a traceback and answers 400; "
+               "the server keeps serving, so the outcome stays ready",
+               expect=dict(outcome="ready", vllm_release="0.22.1",
+                           facts=dict(tensor_parallel_size=2, api_url="http://0.0.0.0:8000"),
+                           stages=HAPPY_STAGES)))
+def _ready_then_request_error(L: Log) -> None:
+    happy(L)
+    L.tick(60)
+    L.log("api", "ERROR", "serving_chat.py:262", "Error in preprocessing prompt inputs\n" + tb_lines([
+        ("entrypoints/openai/serving_chat.py", 245, "create_chat_completion", "conversation, engine_prompts = await self._preprocess_chat("),
+        ("entrypoints/openai/serving_engine.py", 1037, "_validate_input", "raise ValueError("),
+    ], "ValueError: This model's maximum context length is 32768 tokens. However, your request has 40100 input "
+       "tokens. Please reduce the length of the input messages."))
+    L.uvicorn('10.0.0.7:52130 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request')
+    L.tick(5)
+    L.uvicorn('10.0.0.7:52131 - "POST /v1/chat/completions HTTP/1.1" 200 OK')
+
+
+
+@scenario(Spec("happy_v0.31.0_v1-rayv2-logprefix_docker", "0.31.0", logging_prefix="[spark-a] ", launcher="docker",
+               description="0.31+ VLLM_LOGGING_PREFIX: the free text now comes before the formatter's process "
+               "prefix ('[spark-a] (EngineCore pid=…) INFO …'), after Ray's prefix on forwarded lines",
+               expect=dict(outcome="ready", vllm_release="0.31.0",
+                           facts=dict(tensor_parallel_size=2, weights_gib=30.57, kv_cache_tokens=395488,
+                                      api_url="http://0.0.0.0:8000"),
+                           nodes=["head", NODE2_IP],
+                           stages=HAPPY_STAGES)))
+def _v0310_prefix(L: Log) -> None:
+    happy(L)
 
 
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:

@@ -6,11 +6,20 @@ These are not the real logs the parser was developed on, so a rule tuned to thos
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
-from sparktui.domain.logs import FAILURE_KINDS, LogReader, Timeline, timeline_from_bytes
+from sparktui.domain.logs import (
+    FAILURE_KINDS,
+    LineSplitter,
+    LogReader,
+    Timeline,
+    parse_line,
+    strip_ansi,
+    timeline_from_bytes,
+)
 from tests.synthetic_vllm_logs import OUT, SCENARIOS, build, manifest
 
 MANIFEST: list[dict[str, Any]] = json.loads((OUT / "manifest.json").read_text(encoding="utf-8"))
@@ -91,3 +100,20 @@ def test_live_reading_agrees_with_the_bulk_path(entry: dict[str, Any]) -> None:
     assert [(s.name, s.status) for s in snap.stages] == [(s.name, s.status) for s in bulk.stages]
     assert dict(snap.facts) == dict(bulk.facts)
     assert snap.failure == bulk.failure
+
+
+_HEADER = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d")
+
+
+@pytest.mark.parametrize("entry", MANIFEST, ids=[e["file"].removesuffix(".log") for e in MANIFEST])
+def test_every_vllm_record_is_peeled(entry: dict[str, Any]) -> None:
+    """Whatever wraps a vLLM record (launcher stamps, nested prefixes, VLLM_LOGGING_PREFIX, colours), the
+    line layer finds its level and time, and the message no longer holds the header."""
+    data = (OUT / entry["file"]).read_bytes()
+    for text in LineSplitter().feed(data + b"\n"):
+        plain = strip_ansi(text)
+        if not _HEADER.search(plain) or plain.lstrip().startswith("{"):
+            continue
+        rec = parse_line(text)
+        assert rec.level is not None and rec.time is not None, text
+        assert not _HEADER.search(rec.message), text

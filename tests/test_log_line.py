@@ -113,6 +113,17 @@ def test_free_text_before_the_vllm_record() -> None:
     assert nccl.level is None and nccl.message.startswith("host:327")
 
 
+def test_logging_prefix_after_process_prefixes() -> None:
+    # <= 0.30: the stdout patch writes the process prefix, the formatter output starts with the free text.
+    old = parse_line("(EngineCore pid=4) (RayWorkerWrapper pid=5) [spark-a] INFO 04-08 23:30:25 [x.py:1] hi")
+    assert (old.role, old.node, old.level, old.time, old.message) == (
+        "RayWorkerWrapper", None, "INFO", "04-08 23:30:25", "hi")
+    # 0.31+: the free text precedes the formatter's process prefix, inside Ray's prefix.
+    new = parse_line("\x1b[36m(RayWorkerProc pid=5, ip=10.0.0.2)\x1b[0m [spark-a] (Worker_TP1 pid=5) ERROR "
+                     "04-08 23:30:26 [x.py:1] boom")
+    assert (new.role, new.node, new.pid, new.level, new.message) == ("Worker_TP1", "10.0.0.2", 5, "ERROR", "boom")
+
+
 def test_uvicorn_ray_logger_glog_and_autoscaler_lines() -> None:
     u = parse_line("(APIServer pid=148236) \x1b[32mINFO\x1b[0m:     Application startup complete.")
     assert (u.level, u.message, u.time) == ("INFO", "Application startup complete.", None)

@@ -256,6 +256,16 @@ def _parse(text: str) -> LogRecord:
             node = m["ip"] or None
             rest = rest[m.end():]
 
+    if has_prefix and rest[:1] not in ("", "(", "\r", "{") and not _VLLM_HEADER.match(rest):
+        # Free text between the process prefixes and the vLLM record: VLLM_LOGGING_PREFIX after the stdout
+        # patch's prefix (<= 0.30: "(EngineCore pid=1) (RayWorkerWrapper pid=2) [spark-a] INFO ...") or
+        # after Ray's prefix (0.31+: "(RayWorkerProc pid=2, ip=X) [spark-a] (Worker_TP1 pid=2) INFO ...").
+        m0 = _EMBEDDED.search(rest, 1, _EMBED_WINDOW + 60)
+        if m0 is not None and m0.start() <= _EMBED_WINDOW and rest[m0.start() - 1] in " ]>:|":
+            inner = _parse(rest[m0.start():])
+            return replace(inner, raw=raw, role=inner.role or role, node=inner.node or node,
+                           pid=inner.pid or pid, has_prefix=True)
+
     if has_prefix and rest.startswith("{") and '"message"' in rest:
         # A JSON record (0.32+ formatter) relayed by Ray behind its own prefix: the prefix gives the node.
         rec = _parse_json(raw, rest)
