@@ -34,7 +34,7 @@ from sparktui.domain.lifecycle.ray_state import (
     parse_probe_line,
     parse_ray_status,
 )
-from sparktui.remote.transport import CommandResult, Transport, TransportError
+from sparktui.remote.transport import CommandResult, RemoteProcess, Transport, TransportError
 
 ProgressCallback = Callable[[OperationView], None]
 
@@ -106,6 +106,7 @@ class EngineController:
         self._rdma: dict[str, bool] = {}
         self._busy: str | None = None
         self._runtimes = P.runtimes(config)
+        self._background: set[asyncio.Task[None]] = set()
 
     # -- public API --------------------------------------------------------------------------------
     @property
@@ -150,6 +151,8 @@ class EngineController:
     async def discover(self, *, ray: bool = True) -> Discovery:
         """What of ours runs on the nodes now: vLLM (pid file + process), containers, processes, Ray."""
         cfg = self.config
+        # The state dir's absolute path (docker mounts it at the host's path, not the container's $HOME).
+        await self._resolve_homes(quiet=True)
         vllm: dict[str, DetachedState] = {}
         containers: dict[str, list[F.Container]] = {}
         processes: dict[str, list[Mapping[str, object]]] = {}
@@ -444,9 +447,9 @@ class EngineController:
             except TimeoutError:
                 break
             finally:
+                # Reaped in the background: `vllm serve` should not wait for the probe's channel to close.
                 proc.terminate()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(proc.wait(), 2.0)
+                self._reap(proc)
             if "cannot import ray" in probe_error:
                 use_status_text = True
                 live(f"{probe_error}; reading `ray status` instead")
@@ -585,6 +588,15 @@ class EngineController:
         return summary
 
     # -- helpers -----------------------------------------------------------------------------------
+    def _reap(self, proc: RemoteProcess) -> None:
+        async def reap() -> None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 5.0)
+
+        task = asyncio.create_task(reap())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     async def _resolve_homes(self, quiet: bool = False) -> None:
         async def one(name: str) -> None:
             if name in self.homes:
