@@ -117,3 +117,40 @@ def test_every_vllm_record_is_peeled(entry: dict[str, Any]) -> None:
         rec = parse_line(text)
         assert rec.level is not None and rec.time is not None, text
         assert not _HEADER.search(rec.message), text
+
+
+_GROUP = re.compile(r"\((?:([^()]*?) )?pid=\d+(?:, ip=([^)\s]+))?\)")
+
+
+@pytest.mark.parametrize("entry", MANIFEST, ids=[e["file"].removesuffix(".log") for e in MANIFEST])
+def test_role_and_node_are_the_innermost_name_and_the_ray_ip(entry: dict[str, Any]) -> None:
+    """For every vLLM record: role = the innermost named process group before the header, node = the
+    Ray group's ip= (none: the head)."""
+    data = (OUT / entry["file"]).read_bytes()
+    for text in LineSplitter().feed(data + b"\n"):
+        plain = strip_ansi(text)
+        head = _HEADER.search(plain)
+        if head is None or plain.lstrip().startswith("{"):
+            continue
+        groups = _GROUP.findall(plain[: head.start()])
+        if not groups:
+            continue
+        names = [name for name, _ in groups if name]
+        ips = [ip for _, ip in groups if ip]
+        rec = parse_line(text)
+        assert rec.role == (names[-1] if names else None), text
+        assert rec.node == (ips[-1] if ips else None), text
+
+
+def test_hang_reads_as_a_stall_in_weights() -> None:
+    """Fed live (arrival time = the line's time), the shm_broadcast heartbeats of a hung start are not
+    progress: the dashboard can say 'no progress for 3 min during weights'."""
+    data = (OUT / "incomplete_v0.22.1_hang-after-load-start_plain.log").read_bytes()
+    reader, timeline = LogReader(), Timeline()
+    clock = 0.0
+    for rec in reader.feed(data) + reader.flush():
+        clock = rec.seconds if rec.seconds is not None else clock
+        timeline.feed(rec, now=clock)
+    snap = timeline.snapshot(now=clock)
+    assert snap.current == "weights"
+    assert snap.stall_seconds(clock) == 180.0
