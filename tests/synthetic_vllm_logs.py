@@ -586,7 +586,7 @@ def _per_node(L: Log) -> list[int]:
 
 
 def s6_kv(L: Log, *, kv_gib: tuple[float, float] = (48.31, 47.90), tokens: int = 395_488,
-          conc: float = 12.07) -> None:
+          conc: float = 12.07, device: str = "GPU") -> None:
     v = L.v
     printers = _per_node(L) if not L.v0 else L.ranks
     if L.v0 and v >= (0, 7, 3):
@@ -620,7 +620,8 @@ def s6_kv(L: Log, *, kv_gib: tuple[float, float] = (48.31, 47.90), tokens: int =
         L.info("ec", "kv_cache_utils.py:1091", f"Maximum concurrency for 32,768 tokens per request: {conc:.2f}x")
     else:
         L.info("ec", "kv_cache_utils.py:1147",
-               f"GPU KV cache size: {tok} tokens, Maximum concurrency for 32,768 tokens per request: {conc:.2f}x")
+               f"{device if v >= (0, 30) else 'GPU'} KV cache size: {tok} tokens, Maximum concurrency for 32,768 "
+               f"tokens per request: {conc:.2f}x")
     L.tick(1)
 
 
@@ -1963,6 +1964,79 @@ def _v0310_prefix(L: Log) -> None:
     happy(L)
 
 
+
+@scenario(Spec("happy_v0.30.0_v1-rayv2-hisparse_slurm", "0.30.0", launcher="slurm",
+               description="0.30: '%s KV cache size' with the device word 'GPU + host' (HiSparse), ETP rank in the "
+               "rank assignment line",
+               expect=dict(outcome="ready", vllm_release="0.30.0",
+                           facts=dict(tensor_parallel_size=2, kv_cache_tokens=1587648, max_concurrency=48.45,
+                                      api_url="http://0.0.0.0:8000"),
+                           stages=HAPPY_STAGES)))
+def _v0300(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    s3_distributed(L)
+    s4_weights(L)
+    s5_compile(L)
+    s6_kv(L, tokens=1_587_648, conc=48.45, device="GPU + host")
+    s7_graphs(L)
+    s8_engine(L)
+    s9_api(L)
+
+
+@scenario(Spec("happy_v0.11.0_v1-ray-cachehit_docker", "0.11.0", cache_hit=True, launcher="docker",
+               description="0.11 compile-cache hit: 'Directly load the compiled graph(s) for dynamic shape from the "
+               "cache, took N s', nothing compiled",
+               expect=dict(outcome="ready", vllm_release="0.11.0",
+                           facts=dict(tensor_parallel_size=2, compile_cache_hit=True, compile_seconds=12.1),
+                           stages=_with(HAPPY_STAGES, compile="skipped"))))
+def _v0110_hit(L: Log) -> None:
+    happy(L)
+
+
+@scenario(Spec("happy_v0.21.0_v1-rayv2-tp4-2x2-dedup_plain", "0.21.0", tp=4, gpus_per_node=2,
+               description="0.21 RayExecutorV2 TP=4 on 2 nodes x 2 GPUs: the every-rank world_size line is folded "
+               "by Ray ('[repeated 3x across cluster]'), once-per-node lines come from each node's first rank",
+               expect=dict(outcome="ready", vllm_release="0.21.0",
+                           facts=dict(tensor_parallel_size=4, world_size=4, weights_gib=30.57),
+                           progress=dict(distributed=[4, 4]),
+                           nodes=["head", NODE2_IP],
+                           stages=HAPPY_STAGES)))
+def _v0210_dedup(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    L.info(0, "parallel_state.py:1402", f"world_size=4 rank=0 local_rank=0 distributed_init_method=tcp://{HEAD_IP}:43523 "
+           "backend=nccl")
+    L.tick(6)
+    L.log(3, "INFO", "parallel_state.py:1402", f"world_size=4 rank=3 local_rank=1 distributed_init_method=tcp://"
+          f"{HEAD_IP}:43523 backend=nccl", repeat=3)
+    for r in (0, 2):
+        L.info(r, "pynccl.py:70", "vLLM is using nccl==2.27.3")
+    L.info(0, "parallel_state.py:1325", _rank_line(L, 0))
+    L.log(3, "INFO", "parallel_state.py:1325", _rank_line(L, 3), repeat=3)
+    s4_weights(L)
+    s5_compile(L)
+    s6_kv(L)
+    s7_graphs(L)
+    s8_engine(L)
+    s9_api(L)
+
+
+
+@scenario(Spec("happy_v0.7.3_v0-mp-eager_plain", "0.7.3", executor="mp_v0", eager=True,
+               description="V0 multiprocessing TP=2 with --enforce-eager: (VllmWorkerProcess pid) for rank 1 (ANSI), "
+               "rank 0 in the engine process; no CUDA graphs, engine init closes the start",
+               expect=dict(outcome="ready", vllm_release="0.7.3",
+                           facts=dict(tensor_parallel_size=2, enforce_eager=True, weights_gib=30.57,
+                                      kv_cache_gib=48.31, max_concurrency=12.07, engine_seconds=180.52),
+                           stages=_with(HAPPY_STAGES, placement="skipped", compile="skipped",
+                                        cuda_graphs="skipped"))))
+def _v073_mp(L: Log) -> None:
+    happy(L)
+
+
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:
     log = Log(spec)
     fn(log)
@@ -1979,12 +2053,26 @@ def manifest() -> list[dict[str, Any]]:
     return out
 
 
+def readme() -> str:
+    rows = ["# Synthetic vLLM startup logs", "",
+            "Written by `tests/synthetic_vllm_logs.py` from vLLM's format strings by version (not copied from",
+            "real logs); expectations in `manifest.json` are written by hand in that module; checked by",
+            "`tests/test_log_generalise.py`. Regenerate: `.venv/bin/python -m tests.synthetic_vllm_logs`.", "",
+            "| log | vLLM | executor | launcher | outcome | failure kind |", "|---|---|---|---|---|---|"]
+    for entry in manifest():
+        exp = entry["expect"]
+        rows.append(f"| {entry['file']} | {entry['version']} | {entry['executor']} | {entry['launcher']} | "
+                    f"{exp['outcome']} | {exp.get('failure_kind', '')} |")
+    return "\n".join(rows) + "\n"
+
+
 def write_all(out: Path = OUT) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for spec, fn in SCENARIOS:
         (out / (spec.name + ".log")).write_bytes(build(spec, fn))
     (out / "manifest.json").write_text(json.dumps(manifest(), indent=1, ensure_ascii=False) + "\n",
                                        encoding="utf-8")
+    (out / "README.md").write_text(readme(), encoding="utf-8")
 
 
 if __name__ == "__main__":

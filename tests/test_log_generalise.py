@@ -20,7 +20,7 @@ from sparktui.domain.logs import (
     strip_ansi,
     timeline_from_bytes,
 )
-from tests.synthetic_vllm_logs import OUT, SCENARIOS, build, manifest
+from tests.synthetic_vllm_logs import OUT, SCENARIOS, build, manifest, readme
 
 MANIFEST: list[dict[str, Any]] = json.loads((OUT / "manifest.json").read_text(encoding="utf-8"))
 _SKIP_END = (
@@ -32,6 +32,7 @@ def test_checked_in_logs_are_current() -> None:
     """The files under tests/data/synthetic-logs are what the generator writes (regenerate with
     ``.venv/bin/python -m tests.synthetic_vllm_logs``)."""
     assert manifest() == MANIFEST
+    assert (OUT / "README.md").read_text(encoding="utf-8") == readme()
     for spec, fn in SCENARIOS:
         assert (OUT / (spec.name + ".log")).read_bytes() == build(spec, fn), spec.name
 
