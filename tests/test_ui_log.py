@@ -3,11 +3,13 @@ collapsed into one line, switching to a node's Ray worker log, full-screen mode.
 
 from __future__ import annotations
 
+from sparktui.config import UIConfig
 from sparktui.domain.events import LogRecords
 from sparktui.domain.logs import parse_line
 from sparktui.sim.recording import DEFAULT_RECORDING, recording_text
+from sparktui.ui.app import SparkApp
 from sparktui.ui.widgets.log_pane import LogPane
-from tests.ui_fakes import make_app, settle
+from tests.ui_fakes import FakeBackend, make_app, settle
 
 REAL_LINES = [line for line in recording_text(DEFAULT_RECORDING).splitlines() if line.strip()]
 
@@ -189,3 +191,20 @@ async def test_full_screen_log_toggles() -> None:
         await pilot.press("z")
         await pilot.pause()
         assert app.query_one(LogPane).size.height == before
+
+
+async def test_worker_lines_name_the_node_not_its_address() -> None:
+    backend = FakeBackend()
+    app = SparkApp(backend, UIConfig(), roles={"spark1": "head", "spark2": "worker"},
+                   node_addresses={"192.168.100.11": "spark2"})
+    line = ("\x1b[36m(RayWorkerWrapper pid=327, ip=192.168.100.11)\x1b[0m "
+            "INFO 04-14 16:08:10 [worker.py:3] worker says hi")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(LogRecords("vllm", records([line, "INFO 04-14 16:08:11 [x.py:1] head says hi"])))
+        await settle(pilot, app)
+        assert "[spark2 RayWorkerWrapper] worker says hi" in shown(app)[0]
+        await pilot.press("o", "o")   # all → head → spark2
+        await settle(pilot, app)
+        assert app.query_one(LogPane).node_filter == "spark2"
+        assert len(shown(app)) == 1 and "worker says hi" in shown(app)[0]

@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         frozen = getattr(args, "demo_frozen_at", None)
         backend = DemoBackend(readonly=readonly, frozen_at=frozen)
         roles: dict[str, str] = dict(backend.node_roles)
+        addresses: dict[str, str] = {}
         name = "demo: two simulated DGX Sparks"
     else:
         assert choice.config is not None
@@ -92,9 +93,10 @@ def run(args: argparse.Namespace) -> int:
 
         backend = SshBackend(choice.config, readonly=readonly)
         roles = {n.name: n.role for n in choice.config.nodes}
+        addresses = {n.address: n.name for n in choice.config.nodes}
         name = choice.config.cluster.name
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
-                   screenshot=screenshot, readonly=readonly)
+                   screenshot=screenshot, readonly=readonly, node_addresses=addresses)
     size = _size(getattr(args, "size", None))
     if screenshot is not None:
         # Headless: the screenshot is made by the app itself, at the size asked for (default 160×48).

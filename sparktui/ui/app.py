@@ -85,6 +85,7 @@ class SparkApp(App[int]):
         naive_log: bool = False,
         screenshot: tuple[Path, float] | None = None,
         readonly: bool | None = None,
+        node_addresses: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.backend = backend
@@ -105,6 +106,8 @@ class SparkApp(App[int]):
         self._requesting: str | None = None
         self.log_sources = ["vllm", *(f"ray:{n}" for n in names)]
         self.sub_title = cluster_name
+        #: address (as Ray prints it in ``ip=``) → node name, for the log.
+        self.node_addresses = dict(node_addresses or {})
         self.events_applied = 0
 
     # ---- layout -----------------------------------------------------------------------------------
@@ -116,7 +119,8 @@ class SparkApp(App[int]):
                     yield NodePanel(self.state.nodes[name], id=f"node-{name}", classes="node-panel")
             yield EnginePanel(id="engine")
         yield Static(id="asymmetry")
-        yield LogPane(self.ui_config.log_buffer_lines, naive=self.naive_log, id="logpane")
+        yield LogPane(self.ui_config.log_buffer_lines, naive=self.naive_log, aliases=self.node_addresses,
+                      id="logpane")
         yield Footer()
 
     def on_mount(self) -> None:

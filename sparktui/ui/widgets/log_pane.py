@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from rich.highlighter import Highlighter
@@ -51,11 +51,13 @@ def level_of(record: LogRecord) -> int:
     return _LEVEL_NO.get(record.level, -1) if record.level else -1
 
 
-def node_of(record: LogRecord) -> str:
-    return record.node or HEAD
+def node_of(record: LogRecord, aliases: Mapping[str, str] | None = None) -> str:
+    if record.node is None:
+        return HEAD
+    return aliases.get(record.node, record.node) if aliases else record.node
 
 
-def format_record(record: LogRecord) -> str:
+def format_record(record: LogRecord, aliases: Mapping[str, str] | None = None) -> str:
     """One record as a screen line: fixed columns (time, level) so messages line up, then ``[node role]``.
 
     This runs for every line that reaches the screen — 100,000 a second in a flood — so it is plain string
@@ -63,6 +65,8 @@ def format_record(record: LogRecord) -> str:
     stamp = record.time
     level = record.level
     node = record.node
+    if node is not None and aliases:
+        node = aliases.get(node, node)   # Ray names a worker node by IP; show the node's name
     role = record.role
     column = _LEVEL_COLUMN.get(level, _NO_LEVEL) if level else _NO_LEVEL
     text = (stamp[-8:] if stamp else _NO_TIME) + " " + column
@@ -137,8 +141,11 @@ class LiveLog(Log):
 class LogPane(Vertical):
     """The log column. The app owns the timer; this widget owns the buffers and the filters."""
 
-    def __init__(self, buffer_lines: int, naive: bool = False, **kwargs: Any) -> None:
+    def __init__(self, buffer_lines: int, naive: bool = False, aliases: Mapping[str, str] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        #: Node address → node name (Ray prints ``ip=``; the config knows which node that is).
+        self.aliases = dict(aliases or {})
         self.buffer_lines = buffer_lines
         #: Write every line as it arrives (the slow way the benchmark compares against).
         self.naive = naive
@@ -214,7 +221,7 @@ class LogPane(Vertical):
             ring.append(record)
             if shown and (not filtered or self.passes(record)):
                 if self.naive:
-                    self.log_widget.write(format_record(record) + "\n")
+                    self.log_widget.write(format_record(record, self.aliases) + "\n")
                     self.lines_written += 1
                 else:
                     pending.append(record)
@@ -229,7 +236,7 @@ class LogPane(Vertical):
         ring.append(record)
         if shown and (not filtered or self.passes(record)):
             if self.naive:
-                self.log_widget.write(format_record(record) + "\n")
+                self.log_widget.write(format_record(record, self.aliases) + "\n")
                 self.lines_written += 1
             else:
                 self._pending.append(record)
@@ -244,9 +251,9 @@ class LogPane(Vertical):
             # Lines without a level (continuations) stay with INFO, not with WARNING or ERROR.
             if (level == -1 and self.min_level > 1) or (level != -1 and level < self.min_level):
                 return False
-        if self.node_filter is not None and node_of(record) != self.node_filter:
+        if self.node_filter is not None and node_of(record, self.aliases) != self.node_filter:
             return False
-        return not self.filter_text or self.filter_text in format_record(record).lower()
+        return not self.filter_text or self.filter_text in format_record(record, self.aliases).lower()
 
     def flush(self) -> int:
         """Write what arrived since the last flush in one batch; returns the number of lines written."""
@@ -257,7 +264,8 @@ class LogPane(Vertical):
             # More lines than the log keeps: the older ones would be pruned at once, so skip them.
             if len(pending) > self.buffer_lines:
                 pending = pending[-self.buffer_lines :]
-            log.write_lines([format_record(r) for r in pending], scroll_end=False)
+            aliases = self.aliases
+            log.write_lines([format_record(r, aliases) for r in pending], scroll_end=False)
             self.lines_written += len(pending)
             self.flushes += 1
         # Also when nothing new came: the end moves when a horizontal scrollbar appears after a long line.
@@ -292,7 +300,8 @@ class LogPane(Vertical):
         if label.display != (current is not None):
             label.display = current is not None
         if current is not None:
-            show(label, Text("⟳ " + format_record(current[1]).strip(), no_wrap=True, overflow="ellipsis"),
+            show(label, Text("⟳ " + format_record(current[1], self.aliases).strip(), no_wrap=True,
+                             overflow="ellipsis"),
                  layout=False)
 
     # ---- filters, sources, find -------------------------------------------------------------------
@@ -301,7 +310,7 @@ class LogPane(Vertical):
         self._pending.clear()
         log = self.log_widget
         log.clear()
-        lines = [format_record(r) for r in self.buffers.get(self.source, ()) if self.passes(r)]
+        lines = [format_record(r, self.aliases) for r in self.buffers.get(self.source, ()) if self.passes(r)]
         log.write_lines(lines[-self.buffer_lines :], scroll_end=False)
         self.scroll_to_end()
         self._show_progress()
@@ -323,7 +332,8 @@ class LogPane(Vertical):
         return LEVELS[self.min_level] if self.min_level else "all"
 
     def cycle_node(self) -> str:
-        options: list[str | None] = [None, *self.nodes_seen]
+        named = [self.aliases.get(n, n) for n in self.nodes_seen]
+        options: list[str | None] = [None, *dict.fromkeys(named)]
         i = options.index(self.node_filter) if self.node_filter in options else 0
         self.node_filter = options[(i + 1) % len(options)]
         self.rebuild()

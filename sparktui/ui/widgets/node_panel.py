@@ -25,7 +25,7 @@ _LINK_STYLE = {
 class NodeSummary(Widget):
     """The text part of a node panel, drawn to the panel's width."""
 
-    DEFAULT_CSS = "NodeSummary { height: auto; }"
+    DEFAULT_CSS = "NodeSummary { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }"
 
     def __init__(self, node: NodeState, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
