@@ -2068,6 +2068,8 @@ def readme() -> str:
 
 def write_all(out: Path = OUT) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    for stale in set(out.glob("*.log")) - {out / (spec.name + ".log") for spec, _ in SCENARIOS}:
+        stale.unlink()
     for spec, fn in SCENARIOS:
         (out / (spec.name + ".log")).write_bytes(build(spec, fn))
     (out / "manifest.json").write_text(json.dumps(manifest(), indent=1, ensure_ascii=False) + "\n",

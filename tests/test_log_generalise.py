@@ -33,6 +33,7 @@ def test_checked_in_logs_are_current() -> None:
     ``.venv/bin/python -m tests.synthetic_vllm_logs``)."""
     assert manifest() == MANIFEST
     assert (OUT / "README.md").read_text(encoding="utf-8") == readme()
+    assert {p.name for p in OUT.glob("*.log")} == {spec.name + ".log" for spec, _ in SCENARIOS}
     for spec, fn in SCENARIOS:
         assert (OUT / (spec.name + ".log")).read_bytes() == build(spec, fn), spec.name
 
