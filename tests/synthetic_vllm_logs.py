@@ -1186,6 +1186,7 @@ def _f_ip(L: Log) -> None:
                description="F10: 'Every node should have a unique IP address' (both nodes registered one IP)",
                expect=dict(outcome="failed", failure_kind="ip_mismatch", failure_stage="placement",
                            root_cause="Every node should have a unique IP address",
+                           hint="registered the same IP address",
                            stages=stages(config="done", placement="failed"))))
 def _f_ip2(L: Log) -> None:
     s0_version(L)
@@ -1876,6 +1877,7 @@ def _restart(L: Log) -> None:
                "'killed due to memory pressure (OOM)'), the driver then sees ActorDiedError: the cause is the OOM",
                expect=dict(outcome="failed", failure_kind="oom", failure_stage="weights",
                            root_cause="killed due to memory pressure (OOM)",
+                           hint="Ray's memory monitor killed a worker",
                            stages=stages(distributed="done", weights="failed"))))
 def _f_ray_oom(L: Log) -> None:
     s0_version(L)
@@ -1905,6 +1907,7 @@ def _f_ray_oom(L: Log) -> None:
                "failure is in the workers' start, there is no placement group",
                expect=dict(outcome="failed", failure_kind="no_gpu_on_node", failure_stage="distributed",
                            root_cause="RuntimeError: No CUDA GPUs are available",
+                           hint="No GPU is visible to vLLM",
                            stages=stages(config="done", placement="skipped", distributed="failed",
                                          weights="pending"))))
 def _f_nocuda(L: Log) -> None:

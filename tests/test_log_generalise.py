@@ -82,6 +82,7 @@ def test_synthetic_log(entry: dict[str, Any], expected_nodes: int | None) -> Non
         assert exp["root_cause"] in snap.failure.message, snap.failure.message
         assert not snap.failure.message.startswith(_SKIP_END), snap.failure.message
         assert snap.failure.hint
+        assert exp.get("hint", "") in snap.failure.hint, snap.failure.hint
     else:
         assert snap.failure is None, snap.failure
 

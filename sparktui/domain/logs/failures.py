@@ -241,6 +241,21 @@ _HINTS = {
         "`ray status` shows the GPUs of every node (start Ray inside the GPU container, --num-gpus) and "
         "that `vllm serve` runs on a node with a GPU."
     ),
+    "ip_mismatch_same_ip": (
+        "Two Ray nodes registered the same IP address, so vLLM cannot tell them apart. Start Ray on each "
+        "node with that node's own address (ray start --node-ip-address) and set VLLM_HOST_IP to the same "
+        "address on each node; check `ray list nodes`."
+    ),
+    "oom_ray_monitor": (
+        "Ray's memory monitor killed a worker because the node ran low on memory during {stage}. On "
+        "unified-memory Sparks GPU and host memory are one pool: lower --gpu-memory-utilization, drop the "
+        "page cache (echo 3 > /proc/sys/vm/drop_caches), stop other processes, or raise Ray's threshold "
+        "(RAY_memory_usage_threshold) on that node."
+    ),
+    "no_gpu_visible": (
+        "No GPU is visible to vLLM here. Check that the container runs with the GPU (--gpus all / the "
+        "nvidia runtime), CUDA_VISIBLE_DEVICES, and that nvidia-smi works inside it."
+    ),
     "nccl": (
         "NCCL failed between the ranks. Check that NCCL_SOCKET_IFNAME / NCCL_IB_HCA name the RoCE link "
         "on every node, that the nodes reach each other on it, that both run the same NCCL, and rerun "
@@ -320,6 +335,12 @@ def hint_for(kind: str, message: str, stage: str, facts: dict[str, object]) -> s
     key = kind
     if kind in ("compile", "unknown") and disk:
         key = f"{kind}_disk"
+    elif kind == "ip_mismatch" and "unique IP address" in message:
+        key = "ip_mismatch_same_ip"
+    elif kind == "oom" and ("memory pressure" in message or "running low on memory" in message):
+        key = "oom_ray_monitor"
+    elif kind == "no_gpu_on_node" and not _RAY_PLACEMENT_WORDS.search(message):
+        key = "no_gpu_visible"
     template = _HINTS.get(key, _HINTS["unknown"])
     return template.format(
         need=need,
