@@ -2040,6 +2040,34 @@ def _v073_mp(L: Log) -> None:
     happy(L)
 
 
+
+@scenario(Spec("fail_worker_died_v0.19.1_mp-segfault_plain", "0.19.1", executor="mp",
+               description="an mp worker segfaults in CUDA-graph capture: CPython's faulthandler prints 'Fatal Python "
+               "error: Segmentation fault' (raw, with the worker's prefix), then the EC says the worker died: the "
+               "segfault is the root cause",
+               expect=dict(outcome="failed", failure_kind="worker_died", failure_stage="cuda_graphs",
+                           root_cause="Fatal Python error: Segmentation fault",
+                           stages=stages(kv_cache="done", cuda_graphs="failed"))))
+def _f_segv(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s3_distributed(L)
+    s4_weights(L)
+    s5_compile(L)
+    s6_kv(L)
+    L.graph_bar(0, "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)", 51, upto=7)
+    L.raw(0, "Fatal Python error: Segmentation fault\n\nThread 0x0000ffff8c6df120 (most recent call first):\n"
+          '  File "/usr/local/lib/python3.12/dist-packages/torch/cuda/graphs.py", line 186 in __exit__\n'
+          '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 4211 in '
+          "capture_model")
+    L.tick(2)
+    L.log("ec", "ERROR", "multiproc_executor.py:241",
+          "Worker proc VllmWorker-0 died unexpectedly, shutting down executor.")
+    engine_core_failed(L, [("v1/executor/multiproc_executor.py", 267, "collective_rpc", "raise RuntimeError(")],
+                       "RuntimeError: Worker failed with error 'Worker proc VllmWorker-0 died unexpectedly', please "
+                       "check the stack trace above for the root cause")
+
+
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:
     log = Log(spec)
     fn(log)

@@ -112,6 +112,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("worker_died", "The actor died"),
     _sig("worker_died", "EngineDeadError"),
     _sig("worker_died", "worker died or was killed"),
+    # A crash in native code: CPython's faulthandler ("Fatal Python error: %s"), the shell's report.
+    _sig("worker_died", "Fatal Python error"),
+    _sig("worker_died", "Segmentation fault"),
     _sig("config_error", "validation error for"),
     _sig("config_error", "unrecognized arguments"),
     _sig("config_error", "error: argument"),
@@ -127,7 +130,7 @@ _MARKERS = re.compile(
     r"|Error executing method|EngineCore encountered a fatal error|Ray workers have not started"
     r"|Worker \d+ failed to initialize|RayWorkerProc failed|RayTaskError|Frontend process failed"
     r"|died unexpectedly|EngineDeadError|worker died or was killed|killed due to memory pressure"
-    r"|Worker failed with error"
+    r"|Worker failed with error|Fatal Python error|Segmentation fault"
 )
 # A Python exception line: ``ValueError: ...``, ``torch._inductor.exc.InductorError: ...``,
 # ``ray.exceptions.RayTaskError(ValueError): ...``, uvicorn/autoscaler ``Error: ...``.

@@ -189,7 +189,8 @@ ERROR_KEYWORDS: tuple[str, ...] = (
     # Signatures that can stand on a line with no header and no "...Error:" in it: raw tracebacks'
     # "torch._dynamo.exc.BackendCompilerFailed: ..." / "torch._dynamo.exc.Unsupported: ...", Ray's raylet
     # "... killed due to memory pressure (OOM) ...", the autoscaler's "No available node types ...".
-    "Failed", "_dynamo.exc", "memory pressure", "No available node types",
+    "Failed", "_dynamo.exc", "memory pressure", "No available node types", "Fatal Python error",
+    "Segmentation fault",
 )
 # Progress bars: the bar text itself (a record may have lost its header).
 BAR_KEYWORDS: tuple[str, ...] = (
