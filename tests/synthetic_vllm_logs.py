@@ -1780,7 +1780,7 @@ def _v0251_serve(L: Log) -> None:
 @scenario(Spec("happy_v0.17.1_v1-ray-node2-utc_plain", "0.17.1", node2_clock=-7200.0,
                description="head's vllm serve on local time (UTC+2), node 2's worker container on UTC: Ray-forwarded "
                "node-2 lines carry a clock two hours behind (reference §1.1); durations must not jump by hours",
-               expect=dict(outcome="ready", vllm_release="0.17.1", max_stage_seconds=200,
+               expect=dict(outcome="ready", vllm_release="0.17.1", max_stage_seconds=200, times_start="04-08 23:",
                            facts=dict(tensor_parallel_size=2, weights_gib=30.57, api_url="http://0.0.0.0:8000"),
                            nodes=["head", NODE2_IP],
                            stages=HAPPY_STAGES)))

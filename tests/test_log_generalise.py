@@ -71,6 +71,9 @@ def test_synthetic_log(entry: dict[str, Any], expected_nodes: int | None) -> Non
     longest = exp.get("max_stage_seconds", 3000)
     for st in snap.stages:  # durations are never negative, nor hours long in these few-minute starts
         assert st.seconds is None or 0 <= st.seconds <= longest, (st.name, st.seconds)
+    for st in snap.stages:  # stage times read in the head node's clock
+        for when in (st.started, st.ended):
+            assert when is None or when.startswith(exp.get("times_start", "")), (st.name, when)
     if "nodes" in exp:
         assert list(snap.nodes) == exp["nodes"]
     if "current" in exp:

@@ -215,3 +215,12 @@ def test_seed_line_parses_to_version_and_tp() -> None:
     assert snap.facts["tensor_parallel_size"] == 2
     assert snap.model == "/models/Qwen3.5-122B-A10B-FP8"
     assert snap.stage("config").status == "running" and snap.outcome == "incomplete"
+
+
+def test_md_hms_inverts_seconds_in_year() -> None:
+    from sparktui.domain.logs.line import md_hms, seconds_in_year
+
+    for text in ("01-01 00:00:00", "02-29 12:34:56", "03-01 00:00:01", "12-31 23:59:59"):
+        seconds = seconds_in_year(text)
+        assert seconds is not None and md_hms(seconds) == text
+    assert md_hms(-3600.0) == "12-31 23:00:00"

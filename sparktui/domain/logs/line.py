@@ -109,6 +109,16 @@ def seconds_in_year(md_hms: str) -> float | None:
         return None
 
 
+def md_hms(seconds: float) -> str:
+    """Inverse of :func:`seconds_in_year` (modulo the year): seconds -> ``MM-DD hh:mm:ss``."""
+    total = int(seconds) % (366 * 86400)
+    day, rest = divmod(total, 86400)
+    month = max(i for i, start in enumerate(_CUM_DAYS) if start <= day)
+    hh, rest = divmod(rest, 3600)
+    mm, ss = divmod(rest, 60)
+    return f"{month + 1:02d}-{day - _CUM_DAYS[month] + 1:02d} {hh:02d}:{mm:02d}:{ss:02d}"
+
+
 @dataclass(frozen=True, slots=True)
 class Progress:
     """One tqdm update: ``desc`` (e.g. "Loading safetensors checkpoint shards"), ``done`` of ``total``."""

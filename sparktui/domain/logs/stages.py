@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from sparktui.domain.logs import failures as fl
-from sparktui.domain.logs.line import LogRecord, parse_line, split_glued, strip_ansi
+from sparktui.domain.logs.line import LogRecord, md_hms, parse_line, split_glued, strip_ansi
 from sparktui.domain.logs.rules import (
     ARGS_PAIR,
     CONFIG_PAIR,
@@ -270,9 +270,12 @@ class Timeline:
     def _apply(self, rec: LogRecord) -> None:
         self._rec_s = None
         if rec.seconds is not None:
-            t_axis = self._axis(rec.seconds - self._node_offset(rec))
+            offset = self._node_offset(rec)
+            t_axis = self._axis(rec.seconds - offset)
             t = rec.time or ""
             t = t[5:] if len(t) == 19 else t  # Ray's "YYYY-MM-DD hh:mm:ss" -> "MM-DD hh:mm:ss"
+            if offset:
+                t = md_hms(rec.seconds - offset)  # shown in the head's clock
             self._rec_s, self._rec_t = t_axis, t
             # The log's clock never runs back: Ray prints a deduplicated copy late with its original time.
             if self._last_s is None or t_axis >= self._last_s:
