@@ -2068,6 +2068,32 @@ def _f_segv(L: Log) -> None:
                        "check the stack trace above for the root cause")
 
 
+
+@scenario(Spec("fail_oom_v0.21.0_rayv2-memory-monitor_docker", "0.21.0", launcher="docker",
+               description="unified memory at 95 %: Ray's memory monitor kills the worker task; the driver's "
+               "traceback ends in ray.exceptions.OutOfMemoryError with Ray's numbers",
+               expect=dict(outcome="failed", failure_kind="oom", failure_stage="weights",
+                           root_cause="ray.exceptions.OutOfMemoryError: Task was killed due to the node running low",
+                           hint="Ray's memory monitor killed a worker",
+                           stages=stages(distributed="done", weights="failed"))))
+def _f_ray_oom2(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    s3_distributed(L)
+    L.info(0, "gpu_model_runner.py:4735", f"Starting to load model {MODEL}...")
+    L.shard_bar(0, 8, upto=4)
+    L.tick(40)
+    engine_core_failed(L, [("v1/executor/ray_executor_v2.py", 402, "collective_rpc", "return ray.get(refs)")],
+                       "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+                       f"Memory on the node (IP: {NODE2_IP}, ID: 4f1e0c77ab2d9e8810) where the task (actor ID: "
+                       "7440b1f2c6e0aa51b9e3f5a701000000, name=RayWorkerProc.__init__, pid=5237, memory used=98.12GB) "
+                       "was running was 113.76GB / 119.70GB (0.950345), which exceeds the memory usage threshold of "
+                       "0.95. Ray killed this worker (ID: 9c1f) because it was the most recently scheduled task; to "
+                       "see more information about memory usage on this node, use `ray logs raylet.out -ip "
+                       f"{NODE2_IP}`.")
+
+
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:
     log = Log(spec)
     fn(log)
