@@ -10,15 +10,18 @@ from typing import Any, ClassVar
 
 from textual.widgets import ProgressBar
 
+from sparktui.config import UIConfig
 from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged, NodeSampled
+from sparktui.domain.history import record_run
 from sparktui.domain.logs.stages import Timeline
 from sparktui.domain.telemetry import CpuSample, GpuDevice, GpuSample, MemorySample, RdmaPort, Sample
 from sparktui.sim.recording import DEFAULT_RECORDING, recording_text
+from sparktui.ui.app import SparkApp
 from sparktui.ui.readings import NodeReading
 from sparktui.ui.state import AsymmetryWatch
 from sparktui.ui.widgets.engine_panel import StageRow
 from sparktui.ui.widgets.node_panel import NodePanel, NodeSummary
-from tests.ui_fakes import FIXED_NOW, make_app, settle
+from tests.ui_fakes import FIXED_NOW, FakeBackend, make_app, settle
 
 GIB = 1024**3
 DATA = Path(__file__).parent / "data" / "vllm-logs"
@@ -205,3 +208,21 @@ async def test_asymmetry_banner_during_graph_capture() -> None:
         banner = app.query_one("#asymmetry")
         assert banner.display
         assert "spark2 idle" in str(banner.render())
+
+
+async def test_stage_eta_from_earlier_runs() -> None:
+    runs = [record_run(started_at=FIXED_NOW - 86_400 * i, model="m", image="i", outcome="ready",
+                       stage_seconds={"config": 5, "placement": 10, "distributed": 3, "weights": 600,
+                                      "kv_cache": 20, "cuda_graphs": 60, "engine": 1, "api": 1})
+            for i in (3, 2, 1)]
+    backend = FakeBackend()
+    app = SparkApp(backend, UIConfig(), roles={"spark1": "head", "spark2": "worker"}, clock=lambda: FIXED_NOW,
+                   history=lambda: runs)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        snap = fed_timeline("Loading safetensors checkpoint shards:  33% Completed | 10/30")
+        backend.post(EngineChanged(EngineState.STARTING, timeline=snap))
+        await settle(pilot, app)
+        eta = str(app.query_one("#engine-eta").render())
+        assert "left; last 3 runs 10m00s" in eta and "ready in about" in eta
+        assert app.query_one("#engine-eta").display

@@ -13,9 +13,14 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktui.config import ConfigError, SparkConfig, UIConfig, find_config, load_config
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sparktui.domain.history import RunRecord
 
 EXAMPLE_NOTICE = (
     "This is the demo: {path} is still the shipped example (cluster.example = true). To watch your Sparks, "
@@ -79,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.ui.app import SparkApp
 
     backend: Any
+    history: Callable[[], list[RunRecord]] | None = None   # the demo brings its own (made-up) history
     if choice.demo:
         from sparktui.sim.demo import DemoBackend
 
@@ -95,8 +101,16 @@ def run(args: argparse.Namespace) -> int:
         roles = {n.name: n.role for n in choice.config.nodes}
         addresses = {n.address: n.name for n in choice.config.nodes}
         name = choice.config.cluster.name
+        from sparktui.domain.history import HistoryStore
+
+        engine = choice.config.engine
+
+        def history() -> list[RunRecord]:  # earlier starts of the same model and image, for ETAs
+            return HistoryStore().runs_for(engine.model, engine.image)
+
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
-                   screenshot=screenshot, readonly=readonly, node_addresses=addresses)
+                   screenshot=screenshot, readonly=readonly, node_addresses=addresses,
+                   history=history)
     size = _size(getattr(args, "size", None))
     if screenshot is not None:
         # Headless: the screenshot is made by the app itself, at the size asked for (default 160×48).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -34,6 +34,7 @@ from sparktui.domain.events import (
     Notice,
     OperationRefused,
 )
+from sparktui.domain.history import RunRecord
 from sparktui.ui.screens.confirm import ConfirmScreen
 from sparktui.ui.state import DashboardState
 from sparktui.ui.widgets.engine_panel import EnginePanel, ServingView
@@ -86,6 +87,7 @@ class SparkApp(App[int]):
         screenshot: tuple[Path, float] | None = None,
         readonly: bool | None = None,
         node_addresses: Mapping[str, str] | None = None,
+        history: Callable[[], Sequence[RunRecord]] | None = None,
     ) -> None:
         super().__init__()
         self.backend = backend
@@ -108,6 +110,10 @@ class SparkApp(App[int]):
         self.sub_title = cluster_name
         #: address (as Ray prints it in ``ip=``) → node name, for the log.
         self.node_addresses = dict(node_addresses or {})
+        #: Earlier starts of the same model and image, for the stage ETAs (read again at each new start).
+        self.history = history or getattr(backend, "history_runs", None)
+        self._runs: Sequence[RunRecord] = ()
+        self._shown_state = EngineState.UNKNOWN
         self.events_applied = 0
 
     # ---- layout -----------------------------------------------------------------------------------
@@ -219,7 +225,16 @@ class SparkApp(App[int]):
             panel.refresh_from_state()
 
     def _render_engine(self) -> None:
-        self.query_one(EnginePanel).show(self.state.engine, self.state.operation, self.clock())
+        state = self.state.engine.state
+        if state is not self._shown_state:
+            if state in (EngineState.PREFLIGHT, EngineState.STARTING) and self.history is not None:
+                try:
+                    self._runs = list(self.history())
+                except Exception as exc:  # a broken history file must not break the dashboard
+                    self._runs = ()
+                    self.notify(f"run history unreadable: {exc}", severity="warning")
+            self._shown_state = state
+        self.query_one(EnginePanel).show(self.state.engine, self.state.operation, self.clock(), self._runs)
 
     def _render_asymmetry(self) -> None:
         warning = self.state.check_asymmetry()

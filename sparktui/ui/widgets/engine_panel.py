@@ -3,6 +3,7 @@ the controls, and (once ready) the serving figures."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
@@ -11,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Label, ProgressBar, Static
 
 from sparktui.domain.events import EngineChanged, EngineState, OperationView, StepStatus
+from sparktui.domain.history import RunRecord, format_remaining, ready_eta, stage_eta
 from sparktui.ui import format as fmt
 from sparktui.ui.stages import (
     FACT_CAPTIONS,
@@ -107,6 +109,7 @@ class EnginePanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label("engine", id="engine-state")
+        yield Label("", id="engine-eta")
         with Horizontal(id="engine-buttons"):
             yield Button("Start", id="btn-start", variant="success", compact=True)
             yield Button("Restart", id="btn-restart", variant="warning", compact=True)
@@ -121,12 +124,17 @@ class EnginePanel(Vertical):
         yield Static(id="engine-failure")
         yield ServingView(id="serving")
 
-    def show(self, engine: EngineChanged, operation: OperationView | None, now: float) -> None:
+    def show(self, engine: EngineChanged, operation: OperationView | None, now: float,
+             runs: Sequence[RunRecord] = ()) -> None:
         views = stage_views(engine.timeline)
         running = next((v for v in views if v.status == "running"), None)
         stall = stall_seconds(engine.timeline, now) if running else None
         stalled = stall if stall is not None and stall >= STALL_WARN_S else None
         show(self.query_one("#engine-state", Label), self._state_text(engine, running), layout=False)
+        eta_label = self.query_one("#engine-eta", Label)
+        eta = eta_text(views, running, self.elapsed(running, now) if running else None, runs)
+        eta_label.display = engine.state is EngineState.STARTING and bool(eta.plain)
+        show(eta_label, eta, layout=False)
         with self.app.batch_update():
             for view in views:
                 self.query_one(f"#stage-{view.name}", StageRow).show(view, self.elapsed(view, now), stalled)
@@ -167,7 +175,9 @@ class EnginePanel(Vertical):
         if state is EngineState.STARTING and running is not None:
             label = f"starting: {running.label}"
         t.append(f" {label} ", style=_STATE_STYLE.get(state, ""))
-        if engine.detail and state is not EngineState.FAILED:
+        # (A backend may put the stage name in the detail; it is in the label already.)
+        if engine.detail and state is not EngineState.FAILED and engine.detail not in (
+                getattr(running, "name", None), getattr(running, "label", None)):
             t.append(f"  {engine.detail}", style="dim")
         if state is EngineState.READY and engine.ttft_seconds is not None:
             t.append(f"  first token {engine.ttft_seconds * 1000:.0f} ms", style="dim")
@@ -207,6 +217,26 @@ class EnginePanel(Vertical):
         if remaining > 0:
             t.append(f"\n   … {remaining} more", style="dim")
         show(box, t)
+
+
+def eta_text(views: list[StageView], running: StageView | None, elapsed: float | None,
+             runs: Sequence[RunRecord]) -> Text:
+    """``about 8 min left; last 3 runs 14m50s · ready in about 20 min`` for the running stage, from earlier
+    runs of the same model and image (empty without any)."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if running is None or not runs:
+        return t
+    fraction = (running.done or 0.0) / running.total if running.total else None
+    eta = stage_eta(runs, running.name, elapsed or 0.0, fraction)
+    described = eta.describe()
+    if described:   # (the running stage is named on the line above)
+        t.append(described, style="bold yellow" if eta.overdue else "")
+    ready = ready_eta(runs, running.name, elapsed or 0.0, fraction,
+                      done=[v.name for v in views if v.status in ("done", "skipped")])
+    if ready is not None:
+        t.append(" · ready in ", style="dim")
+        t.append(format_remaining(ready))
+    return t
 
 
 def stage_summary(views: list[StageView]) -> Text:
