@@ -311,3 +311,39 @@ def test_every_failure_signature_reaches_the_error_path() -> None:
     for sig in SIGNATURES:
         covered = any(kw in sig.keyword for kw in STARTUP_KEYWORDS)
         assert covered or sig.keyword in raised_as_error, sig.keyword
+
+
+_EC = "(EngineCore_DP{dp} pid=7{dp}) INFO 03-01 10:00:0{s} [core.py:1] Initializing a V1 LLM engine (v0.17.1) with config: model='m', tensor_parallel_size=1\n"
+_W = "(EngineCore_DP0 pid=70) (RayWorkerWrapper pid=8) INFO 03-01 10:00:05 [parallel_state.py:1] world_size=1 rank=0 local_rank=0 distributed_init_method=tcp://1.2.3.4:5 backend=nccl\n"
+
+
+def test_a_late_data_parallel_engine_config_is_not_a_new_start() -> None:
+    text = _EC.format(dp=0, s=1) + _W + _EC.format(dp=1, s=6)
+    snap = parse_log_text(text)
+    assert snap.stage("distributed").status == "running" and snap.stage("config").status == "done"
+
+
+def test_the_api_banner_past_config_is_a_new_start() -> None:
+    banner = "INFO 03-01 10:30:00 [api_server.py:1] vLLM API server version 0.9.2\n"
+    snap = parse_log_text(_EC.format(dp=0, s=1) + _W + banner)
+    assert snap.stage("config").status == "running" and snap.stage("distributed").status == "pending"
+
+
+def test_other_frameworks_worker_actors_are_not_vllm_workers() -> None:
+    verl = "(WorkerDict pid=9) INFO 03-01 10:00:02 [x.py:1] Loading safetensors checkpoint shards: 50% Completed | 1/2 [00:01<00:01, 1.0it/s]\n"
+    snap = parse_log_text(_EC.format(dp=0, s=1) + "(WorkerDict pid=9) ERROR 03-01 10:00:02 [x.py:1] no luck\n")
+    assert snap.stage("distributed").status == "pending"
+    assert parse_log_text(_EC.format(dp=0, s=1) + verl).stage("distributed").status in ("pending", "skipped")
+
+
+def test_a_node_clock_offset_needs_a_clean_time_zone_step() -> None:
+    head = "(EngineCore_DP0 pid=70) INFO 03-01 12:00:00 [core.py:1] No current placement group found. Creating a new placement group.\n"
+    late = "(EngineCore_DP0 pid=70) (RayWorkerWrapper pid=9, ip=10.0.0.2) INFO 03-01 11:40:00 [pynccl.py:1] vLLM is using nccl==2.27.3\n"
+    utc = "(EngineCore_DP0 pid=70) (RayWorkerWrapper pid=9, ip=10.0.0.2) INFO 03-01 10:00:30 [x.py:1] Model loading took 1 GiB memory and 2 seconds\n"
+    head2 = "(EngineCore_DP0 pid=70) INFO 03-01 12:01:00 [kv_cache_utils.py:1] GPU KV cache size: 1,000 tokens\n"
+    snap = parse_log_text(_EC.format(dp=0, s=1) + head + late + utc + head2)
+    # 20 min behind is no time-zone step (a copy held back): not an offset; 2 h behind is one.
+    assert snap.stage("distributed").started == "03-01 12:00:00"  # the held-back copy's 11:40 is ignored
+    assert snap.stage("weights").started == "03-01 12:00:30"  # 10:00:30 on a UTC node = 12:00:30 here
+    assert snap.stage("weights").ended == "03-01 12:01:00"
+

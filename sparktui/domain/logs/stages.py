@@ -16,6 +16,7 @@ that has none and drives :meth:`Timeline.stall_seconds`.
 from __future__ import annotations
 
 import contextlib
+import re
 import time as _time
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -47,9 +48,14 @@ _DISTRIBUTED = STAGE_INDEX["distributed"]
 _CONFIG = STAGE_INDEX["config"]
 # A worker dying is the effect of something (OOM kill, NCCL abort, ...): it never hides a cause found first.
 _SYMPTOM_KINDS = frozenset({"worker_died"})
-# Process names of vLLM workers (§2.2): Ray actors, V1 mp workers (Worker_TP1, VllmWorker TP1 / rank=1),
-# V0 mp workers.
-_WORKER_ROLES = ("RayWorker", "Worker", "VllmWorker")
+# Process names of vLLM workers (reference §2.2): Ray actors (RayWorkerWrapper, RayWorkerProc), V1 mp
+# workers (Worker, Worker_TP1, Worker_DP1_PP0_TP1_EP2, VllmWorker TP1, VllmWorker rank=1, VllmWorker
+# PP0_TP1), V0 mp workers (VllmWorkerProcess). Other frameworks' actors ("WorkerDict") are not workers.
+_WORKER_ROLE = re.compile(
+    r"RayWorker(?:Wrapper|Proc)|Worker(?:_[A-Z]+\d+)*|VllmWorker(?:Process| rank=\d+| \w+)?"
+)
+# Lines that only the API server prints, once per start: seen again past the config stage, a new start.
+_BANNER_RULES = frozenset({"api_version", "logo_version", "plain_version"})
 PLACEMENT_TIMEOUT_S = 1800  # vLLM's PG_WAIT_TIMEOUT: the placement bar's total
 
 _CONFIG_FACTS = {
@@ -183,7 +189,7 @@ class Timeline:
         self._head_clock = False  # a head-node line has given a time
         self._rec_s: float | None = None  # the record being applied: its own time (a late copy's is older)
         self._rec_t: str | None = None
-        self._tz_offsets: dict[str, float] = {}  # node -> its clock minus the head's (whole quarter hours)
+        self._tz_offsets: dict[str, float] = {}  # node -> its clock minus the head's (half hours)
         self._year_offset = 0.0
         self._now: float | None = None
         self._ranks: set[int] = set()
@@ -284,7 +290,7 @@ class Timeline:
             self._nodes.setdefault(rec.node or "head", None)
         msg = rec.message
         if (rec.role is not None and 0 <= self._furthest < _DISTRIBUTED and self._outcome == "incomplete"
-                and rec.role.startswith(_WORKER_ROLES)):
+                and _WORKER_ROLE.fullmatch(rec.role)):
             # A worker process is talking: the placement group was placed (Ray creates the worker actors
             # in it) and the workers are starting up (reference §10: placement ends on the first worker
             # line). Only once the log has shown the start: a capture that begins mid-way says nothing.
@@ -294,10 +300,13 @@ class Timeline:
                 self._on_bar(rec)
             return
         hits = rules_for(msg)
-        if (hits and (self._outcome != "incomplete" or self._furthest > _CONFIG)
-                and any(r.name in RESTART_RULES for r, _ in hits)):
-            # A version banner or engine config line once the start is past its config stage: a new start
-            # (after ready, a failure, or a start killed mid-way) in the same log.
+        if hits and (
+            (self._outcome != "incomplete" and any(r.name in RESTART_RULES for r, _ in hits))
+            or (self._furthest > _CONFIG and any(r.name in _BANNER_RULES for r, _ in hits))
+        ):
+            # A new start in the same log: a version banner or engine config line after ready or a failure,
+            # or the API server's version banner once this start is past config (a start killed mid-way).
+            # Not an engine config line then: with data parallelism each engine prints one, not in step.
             self._restart()
         if self._outcome == "ready":
             for rule, m in hits:
@@ -316,9 +325,9 @@ class Timeline:
 
     def _node_offset(self, rec: LogRecord) -> float:
         """Every node stamps its lines with its own clock and time zone (reference §1.1: a worker container
-        on UTC, the head's ``vllm serve`` on local time). A node's first line after the head has shown a
-        time gives its offset, rounded to whole quarter hours (time zones): clocks that agree to within
-        minutes, and Ray's dedup delays, give 0."""
+        on UTC, the head's ``vllm serve`` on local time). A node's line after the head has shown a time gives
+        its offset in whole half hours (time zones) when it is within 5 min of one: clocks that agree to
+        within minutes, and Ray's dedup delays, give 0; a copy held back longer is no estimate."""
         node = rec.node
         if node is None:
             self._head_clock = True
@@ -328,7 +337,10 @@ class Timeline:
             if not self._head_clock or self._last_s is None or rec.seconds is None:
                 return 0.0
             skew = rec.seconds + self._year_offset - self._last_s
-            offset = self._tz_offsets[node] = round(skew / 900) * 900.0
+            offset = round(skew / 1800) * 1800.0
+            if abs(skew - offset) > 300:
+                return 0.0  # not a clean time-zone step (a copy Ray held back for long): ask the next line
+            self._tz_offsets[node] = offset
         return offset
 
     def _restart(self) -> None:
