@@ -159,7 +159,7 @@ _STAGE_IF_NONE = {"model_not_found", "unsupported_architecture", "port_in_use"}
 # node", "Current node has no GPU available. current_node_resource=..."); without Ray it shows in an mp
 # worker's init_device ("No CUDA GPUs are available") or the API server's platform detection ("Failed to
 # infer device type"): wherever the log is.
-_RAY_PLACEMENT_WORDS = re.compile(r"Ray|current_node_resource|placement group|driver node")
+_RAY_PLACEMENT_WORDS = re.compile(r"\bRay\b|current_node_resource|placement group|driver node")
 
 
 def classify(message: str, stage: str | None = None) -> str | None:
