@@ -646,7 +646,8 @@ class Timeline:
         """The first detail line of a pydantic ValidationError carries the real message: the failure
         becomes "<exception line>: <detail>", of the kind the detail shows (config_error if none)."""
         self._pydantic_open = False
-        assert self._failure is not None
+        if self._failure is None:
+            return
         old_kind, old_stage, msg, rank = self._failure
         text = detail.split(" [type=", 1)[0]
         for head in fl.PYDANTIC_DETAIL:
