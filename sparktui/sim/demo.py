@@ -21,7 +21,6 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sparktui.domain.events import (
     EngineChanged,
@@ -41,6 +40,7 @@ from sparktui.domain.events import (
     StepView,
 )
 from sparktui.domain.history import RunRecord, record_run
+from sparktui.domain.logs import LogRecord
 from sparktui.domain.serving import LatencyQuantiles, ServingHistory, ServingSnapshot
 from sparktui.domain.telemetry import (
     CpuSample,
@@ -287,6 +287,9 @@ class DemoSimulation:
         self.verifying_until: float | None = None
         self.next_sample = 0.0
         self.log_source = "vllm"
+        self._send_tail = False
+        self.worker_tail: dict[str, deque[LogRecord]] = {n: deque(maxlen=300) for n in NODES}
+        self.next_stats_line = 0.0
         self.serving = _ServingSim(random.Random(seed + 1))
         self.smoke_count = 0
         self._out: list[Event] = []
@@ -423,13 +426,7 @@ class DemoSimulation:
             return
         records = self.feed.feed([restamp(line.text, EPOCH + self.launched_at + line.at) for line in batch],
                                  EPOCH + t)
-        self._out.append(LogRecords("vllm", records))
-        if self.log_source.startswith("ray:"):
-            node = self.log_source[4:]
-            worker = [r for r, line in zip(records, _expand(batch, records), strict=False)
-                      if line is not None and line.worker and line.node == node]
-            if worker:
-                self._out.append(LogRecords(self.log_source, worker))
+        self._emit_log(records)
         if self.feed.failed and self.state is EngineState.STARTING:
             self._set_state(EngineState.FAILED, "the engine failed to start")
         elif self.feed.ready and self.ready_at is None and self.state is EngineState.STARTING:
@@ -439,6 +436,48 @@ class DemoSimulation:
         elif self.state in (EngineState.STARTING,):
             self._set_state(EngineState.STARTING, "")
 
+    def _emit_log(self, records: Sequence[LogRecord]) -> None:
+        """The head's vLLM log always; a node's Ray worker log too while it is the one selected."""
+        self._out.append(LogRecords("vllm", records))
+        for r in records:
+            if r.has_prefix:   # forwarded by Ray from a worker actor (the head's own lines carry no prefix)
+                self.worker_tail[r.node or NODES[0]].append(r)
+        if self.log_source.startswith("ray:"):
+            node = self.log_source[4:]
+            if self._send_tail:
+                # A follower that starts on a file shows its tail first (``tail -n``), then follows.
+                self._send_tail = False
+                self._out.append(LogRecords(self.log_source, list(self.worker_tail.get(node, ()))))
+                return
+            worker = [r for r in records if r.has_prefix and (r.node or NODES[0]) == node]
+            if worker:
+                self._out.append(LogRecords(self.log_source, worker))
+
+    def select_log(self, source: str) -> None:
+        self.log_source = source
+        self._send_tail = source.startswith("ray:")
+        if self._send_tail:
+            self._emit_log([])
+
+    def _serving_log(self) -> None:
+        """What a serving vLLM prints: a stats line every few seconds, an access-log line per request."""
+        snap = self.serving.last
+        if self.feed is None or snap is None or self.t < self.next_stats_line:
+            return
+        self.next_stats_line = self.t + 5.0
+        stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime(EPOCH + self.t))
+        running = int(snap.requests_running or 0)
+        prompt, generation = snap.prompt_tokens_per_s or 0.0, snap.generation_tokens_per_s or 0.0
+        lines = [
+            f"INFO {stamp} [metrics.py:488] Avg prompt throughput: {prompt:.1f} tokens/s, "
+            f"Avg generation throughput: {generation:.1f} tokens/s, Running: {running} "
+            f"reqs, Swapped: 0 reqs, Pending: {int(snap.requests_waiting or 0)} reqs, GPU KV cache usage: "
+            f"{100 * (snap.kv_cache_usage or 0):.1f}%, CPU KV cache usage: 0.0%.",
+        ]
+        lines += [f'INFO:     192.168.100.20:{51000 + self.rng.randint(0, 999)} - "POST /v1/chat/completions '
+                  f'HTTP/1.1" 200 OK' for _ in range(running)]
+        self._emit_log(self.feed.feed(lines, EPOCH + self.t))
+
     def _sample(self) -> None:
         load = self._load()
         received = time.monotonic() if self.live_received else None
@@ -446,6 +485,7 @@ class DemoSimulation:
             self._out.append(NodeSampled(name, node.sample(self.t, load, self.interval, received)))
         if self.state is EngineState.READY:
             self._out.append(ServingSampled(self.serving.snapshot(EPOCH + self.t)))
+            self._serving_log()
 
     def _load(self) -> Load:
         if self.state is EngineState.READY:
@@ -467,18 +507,12 @@ class DemoSimulation:
         return out
 
 
-def _expand(batch: list[ReplayLine], records: Sequence[Any]) -> list[ReplayLine | None]:
-    """Pair records with the replayed lines they came from (a line can hold several records)."""
-    if len(batch) == len(records):
-        return list(batch)
-    return [None] * len(records)
-
-
 class _ServingSim:
     """Made-up but plausible serving figures: bursts of requests from a couple of users."""
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
+        self.last: ServingSnapshot | None = None
         self.hist: dict[str, deque[float]] = {
             n: deque(maxlen=120) for n in ServingHistory.__dataclass_fields__
         }
@@ -504,7 +538,7 @@ class _ServingSim:
                   "ttft_p95": 0.41 if busy else 0.0, "itl_p95": 0.052 if busy else 0.0}
         for name, value in values.items():
             self.hist[name].append(value)
-        return ServingSnapshot(
+        self.last = ServingSnapshot(
             at=wall, requests_running=running, requests_waiting=waiting, kv_cache_usage=kv,
             prefix_cache_hit_rate=0.46 if busy else None, prompt_tokens_per_s=prompt,
             generation_tokens_per_s=gen, requests_per_s=running / 8 if busy else 0.0,
@@ -513,6 +547,7 @@ class _ServingSim:
             window_seconds=20.0,
             history=ServingHistory(**{n: tuple(v) for n, v in self.hist.items()}),
         )
+        return self.last
 
 
 # ---- the backend ------------------------------------------------------------------------------------
@@ -619,4 +654,4 @@ class DemoBackend:
         return f"{tps:.1f} tok/s, first token 184 ms: “Hello there, friend, welcome back!”"
 
     def select_log(self, source: str) -> None:
-        self.sim.log_source = source
+        self.sim.select_log(source)

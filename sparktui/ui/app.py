@@ -365,6 +365,10 @@ class SparkApp(App[int]):
         pane = self.query_one(LogPane)
         sources = self.log_sources
         nxt = sources[(sources.index(pane.source) + 1) % len(sources)] if pane.source in sources else "vllm"
+        if nxt != "vllm":
+            # A worker log is followed afresh from its tail each time it is selected: drop the old copy so the
+            # tail does not appear twice. (The vLLM log streams all along and keeps its buffer.)
+            pane.buffers.pop(nxt, None)
         self.backend.select_log(nxt)
         pane.set_source(nxt)
 
