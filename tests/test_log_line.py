@@ -81,6 +81,8 @@ def test_docker_timestamp_and_slurm_wrappers() -> None:
     assert r2.role == "Worker_TP1" and r2.message == "Available KV cache memory: 3 GiB"
     r3 = parse_line("0: 2026-05-12T08:01:39Z INFO 05-12 08:01:39 [a.py:1] both wrappers")
     assert r3.message == "both wrappers" and r3.level == "INFO"
+    r4 = parse_line(" 3: (Worker_TP3 pid=9) INFO 05-12 08:01:39 [x.py:1] padded label")  # srun -l, 10+ tasks
+    assert (r4.role, r4.message) == ("Worker_TP3", "padded label")
 
 
 def test_journald_compose_and_json_formatter() -> None:

@@ -33,7 +33,8 @@ def strip_ansi(text: str) -> str:
 
 # --- outer wrappers -------------------------------------------------------------------------------
 _DOCKER_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
-_SLURM = re.compile(r"\d{1,5}: ")
+# srun --label: "0: "; right-aligned to the widest task id when there are 10+ tasks (" 0: ").
+_SLURM = re.compile(r" {0,4}\d{1,5}: ")
 _KUBECTL = re.compile(r"\[pod/[^\]\s]+\] ")
 # journald: ``Aug 18 14:15:04 host python3[28059]: `` (month names in any locale)
 _JOURNALD = re.compile(r"[^\W\d_]{3,5}\.? {1,2}\d{1,2} \d\d:\d\d:\d\d \S+ [\w.@-]+\[\d+\]: ")
@@ -213,6 +214,8 @@ def _parse(text: str) -> LogRecord:
             break
         if c.isdigit():
             m = _DOCKER_TS.match(rest) or _SLURM.match(rest)
+        elif c == " " and rest[:5].lstrip()[:1].isdigit():
+            m = _SLURM.match(rest)
         elif c == "[" and rest.startswith("[pod/"):
             m = _KUBECTL.match(rest)
         elif c.isalpha() and "| " in rest[:70]:
