@@ -226,3 +226,17 @@ async def test_stage_eta_from_earlier_runs() -> None:
         eta = str(app.query_one("#engine-eta").render())
         assert "left; last 3 runs 10m00s" in eta and "ready in about" in eta
         assert app.query_one("#engine-eta").display
+
+
+async def test_a_node_whose_samples_stop_says_so() -> None:
+    now = [FIXED_NOW]
+    app, backend = make_app(clock=lambda: now[0])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(NodeSampled("spark1", gb10_sample(1, 0)))
+        await settle(pilot, app)
+        assert "no sample for" not in panel_text(app, "spark1")
+        now[0] += 12
+        app._tick()
+        await pilot.pause()
+        assert "no sample for 12s" in panel_text(app, "spark1")

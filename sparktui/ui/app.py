@@ -245,10 +245,11 @@ class SparkApp(App[int]):
 
     def _tick(self) -> None:
         """Once a second: elapsed times, retry countdowns and stale samples move without events."""
+        self.state.update_staleness(self.ui_config.refresh_interval)
         try:
             with self.batch_update():
                 self._render_engine()
-                for name, _ in self.node_roles:
+                for name in self.state.nodes:
                     self._render_node(name)
                 self._render_asymmetry()
         except NoMatches:  # torn down (see drain)

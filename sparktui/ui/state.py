@@ -42,6 +42,8 @@ class NodeState:
     facts: NodeFacts | None = None
     reading: NodeReading | None = None
     sampled_at: float | None = None
+    #: Seconds since the last sample, once that is longer than a few refresh intervals (else None).
+    stale_seconds: float | None = None
     mem_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     gpu_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     roce_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
@@ -162,6 +164,18 @@ class DashboardState:
         n.gpu_history.append(reading.gpu_util if reading.gpu_util is not None else 0.0)
         n.roce_history.append(sum((c.rx_gbps or 0.0) + (c.tx_gbps or 0.0) for c in reading.cables))
         return {f"node:{n.name}", "asymmetry"}
+
+    def update_staleness(self, interval: float) -> set[str]:
+        """Mark nodes whose samples stopped arriving (probe or link gone quiet); returns the changed ones."""
+        now = self.clock()
+        changed = set()
+        for n in self.nodes.values():
+            age = None if n.sampled_at is None else now - n.sampled_at
+            stale = age if age is not None and age > 3 * interval + 1 else None
+            if (stale is None) != (n.stale_seconds is None) or stale is not None:
+                changed.add(f"node:{n.name}")
+            n.stale_seconds = stale
+        return changed
 
     def engine_should_work(self) -> bool:
         state = self.engine.state

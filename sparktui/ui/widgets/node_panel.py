@@ -84,7 +84,9 @@ class NodeSummary(Widget):
         out.append(f"{fmt.percent(r.cpu_percent):>4}")
         if r.gpu_mem_used_gib is not None or r.gpu_mem_total_gib is not None:
             out.append(f"  gpu mem {fmt.gib(r.gpu_mem_used_gib)}/{fmt.gib(r.gpu_mem_total_gib, 0)} GiB")
-        if r.stale:
+        if n.stale_seconds is not None:
+            out.append(f"  no sample for {fmt.duration(n.stale_seconds)}", style="bold yellow")
+        elif r.stale:
             out.append("  stale", style="bold yellow")
         out.append("\n")
         # RoCE: one line per cable: state, rate, rx/tx Gb/s; rising error counters in red.
