@@ -2094,6 +2094,28 @@ def _f_ray_oom2(L: Log) -> None:
                        f"{NODE2_IP}`.")
 
 
+
+@scenario(Spec("fail_ip_mismatch_v0.33.0_autoscaler-v2_plain", "0.33.0",
+               description="Ray 2.60's autoscaler v2 wording (reference F9): 'No available node types can fulfill "
+               "placement group requests (detail=…): {…'node:<ip>'…}*1' with no 'Error:' in front",
+               expect=dict(outcome="failed", failure_kind="ip_mismatch", failure_stage="placement",
+                           root_cause="No available node types can fulfill placement group requests",
+                           stages=stages(config="done", placement="failed", distributed="pending"))))
+def _f_ip_v2(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L, waits=(10,), placed=False)
+    L.raw("ec", "(autoscaler +12s) No available node types can fulfill placement group requests (detail=STRICT_PACK "
+          "placement group 9d4c1e): {'GPU': 1.0, 'node:10.0.0.9': 0.001}*1, {'GPU': 1.0}*1. Add suitable node types "
+          "to this cluster to resolve this issue.")
+    L.tick(20)
+    L.info("ec", "ray_utils.py:267", "Waiting for creating a placement group of specs for 30 seconds. "
+           "specs=[{'node:10.0.0.9': 0.001, 'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` and `ray list "
+           "nodes` to see if you have enough resources, and make sure the IP addresses used by ray cluster are "
+           "the same as VLLM_HOST_IP environment variable specified in each node if you are running on a "
+           "multi-node.")
+
+
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:
     log = Log(spec)
     fn(log)

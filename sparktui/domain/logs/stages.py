@@ -609,7 +609,8 @@ class Timeline:
         kind = fl.classify(msg, running)
         marker = fl.is_marker(msg)
         exc = fl.is_exception_line(msg) and not fl.is_wrapper(msg)
-        errorish = rec.level in ("ERROR", "CRITICAL")
+        # Ray's autoscaler events carry no level; autoscaler v2 words its errors without "Error:" in front.
+        errorish = rec.level in ("ERROR", "CRITICAL") or (rec.role == "autoscaler" and kind is not None)
         if not errorish and not exc and not marker:
             return  # a WARNING or INFO line that merely mentions an error
         # Rank of a root-cause candidate: a classified exception line beats a classified summary line
