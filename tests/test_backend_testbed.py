@@ -96,7 +96,8 @@ async def test_start_ready_reattach_stop(bed: Testbed, tmp_path: Any) -> None:
         again = SshBackend(config, history=history)
         rerun = asyncio.create_task(again.run(second))
         try:
-            await second.wait_for(lambda: EngineState.READY in second.engine_states(), 90, "re-attached ready")
+            await second.wait_for(lambda: EngineState.READY in second.engine_states(), 90,
+                                  "re-attached ready")
             assert EngineState.STOPPED not in second.engine_states()
         finally:
             rerun.cancel()

@@ -1,17 +1,15 @@
-"""Helpers shared by the verbs: loading the config with a clean error, printing JSON."""
+"""Helpers shared by the verbs: loading the config with a clean error, refusing the shipped example,
+printing JSON."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 from sparktui.config import ConfigError, SparkConfig, find_config, load_config
-
-
-class NoConfig(Exception):
-    pass
 
 
 def config_from_args(args: argparse.Namespace) -> SparkConfig:
@@ -29,11 +27,20 @@ def config_from_args(args: argparse.Namespace) -> SparkConfig:
         raise SystemExit(2) from None
 
 
+def refuse_example(args: argparse.Namespace, config: SparkConfig, verb: str, hint: str) -> bool:
+    """Say so and return True when the config came from the default lookup and is still the shipped
+    example: it names no real machines, so no verb may act on it. ``--config`` or ``$SPARKTUI_CONFIG``
+    naming it is taken as meant."""
+    explicit = getattr(args, "config", None) or os.environ.get("SPARKTUI_CONFIG")
+    if not config.cluster.example or explicit:
+        return False
+    path = find_config(None)
+    print(f"sparktui {verb}: {path} is the shipped example config (cluster.example = true), not your "
+          f"cluster: describe your Sparks in it (and delete `example = true`) or pass --config PATH. {hint}",
+          file=sys.stderr)
+    return True
+
+
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=str)
     sys.stdout.write("\n")
-
-
-def not_implemented(verb: str) -> int:
-    print(f"sparktui {verb}: not implemented yet", file=sys.stderr)
-    return 3

@@ -10,8 +10,7 @@ import argparse
 import asyncio
 import sys
 
-from sparktui.commands.common import config_from_args
-from sparktui.commands.start import refuse_example
+from sparktui.commands.common import config_from_args, refuse_example
 from sparktui.config import SparkConfig
 
 
@@ -24,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    if refuse_example(args, config, "logs"):
+    if refuse_example(args, config, "logs", "Or try the simulated cluster: `sparktui --demo`."):
         return 2
     if args.node is not None:
         try:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from typing import Any
 
-from sparktui.commands.common import config_from_args, print_json
+from sparktui.commands.common import config_from_args, print_json, refuse_example
 from sparktui.config import SparkConfig
 from sparktui.domain.events import OperationRefused, OperationView, StepStatus, StepView
 
@@ -47,24 +46,13 @@ def run_operation(args: argparse.Namespace, kind: str) -> int:
     if args.dry_run:
         print_plan(config, kind)
         return 0
-    if refuse_example(args, config, kind):
+    if refuse_example(args, config, kind, "`--dry-run` shows the plan anyway."):
         return 2
     try:
         return asyncio.run(_operate(config, kind, args))
     except OperationRefused as exc:
         print(f"sparktui {kind}: {exc}", file=sys.stderr)
         return 3
-
-
-def refuse_example(args: argparse.Namespace, config: SparkConfig, verb: str) -> bool:
-    """The shipped example found by the default lookup names no real machines: never act on it."""
-    explicit = bool(getattr(args, "config", None) or os.environ.get("SPARKTUI_CONFIG"))
-    if config.cluster.example and not explicit:
-        print(f"sparktui {verb}: the config found is the shipped example (cluster.example = true), not your "
-              "cluster: describe your Sparks in it (and delete `example = true`) or pass --config PATH. "
-              "`--dry-run` shows the plan anyway.", file=sys.stderr)
-        return True
-    return False
 
 
 def print_plan(config: SparkConfig, kind: str) -> None:

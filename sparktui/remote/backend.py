@@ -40,6 +40,7 @@ from sparktui.domain.logs import LogReader, LogRecord, Timeline, TimelineSnapsho
 from sparktui.domain.readiness import RestartBudget
 from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
+from sparktui.remote.host_facts import read_host_facts
 from sparktui.remote.log_follower import LogFollower
 from sparktui.remote.transport import LinkPhase, LinkState, Transport, TransportError
 
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 
 #: How often batched log records and timeline changes are posted (the UI redraws at about this rate).
 FLUSH_INTERVAL = 0.1
-FACTS_SCRIPT = 'uname -n; uname -r; cut -d " " -f 1 "$1/uptime"'
 
 
 class SshBackend:
@@ -190,16 +190,11 @@ class SshBackend:
             await connected.wait()
             connected.clear()
             try:
-                res = await transport.run(["sh", "-c", FACTS_SCRIPT, "sh", node.proc_root], timeout=20)
+                res, facts = await read_host_facts(transport, node, timeout=20)
             except TransportError:
                 continue
-            lines = res.stdout.splitlines()
-            if res.ok and len(lines) >= 3:
-                try:
-                    uptime: float | None = float(lines[2])
-                except ValueError:
-                    uptime = None
-                self._post(NodeFacts(name, lines[0], lines[1], uptime))
+            if res.ok and facts.complete:
+                self._post(NodeFacts(name, facts.hostname or "", facts.kernel or "", facts.uptime_seconds))
 
     async def _telemetry(self, name: str) -> None:
         from sparktui.remote.probe_runner import stream_samples

@@ -156,7 +156,7 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     async def forward_port(self, remote_host: str, remote_port: int) -> int:
-        """Forward a local port to ``remote_host:remote_port`` as seen from the node; returns the local port."""
+        """A local port forwarded to ``remote_host:remote_port`` as the node sees that address."""
 
 
 def shell_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
