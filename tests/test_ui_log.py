@@ -208,3 +208,15 @@ async def test_worker_lines_name_the_node_not_its_address() -> None:
         await settle(pilot, app)
         assert app.query_one(LogPane).node_filter == "spark2"
         assert len(shown(app)) == 1 and "worker says hi" in shown(app)[0]
+
+
+async def test_typing_in_the_filter_line_never_triggers_a_control() -> None:
+    app, backend = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("f")
+        await pilot.press(*"stxrq")
+        await settle(pilot, app)
+        assert backend.calls == []
+        assert app.query_one(LogPane).filter_text == "stxrq"
+        assert app.is_running
