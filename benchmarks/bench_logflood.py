@@ -147,6 +147,7 @@ async def measure(naive: bool, rate: int, seconds: float, parse: bool) -> dict[s
         gc.callbacks.append(on_gc)
         rss_before = proc.memory_info().rss
         rss_peak = rss_before
+        cpu_before = proc.cpu_times()
         sent = 0
         stop = asyncio.Event()
         started = time.perf_counter()
@@ -188,6 +189,7 @@ async def measure(naive: bool, rate: int, seconds: float, parse: bool) -> dict[s
 
         await asyncio.gather(flood(), probe(), memory())
         duration = time.perf_counter() - started
+        cpu_after = proc.cpu_times()
         gc.callbacks.remove(on_gc)
         pane = app.query_one(LogPane)
         lat = sorted(app.latencies)
@@ -202,6 +204,8 @@ async def measure(naive: bool, rate: int, seconds: float, parse: bool) -> dict[s
             "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
             "max_ms": 1000 * lat[-1],
             "rss_growth_mb": (rss_peak - rss_before) / 1e6,
+            "cpu_percent": 100 * ((cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system))
+            / duration,
             "full_gc": len(pauses),
             "full_gc_max_ms": 1000 * max(pauses, default=0.0),
         }
@@ -243,6 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {r['variant']:<32} {r['lines_per_s']:>8,.0f} lines/s  "
               f"key→screen p50 {r['p50_ms']:6.1f} ms  "
               f"p99 {r['p99_ms']:7.1f} ms  max {r['max_ms']:7.1f} ms  RSS +{r['rss_growth_mb']:3.0f} MB  "
+              f"CPU {r['cpu_percent']:3.0f}%  "
               f"full GCs {r['full_gc']} (max {r['full_gc_max_ms']:.0f} ms)  [{r['probes']} keys]")
     print(f"  naive / batched: key→screen p99 ×{n['p99_ms'] / max(b['p99_ms'], 1e-9):.0f}, "
           f"lines delivered ×{n['lines_per_s'] / max(b['lines_per_s'], 1e-9):.2f}")
