@@ -2116,6 +2116,29 @@ def _f_ip_v2(L: Log) -> None:
            "multi-node.")
 
 
+
+@scenario(Spec("happy_v0.19.1_benign-traceback_plain", "0.19.1", executor="mp",
+               description="a library prints a caught exception's traceback (traceback.print_exc) while a worker "
+               "imports, and the start goes on to ready: an unexplained exception followed by progress is not a "
+               "failure",
+               expect=dict(outcome="ready", vllm_release="0.19.1",
+                           facts=dict(tensor_parallel_size=2, api_url="http://0.0.0.0:8000"),
+                           stages=_with(HAPPY_STAGES, placement="skipped"))))
+def _benign_tb(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    L.raw(1, tb_lines([("../flashinfer/jit/__init__.py", 41, "<module>", "from .. import flashinfer_kernels")],
+                      "ImportError: cannot import name 'flashinfer_kernels' from partially initialized module "
+                      "'flashinfer' (most likely due to a circular import)").replace("/vllm/../", "/"))
+    s3_distributed(L)
+    s4_weights(L)
+    s5_compile(L)
+    s6_kv(L)
+    s7_graphs(L)
+    s8_engine(L)
+    s9_api(L)
+
+
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:
     log = Log(spec)
     fn(log)

@@ -347,3 +347,31 @@ def test_a_node_clock_offset_needs_a_clean_time_zone_step() -> None:
     assert snap.stage("weights").started == "03-01 12:00:30"  # 10:00:30 on a UTC node = 12:00:30 here
     assert snap.stage("weights").ended == "03-01 12:01:00"
 
+
+def test_a_tentative_failure_that_a_real_one_confirms() -> None:
+    """An unexplained exception, then another rank's progress (taken back), then the EngineCore's
+    'failed to start' with the same exception: failed, and the root cause is the exception."""
+    text = (
+        _EC.format(dp=0, s=1) + _W
+        + "(EngineCore_DP0 pid=70) (RayWorkerWrapper pid=9, ip=10.0.0.2) AttributeError: 'NoneType' object has no attribute 'shape'\n"
+        + "(EngineCore_DP0 pid=70) (RayWorkerWrapper pid=8) \rLoading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.0it/s]\n"
+        + "(EngineCore_DP0 pid=70) ERROR 03-01 10:00:09 [core.py:708] EngineCore failed to start.\n"
+        + "(EngineCore_DP0 pid=70) ERROR 03-01 10:00:09 [core.py:708] AttributeError: 'NoneType' object has no attribute 'shape'\n"
+    )
+    snap = parse_log_text(text)
+    assert snap.outcome == "failed" and snap.failure is not None
+    assert (snap.failure.kind, snap.failure.stage) == ("unknown", "weights")
+    assert snap.failure.message.startswith("AttributeError")
+
+
+def test_an_exception_the_start_survives_is_taken_back() -> None:
+    text = (
+        _EC.format(dp=0, s=1)
+        + "(EngineCore_DP0 pid=70) KeyError: 'optional_feature'\n"  # config-time: config_error, tentative
+        + _W
+    )
+    snap = parse_log_text(text)
+    assert snap.outcome == "incomplete" and snap.failure is None
+    assert snap.facts["ignored_error"] == "KeyError: 'optional_feature'"
+    assert snap.stage("distributed").status == "running"
+

@@ -201,6 +201,10 @@ class Timeline:
         self._recent_errors: deque[tuple[int, str, str | None]] = deque(maxlen=200)
         self._pending_prefix: LogRecord | None = None
         self._pydantic_open = False  # the failure is a pydantic ValidationError awaiting its detail line
+        # A failure is only tentative while all it rests on is an unexplained exception line (no signature,
+        # no "failed to start"-style marker): a library printing a caught exception's traceback.
+        self._failure_confirmed = False
+        self._before_failure: tuple[dict[str, _Stage], int] | None = None
         self._last_event_wall: float | None = None  # wall clock of the last stage event of any kind
         self.records_seen = 0
 
@@ -289,6 +293,8 @@ class Timeline:
         if (rec.has_prefix or rec.level is not None) and rec.role not in ("autoscaler", "raylet"):
             self._nodes.setdefault(rec.node or "head", None)
         msg = rec.message
+        if self._outcome == "failed" and not self._failure_confirmed and self._moves_on(rec):
+            self._recover()
         if (rec.role is not None and 0 <= self._furthest < _DISTRIBUTED and self._outcome == "incomplete"
                 and _WORKER_ROLE.fullmatch(rec.role)):
             # A worker process is talking: the placement group was placed (Ray creates the worker actors
@@ -322,6 +328,24 @@ class Timeline:
                 self._on_rule(rule, m, rec)
         if rec.level in ("ERROR", "CRITICAL") or rec.level is None or rec.role == "autoscaler":
             self._on_error(rec)
+
+    def _moves_on(self, rec: LogRecord) -> bool:
+        """The start shows progress (a bar, or any stage rule): it survived what looked like a failure."""
+        if rec.is_progress:
+            return True
+        return any(rule.stage is not None and rule.event not in ("fact", "skip")
+                   for rule, _ in rules_for(rec.message))
+
+    def _recover(self) -> None:
+        """Take back a tentative failure: the stages as they were, the exception kept as a fact."""
+        if self._failure is None or self._before_failure is None:
+            self._failure_confirmed = True  # nothing to go back to: keep the failure
+            return
+        self._facts.setdefault("ignored_error", self._failure[2])
+        self._stages, self._furthest = self._before_failure
+        self._failure, self._before_failure = None, None
+        self._outcome = "incomplete"
+        self._pydantic_open = False
 
     def _node_offset(self, rec: LogRecord) -> float:
         """Every node stamps its lines with its own clock and time zone (reference §1.1: a worker container
@@ -628,6 +652,10 @@ class Timeline:
             if errorish and current is None and not msg.startswith(_TRACEBACK_NOISE):
                 self._facts.setdefault("first_error", msg)
             return
+        if kind is not None or marker:
+            # A signature or a "failed to start" marker: a real failure, whatever follows. (A config-time
+            # ValueError promoted to config_error below stays tentative: if the start goes on, it survived.)
+            self._failure_confirmed = True
         if kind is None and rank == 2 and fl.is_config_exception(msg) and (
             running in (None, "config") and self._furthest <= STAGE_INDEX["config"]
         ):
@@ -638,6 +666,9 @@ class Timeline:
             return
         k = kind or "unknown"
         stage = current[1] if current is not None and kind is None else fl.failure_stage(k, running, msg)
+        if current is None:
+            # Kept so that an unexplained exception the start survives can be taken back (see _recover).
+            self._before_failure = ({n: replace(st) for n, st in self._stages.items()}, self._furthest)
         self._failure = (k, stage, msg, rank)
         self._pydantic_open = "validation error for" in msg
         self._outcome = "failed"
@@ -682,6 +713,7 @@ class Timeline:
                 kind, message = k, text
                 break
         self._failure = (kind, "engine", message, 4)
+        self._failure_confirmed = True
         self._outcome = "failed"
 
     # --- reading -------------------------------------------------------------------------------------
