@@ -160,3 +160,20 @@ def test_hang_reads_as_a_stall_in_weights() -> None:
     snap = timeline.snapshot(now=clock)
     assert snap.current == "weights"
     assert snap.stall_seconds(clock) == 180.0
+
+
+@pytest.mark.parametrize("name", ["happy_v0.19.1_v1-ray_docker", "happy_v0.31.0_v1-rayv2_plain",
+                                  "happy_v0.20.2_v1-mp-tp2_plain", "happy_v0.9.2_v1-mp-tp2_plain"])
+def test_cuda_graph_capture_animates_while_the_line_is_open(name: str) -> None:
+    """tqdm writes every capture update on one physical line: tailed in small chunks, the stage's
+    progress moves before that line ends (Ray-relayed, mp-prefixed and unprefixed bars alike)."""
+    data = (OUT / (name + ".log")).read_bytes()
+    reader, timeline = LogReader(), Timeline()
+    seen: set[int] = set()
+    for i in range(0, len(data), 64):
+        for rec in reader.feed(data[i : i + 64]):
+            timeline.feed(rec)
+        stage = timeline.snapshot().stage("cuda_graphs")
+        if stage.status == "running" and stage.progress is not None:
+            seen.add(stage.progress.done)
+    assert len(seen) > 5 and min(seen) < max(seen)
