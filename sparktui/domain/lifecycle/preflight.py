@@ -5,13 +5,13 @@ Each check becomes one ``StepView`` so the UI, ``sparktui start`` and ``--dry-ru
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import StepStatus, StepView
 from sparktui.domain.lifecycle.argv import expand_home
+from sparktui.domain.lifecycle.output import last_json_object
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,10 @@ class NodeFacts:
 
     @classmethod
     def parse(cls, text: str) -> NodeFacts:
-        data = json.loads(text.strip().splitlines()[-1])
+        """FACTS_PY's output; ``ValueError`` when it holds no report (the script died before printing)."""
+        data = last_json_object(text)
+        if data is None:
+            raise ValueError("no JSON report in the output")
         return cls(
             hostname=str(data.get("hostname", "")),
             home=str(data.get("home", "")),

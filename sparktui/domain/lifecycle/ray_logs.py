@@ -10,10 +10,11 @@ progress bars may land in either file: of an actor's two files the one with more
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from sparktui.domain.lifecycle.output import last_json_object
 
 _WORKER = re.compile(r"^worker-([0-9a-f]+)-([0-9a-f]+)-(\d+)\.(out|err)$")
 #: The actor class vLLM's Ray executor runs on every GPU (vLLM 0.4 … 0.11+).
@@ -32,8 +33,10 @@ class LogFile:
 
 
 def parse_listing(text: str) -> tuple[str, tuple[LogFile, ...], str | None]:
-    """RAY_LOGS_PY output → (directory, files, error)."""
-    data = json.loads(text.strip().splitlines()[-1])
+    """RAY_LOGS_PY output → (directory, files, error); ``ValueError`` when it holds no report."""
+    data = last_json_object(text)
+    if data is None:
+        raise ValueError("no JSON report in the output")
     files = tuple(LogFile(str(f["name"]), int(f["size"]), float(f["mtime"]), f.get("actor"), f.get("job"))
                   for f in data.get("files", ()))
     return str(data.get("dir", "")), files, data.get("error")

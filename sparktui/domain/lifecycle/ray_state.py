@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sparktui.domain.logs import strip_ansi
+
 PROBE_PREFIX = "RAYPROBE "
 PROBE_ERROR_PREFIX = "RAYPROBE_ERROR "
 
@@ -179,7 +181,6 @@ def _n(x: float) -> str:
 
 
 # ---- `ray status` text (fallback) -----------------------------------------------------------------
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _NODE_LINE = re.compile(r"^\s+(\d+)\s+(\S.*?)\s*$")
 _GPU_LINE = re.compile(r"^\s+([0-9.]+)/([0-9.]+)\s+GPU(?:\s|$)")
 _SECTIONS = {"Active:": "active", "Idle:": "idle", "Pending:": "pending", "Recent failures:": "failures"}
@@ -191,7 +192,7 @@ def parse_ray_status(text: str) -> RayState | None:
 
     ``None`` while Ray says "No cluster status" or the text is not a status report.
     """
-    text = _ANSI.sub("", text).replace("\r", "\n")
+    text = strip_ansi(text).replace("\r", "\n")
     if "Node status" not in text:
         return None
     section: str | None = None
