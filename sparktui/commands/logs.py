@@ -15,6 +15,7 @@ from sparktui.config import SparkConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = "exit status: 0 done, 1 node unreachable or no such log, 2 no usable config or node"
     parser.add_argument("-f", "--follow", action="store_true", help="keep streaming new lines")
     parser.add_argument("--node", metavar="NAME",
                         help="that node's Ray worker log (the vLLM worker output there) instead of the "
@@ -39,34 +40,40 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _logs(config: SparkConfig, args: argparse.Namespace) -> int:
-    from sparktui.remote.cluster import close_cluster, open_cluster
-    from sparktui.remote.engine import EngineController
+    from sparktui.domain.lifecycle.plan import vllm_log_path
+    from sparktui.remote.cluster import make_transport
     from sparktui.remote.engine_status import read_log
+    from sparktui.remote.host_facts import read_home
     from sparktui.remote.log_follower import LogFollower
     from sparktui.remote.ray_logs import ray_worker_log_path
     from sparktui.remote.transport import TransportError
 
     node = args.node or config.head.name
-    transports = await open_cluster(config)
+    # Only the node whose log is read: an unreachable other node must not delay or fail this.
+    transport = make_transport(config.node(node))
     try:
-        transport = transports[node]
         try:
+            await transport.connect()
             await transport.wait_connected(timeout=30)
+            if args.node is not None:
+                path = await ray_worker_log_path(config, transport, node)
+            else:
+                home = await read_home(transport)
+                homes = {node: home.stdout.strip()} if home.ok and home.stdout.strip() else None
+                path = vllm_log_path(config, homes, node)
         except TransportError as exc:
             print(f"sparktui logs: {exc}", file=sys.stderr)
             return 1
-        if args.node is not None:
-            path = await ray_worker_log_path(config, transport, node)
-            if path is None:
-                print(f"sparktui logs: no Ray worker log on {node} (is Ray running there?)", file=sys.stderr)
-                return 1
-        else:
-            controller = EngineController(config, transports)
-            await controller._resolve_homes(quiet=True)
-            path = controller.log_path()
+        if path is None:
+            print(f"sparktui logs: no Ray worker log on {node} (is Ray running there?)", file=sys.stderr)
+            return 1
         out = sys.stdout.buffer
         if not args.follow:
-            data = await read_log(config, transport, path, python=config.node(node).python)
+            try:
+                data = await read_log(config, transport, path, python=config.node(node).python)
+            except TransportError as exc:
+                print(f"sparktui logs: {exc}", file=sys.stderr)
+                return 1
             if data is None:
                 print(f"sparktui logs: {node}:{path} does not exist (engine never started?)", file=sys.stderr)
                 return 1
@@ -85,5 +92,5 @@ async def _logs(config: SparkConfig, args: argparse.Namespace) -> int:
                           on_waiting=waiting).run()
         return 0
     finally:
-        await close_cluster(transports)
+        await transport.close()
 

@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus, StepView
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
-from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle import vllm_help
 from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, classify
+from sparktui.domain.lifecycle.output import TAIL_LINES, last_json_object, output_tail
 from sparktui.domain.lifecycle.ray_state import (
     ProbeError,
     RayState,
@@ -34,19 +32,10 @@ from sparktui.domain.lifecycle.ray_state import (
     parse_probe_line,
     parse_ray_status,
 )
+from sparktui.remote.host_facts import read_home
 from sparktui.remote.transport import CommandResult, RemoteProcess, Transport, TransportError
 
 ProgressCallback = Callable[[OperationView], None]
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-TAIL_LINES = 8
-
-
-def output_tail(*texts: str, lines: int = TAIL_LINES) -> tuple[str, ...]:
-    out: list[str] = []
-    for text in texts:
-        out += [ln for ln in _ANSI.sub("", text).replace("\r", "\n").splitlines() if ln.strip()]
-    return tuple(out[-lines:])
 
 
 class _Tracker:
@@ -143,7 +132,7 @@ class EngineController:
 
     async def plan(self, kind: str) -> P.Plan:
         """The plan ``kind`` would run (``--dry-run``); homes are resolved when the nodes answer."""
-        await self._resolve_homes(quiet=True)
+        await self.resolve_homes(quiet=True)
         if kind == "stop" or kind == "clean":
             return P.build_stop_plan(self.config, self.homes or None)
         return P.build_start_plan(self.config, self.homes or None)
@@ -152,7 +141,7 @@ class EngineController:
         """What of ours runs on the nodes now: vLLM (pid file + process), containers, processes, Ray."""
         cfg = self.config
         # The state dir's absolute path (docker mounts it at the host's path, not the container's $HOME).
-        await self._resolve_homes(quiet=True)
+        await self.resolve_homes(quiet=True)
         vllm: dict[str, DetachedState] = {}
         containers: dict[str, list[F.Container]] = {}
         processes: dict[str, list[Mapping[str, object]]] = {}
@@ -162,7 +151,8 @@ class EngineController:
             rt = self._runtimes[name]
             try:
                 listed = await self._run(name, P.verify_step(cfg, rt).argv, 30)
-                processes[name] = _json_last(listed.stdout).get("processes", []) if listed.ok else []
+                report = last_json_object(listed.stdout) if listed.ok else None
+                processes[name] = (report or {}).get("processes", [])
                 if cfg.engine.runtime == "docker":
                     ps = await self._run(name, A.docker_ps(cfg.engine.name_prefix), 30)
                     containers[name] = list(F.parse_docker_ps(ps.stdout, cfg.engine.name_prefix))
@@ -226,8 +216,7 @@ class EngineController:
 
     def log_path(self, node: str | None = None) -> str:
         """The vLLM log on ``node`` (default: the head), ``~`` expanded when the home is known."""
-        name = node or self.config.head.name
-        return P.state_dir(self.config, self.homes or None, name).rstrip("/") + "/" + A.VLLM_LOG
+        return P.vllm_log_path(self.config, self.homes or None, node or self.config.head.name)
 
     # -- operations --------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -257,7 +246,7 @@ class EngineController:
                 return tracker.finish(False, summary.message())
             rdma = self._rdma
         else:
-            await self._resolve_homes()
+            await self.resolve_homes()
         plan = P.build_start_plan(self.config, self.homes or None, rdma)
         failed = await self._run_plan(tracker, plan, stop_on_failure=True)
         if failed is not None:
@@ -272,7 +261,7 @@ class EngineController:
         return view
 
     async def _stop(self, tracker: _Tracker, *, finish: bool = True) -> OperationView | None:
-        await self._resolve_homes(quiet=True)
+        await self.resolve_homes(quiet=True)
         plan = P.build_stop_plan(self.config, self.homes or None)
         await self._run_plan(tracker, plan, stop_on_failure=False)
         verify = [s for s in tracker.view.steps if s.name == "nothing left"]
@@ -378,7 +367,7 @@ class EngineController:
         assert step.node is not None
         if not res.ok:
             return _Outcome(StepStatus.FAILED, _failure_text(res), output_tail(res.stdout, res.stderr))
-        data = _json_last(res.stdout)
+        data = last_json_object(res.stdout) or {}
         procs = data.get("processes", [])
         containers: list[F.Container] = []
         for extra in step.also:
@@ -496,7 +485,7 @@ class EngineController:
 
             async def reach() -> _Outcome:
                 await transport.wait_connected(timeout=20)
-                res = await transport.run(["sh", "-c", S.HOME_SH], timeout=20)
+                res = await read_home(transport)
                 if not res.ok:
                     return _Outcome(StepStatus.FAILED, _failure_text(res))
                 self.homes[name] = res.stdout.strip()
@@ -509,7 +498,11 @@ class EngineController:
                 res = await self._run(name, P.facts_argv(cfg, node, model_path), 120)
                 if not res.ok:
                     return _Outcome(StepStatus.FAILED, _failure_text(res), output_tail(res.stderr))
-                facts[name] = F.NodeFacts.parse(res.stdout)
+                try:
+                    facts[name] = F.NodeFacts.parse(res.stdout)
+                except ValueError as exc:
+                    return _Outcome(StepStatus.FAILED, f"unreadable node facts: {exc}",
+                                    output_tail(res.stdout, res.stderr))
                 self._rdma[name] = facts[name].dev_infiniband
                 return _Outcome(StepStatus.OK, f"host {facts[name].hostname}")
 
@@ -530,26 +523,23 @@ class EngineController:
                     return _Outcome(StepStatus.OK, f"docker {ver.stdout.strip()}, image present")
                 jobs.append(timed("docker", name, docker))
 
+            def before_start(argv: list[str]) -> list[str]:
+                # No engine container exists yet: docker asks a throw-away one of the image.
+                return A.docker_run_once(e.image, argv) if e.runtime == "docker" else rt.wrap(argv)
+
             async def version() -> _Outcome:
-                if e.runtime == "docker":
-                    argv = A.docker_run_once(e.image, A.vllm_version(e.vllm_command))
-                else:
-                    argv = rt.wrap(A.vllm_version(e.vllm_command))
-                res = await self._run(name, argv, 180)
+                res = await self._run(name, before_start(A.vllm_version(e.vllm_command)), 180)
                 versions[name] = vllm_help.parse_version(res.stdout) if res.ok else None
                 if versions[name] is None:
                     return _Outcome(StepStatus.FAILED, "`vllm --version` failed: " + _failure_text(res))
                 return _Outcome(StepStatus.OK, f"vLLM {versions[name]}")
 
             async def flags() -> _Outcome:
-                def cmd(help_arg: str) -> list[str]:
-                    argv = [*e.vllm_command, "serve", help_arg]
-                    if e.runtime == "docker":
-                        return A.docker_run_once(e.image, argv)
-                    return rt.wrap(argv)
-                res = await self._run(name, cmd("--help=all"), 180)
+                every_flag = A.vllm_serve_help(e.vllm_command, "--help=all")
+                res = await self._run(name, before_start(every_flag), 180)
                 if not res.ok or len(vllm_help.flags_in_help(res.stdout)) < 5:
-                    res = await self._run(name, cmd("--help"), 180)
+                    # Older vLLM has no grouped help and rejects "--help=all".
+                    res = await self._run(name, before_start(A.vllm_serve_help(e.vllm_command)), 180)
                 if not res.ok:
                     return _Outcome(StepStatus.FAILED, "`vllm serve --help` failed: " + _failure_text(res))
                 help_text.append(res.stdout)
@@ -597,12 +587,14 @@ class EngineController:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _resolve_homes(self, quiet: bool = False) -> None:
+    async def resolve_homes(self, quiet: bool = False) -> None:
+        """Fill ``homes`` for the nodes not resolved yet; ``quiet``: an unreachable node stays unresolved
+        (its paths keep their ``~``) instead of raising ``TransportError``."""
         async def one(name: str) -> None:
             if name in self.homes:
                 return
             try:
-                res = await self.transports[name].run(["sh", "-c", S.HOME_SH], timeout=20)
+                res = await read_home(self.transports[name])
             except TransportError:
                 if quiet:
                     return
@@ -618,15 +610,6 @@ class EngineController:
 
 def _step_ok(step: P.Step, res: CommandResult) -> bool:
     return res.returncode in step.ok_codes or any(s in res.stdout + res.stderr for s in step.ok_if_output)
-
-
-def _json_last(text: str) -> dict[str, Any]:
-    for line in reversed(text.strip().splitlines()):
-        with contextlib.suppress(ValueError):
-            data = json.loads(line)
-            if isinstance(data, dict):
-                return data
-    return {}
 
 
 def _failure_text(res: CommandResult) -> str:

@@ -1,10 +1,12 @@
-"""A node's hostname, kernel and uptime in one round trip, for ``sparktui status`` and the dashboard."""
+"""What a node is: hostname, kernel and uptime in one round trip (``sparktui status``, the dashboard), and
+the remote user's home (absolute paths for docker mounts and the state dir)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from sparktui.config import NodeConfig
+from sparktui.domain.lifecycle.scripts import HOME_SH
 from sparktui.remote.transport import CommandResult, Transport
 
 #: The node's proc root arrives as "$1": a config value is never spliced into the script.
@@ -43,3 +45,8 @@ async def read_host_facts(
     """
     result = await transport.run(["sh", "-c", HOST_FACTS_SH, "sh", node.proc_root], timeout=timeout)
     return result, HostFacts.parse(result.stdout)
+
+
+async def read_home(transport: Transport, timeout: float = 20.0) -> CommandResult:
+    """``$HOME`` of the remote user (in ``stdout``); raises ``TransportError`` when unreachable."""
+    return await transport.run(["sh", "-c", HOME_SH], timeout=timeout)

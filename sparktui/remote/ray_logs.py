@@ -8,6 +8,7 @@ from sparktui.config import SparkConfig
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.ray_logs import choose_worker_log, parse_listing
+from sparktui.remote.host_facts import read_home
 from sparktui.remote.transport import Transport
 
 
@@ -17,7 +18,7 @@ async def ray_worker_log_path(
     """The path (on the node itself, readable with the node's python) of the log to follow, or ``None``."""
     python = config.node(node).python
     if homes is None and config.engine.runtime == "docker":
-        res = await transport.run(["sh", "-c", S.HOME_SH], timeout=20)
+        res = await read_home(transport)
         homes = {node: res.stdout.strip()} if res.ok else None
     root = P.ray_log_root(config, homes, node)
     res = await transport.run([python, "-c", S.RAY_LOGS_PY, root], timeout=30)

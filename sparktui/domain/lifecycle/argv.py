@@ -53,7 +53,8 @@ def docker_run(
 
     Flags follow NVIDIA's ``run_cluster.sh`` (host network, ``--gpus all``, ``--shm-size``, the model
     cache mounted, the NCCL/UCX environment block) plus what that script lacks for RoCE: the RDMA
-    devices, ``IPC_LOCK`` and an unlimited memlock so NCCL can register memory (see docs/docker-runtime.md).
+    devices, ``IPC_LOCK`` and an unlimited memlock so NCCL can register memory (the
+    README's docker runtime section).
     The container idles (``sleep infinity`` under ``--init``, which reaps orphans) instead of running
     ``ray start --block`` in the foreground, so no terminal has to stay open.
     """
@@ -189,8 +190,9 @@ def vllm_version(vllm: Sequence[str]) -> list[str]:
     return [*vllm, "--version"]
 
 
-def vllm_serve_help(vllm: Sequence[str]) -> list[str]:
-    return [*vllm, "serve", "--help"]
+def vllm_serve_help(vllm: Sequence[str], help_arg: str = "--help") -> list[str]:
+    """``vllm serve --help``; ``help_arg="--help=all"`` lists every flag in vLLM ≥ 0.10 (grouped help)."""
+    return [*vllm, "serve", help_arg]
 
 
 def with_env(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:

@@ -160,6 +160,11 @@ def state_dir(config: SparkConfig, homes: Mapping[str, str] | None, node: str) -
     return A.expand_home(config.engine.state_dir, (homes or {}).get(node))
 
 
+def vllm_log_path(config: SparkConfig, homes: Mapping[str, str] | None, node: str) -> str:
+    """The vLLM log ``DETACH_SH`` writes on ``node`` (``~`` expanded when the node's home is known)."""
+    return state_dir(config, homes, node).rstrip("/") + "/" + A.VLLM_LOG
+
+
 def ray_temp_dir(config: SparkConfig) -> str:
     """Ray's temp dir on the nodes (``--temp-dir`` in ``engine.ray_start_args``, else ``/tmp/ray``)."""
     args = list(config.engine.ray_start_args)
