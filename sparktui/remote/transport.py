@@ -241,6 +241,8 @@ class LocalTransport(Transport):
             )
         except FileNotFoundError as exc:
             return CommandResult(argv, 127, "", f"{argv[0]}: command not found ({exc})", 0.0)
+        except OSError as exc:  # not executable, …: the shell's status for a command that cannot run
+            return CommandResult(argv, 126, "", f"{argv[0]}: cannot run ({exc})", 0.0)
         try:
             out, err = await asyncio.wait_for(proc.communicate(input), timeout)
         except TimeoutError:
@@ -260,13 +262,18 @@ class LocalTransport(Transport):
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
     ) -> RemoteProcess:
         argv = tuple(os.path.expanduser(a) if a.startswith("~/") else a for a in argv)
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self._env(env),
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self._env(env),
+            )
+        except OSError as exc:
+            # As over SSH, a command that cannot start is the caller's to report and retry (the probe,
+            # the log follower), never an exception that ends the dashboard.
+            raise TransportError(f"{self.name}: cannot start {argv[0]}: {exc.strerror or exc}") from exc
         return _LocalProcess(proc)
 
     async def forward_port(self, remote_host: str, remote_port: int) -> int:
