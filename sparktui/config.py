@@ -188,19 +188,14 @@ class ConfigError(Exception):
         return "\n".join(lines)
 
 
-def _key_path(loc: Sequence[int | str], data: Mapping[str, Any]) -> str:
-    """Turn pydantic's location into a TOML key path: ``nodes[1].role``, using node names where known."""
+def _key_path(loc: Sequence[int | str]) -> str:
+    """Turn pydantic's location into a TOML key path: ``nodes[1].role``."""
     out = ""
-    node: Any = data
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
             out += f".{part}" if out else str(part)
-        try:
-            node = node[part]
-        except (KeyError, IndexError, TypeError):
-            node = None
     return out or "<top level>"
 
 
@@ -223,7 +218,7 @@ def parse_config(data: Mapping[str, Any], path: Path | str | None = None) -> Spa
     try:
         return SparkConfig.model_validate(data)
     except ValidationError as exc:
-        problems = [ConfigProblem(_key_path(e["loc"], data), _fault(e)) for e in exc.errors()]
+        problems = [ConfigProblem(_key_path(e["loc"]), _fault(e)) for e in exc.errors()]
         raise ConfigError(path, problems) from None
 
 
