@@ -45,7 +45,8 @@ _LEVEL = re.compile(
     r"^(?:\((?:[^()]*?) ?pid=\d+(?:, ip=[^)]+)?\) )*(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\t)?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)[ :]"
 )
-_VERSION = re.compile(r"(?:LLM engine \(v|API server version |\bversion )(\d+\.\d+\.\d+[\w.+]*)")
+#: Where vLLM states its version: the V0/V1 engine-init line, the API server banner, "vLLM version X".
+VERSION_STATEMENT = re.compile(r"(?:LLM engine \(v|API server version |\bversion )(\d+\.\d+\.\d+[\w.+]*)")
 # A launcher script's shell trace ("+ python3 -m vllm.entrypoints..." / "+ vllm serve ...") marks where
 # the vLLM process's own output begins; anything above it (e.g. `ray start` output) is not vLLM's.
 _LAUNCH_TRACE = re.compile(r"^\+ .*(?:python3? -m vllm\.|\bvllm serve\b)")
@@ -99,7 +100,7 @@ def list_recordings() -> list[RecordingInfo]:
 
 def recording_version(name: str) -> str:
     """The vLLM version that wrote a recording (as its banner or engine-init line states it)."""
-    m = _VERSION.search(recording_text(name))
+    m = VERSION_STATEMENT.search(recording_text(name))
     return m.group(1) if m else name.rsplit("_v", 1)[-1]
 
 

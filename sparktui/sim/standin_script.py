@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from sparktui.sim.recording import RecordedLine
+from sparktui.sim.recording import VERSION_STATEMENT, RecordedLine
 
 # Recorded gaps longer than this (a 90-minute download, a 3-minute weight load) are shortened before
 # scaling, so the replay keeps the shape of the start-up instead of spending the whole pace on one gap.
@@ -36,7 +36,6 @@ _VLLM_STAMP = re.compile(r"\b(DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:
 _RAY_STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}")
 _VLLM_PROC = re.compile(r"\((APIServer|ApiServer_\d+|EngineCore(?:_\w+)?) pid=\d+\)")
 _API_PREFIX = re.compile(r"^(\(APIServer pid=\d+\) )")
-_VERSION = re.compile(r"(?:LLM engine \(v|API server version |\bversion )(\d+\.\d+\.\d+[\w.+]*)")
 _MODEL_INIT = re.compile(r"with config: model='([^']+)'")
 _MODEL_LOAD = re.compile(r"Starting to load model (\S+?)\.\.\.")
 _SERVED = re.compile(r"'served_model_name': \['([^']+)'")
@@ -121,7 +120,7 @@ def detect_dialect(lines: list[RecordedLine]) -> Dialect:
     api_prefix = engine_prefix = ""
     for line in lines:
         text = line.text
-        if version == "0.0.0" and (m := _VERSION.search(text)):
+        if version == "0.0.0" and (m := VERSION_STATEMENT.search(text)):
             version = m.group(1)
         if "Initializing a V0 LLM engine" in text or "Initializing an LLM engine" in text:
             v1 = False
