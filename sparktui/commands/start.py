@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_operation_arguments(parser: argparse.ArgumentParser, *, waits: bool) -> None:
+    parser.epilog = ("exit status: 0 done" + (" (with --wait: the engine is ready)" if waits else "")
+                     + ", 1 failed, 2 no usable config")
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan (every command on every node) and do nothing")

@@ -12,6 +12,7 @@ from sparktui.commands.common import print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = "exit status: 0 ready or still starting, 1 the log shows a failure, 2 cannot read it"
     parser.add_argument("logfile", metavar="LOGFILE", help="the vLLM log to read (- for stdin)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--nodes", type=int, default=None, metavar="N",
