@@ -204,7 +204,8 @@ class NodeSim:
         self.cpu_factor, self.mem_factor = NODE_FACTOR.get(self.name, (1.0, 1.0))
         self.mem = IDLE.mem * self.mem_factor
 
-    def sample(self, t: float, load: Load, interval: float, received: float | None) -> Sample:
+    def sample(self, t: float, load: Load, interval: float, received: float | None, ray_up: bool = False,
+               vllm_up: bool = False) -> Sample:
         r = self.rng
         self.seq += 1
         # Memory moves towards its target instead of jumping (weights stream in over seconds).
@@ -225,9 +226,10 @@ class NodeSim:
         used = int(self.mem * GIB)
         procs: tuple[NodeProcess, ...] = ()
         gpu_procs: tuple[GpuProcess, ...] = ()
-        if load is not IDLE:
-            procs = (NodeProcess(1201, "raylet", "raylet"),
-                     NodeProcess(1312, "ray::RayWorkerWrapper", "ray-worker"))
+        if ray_up:
+            procs = (NodeProcess(1201, "raylet", "raylet"),)
+        if vllm_up:
+            procs = (*procs, NodeProcess(1312, "ray::RayWorkerWrapper", "ray-worker"))
             if self.name == NODES[0]:
                 procs = (NodeProcess(5941, "vllm", "vllm"), *procs)
             gpu_procs = (GpuProcess(5941 if self.name == NODES[0] else 1312, "python3",
@@ -281,6 +283,7 @@ class DemoSimulation:
         self.operation: Operation | None = None
         self.last_op: OperationView | None = None
         self.launched_at: float | None = None
+        self.ray_up = False
         self.replay_pos = 0
         self.feed: TimelineFeed | None = None
         self.ready_at: float | None = None
@@ -342,7 +345,8 @@ class DemoSimulation:
             op.steps[idx] = dataclasses.replace(step, status=StepStatus.RUNNING)
             op.next_step_at = self.t + STEP_SECONDS
             if op.kind == "start" and step.name.startswith("ray start --head"):
-                self._set_state(EngineState.STARTING, "starting Ray")
+                self.ray_up = True
+                self._set_state(EngineState.STARTING, "Ray head and worker")
         else:
             op.steps[idx] = dataclasses.replace(step, status=StepStatus.OK, seconds=STEP_SECONDS,
                                                 message=self._messages[idx])
@@ -360,6 +364,7 @@ class DemoSimulation:
         if op.then == "launch":
             self._launch()
         elif op.kind in ("stop", "restart"):
+            self.ray_up = False
             self._set_state(EngineState.STOPPED, "nothing of ours left on spark1, spark2")
             if op.then == "start":
                 self.request("start")
@@ -482,7 +487,9 @@ class DemoSimulation:
         load = self._load()
         received = time.monotonic() if self.live_received else None
         for name, node in self.nodes.items():
-            self._out.append(NodeSampled(name, node.sample(self.t, load, self.interval, received)))
+            sample = node.sample(self.t, load, self.interval, received, ray_up=self.ray_up,
+                                 vllm_up=self.launched_at is not None)
+            self._out.append(NodeSampled(name, sample))
         if self.state is EngineState.READY:
             self._out.append(ServingSampled(self.serving.snapshot(EPOCH + self.t)))
             self._serving_log()
