@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sparktui.domain.logs import LineSplitter, LogReader, Timeline, parse_line
@@ -102,11 +103,11 @@ def run_naive(data: bytes) -> Timeline:
     return timeline
 
 
-def _time(fn: object, data: bytes, repeat: int) -> tuple[float, Timeline]:
+def _time(fn: Callable[[bytes], Timeline], data: bytes, repeat: int) -> tuple[float, Timeline]:
     best, result = float("inf"), None
     for _ in range(repeat):
         t0 = time.perf_counter()
-        result = fn(data)  # type: ignore[operator]
+        result = fn(data)
         best = min(best, time.perf_counter() - t0)
     assert result is not None
     return best, result
