@@ -22,6 +22,8 @@ VERBS: dict[str, str] = {
     "timeline": "read a vLLM log and print its init-stage timeline, facts and failure",
     "history": "list earlier engine starts with their stage durations",
 }
+#: Verbs that read a file given to them and never the config: no --config in their usage.
+WITHOUT_CONFIG = frozenset({"timeline", "history"})
 
 
 def _add_common(p: argparse.ArgumentParser, *, verb: bool = False) -> None:
@@ -45,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for verb, help_text in VERBS.items():
         p = sub.add_parser(verb, help=help_text, description=help_text)
-        _add_common(p, verb=True)
+        if verb not in WITHOUT_CONFIG:
+            _add_common(p, verb=True)
         module = importlib.import_module(f"sparktui.commands.{verb}")
         module.add_arguments(p)
     return parser

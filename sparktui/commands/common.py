@@ -27,6 +27,28 @@ def config_from_args(args: argparse.Namespace) -> SparkConfig:
         raise SystemExit(2) from None
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above zero (a zero or negative timeout would give up at once)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
+    return value
+
+
 def refuse_example(args: argparse.Namespace, config: SparkConfig, verb: str, hint: str) -> bool:
     """Say so and return True when the config came from the default lookup and is still the shipped
     example: it names no real machines, so no verb may act on it. ``--config`` or ``$SPARKTUI_CONFIG``

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from sparktui.commands.common import config_from_args, print_json, refuse_example
+from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example
 from sparktui.config import SparkConfig
 from sparktui.domain.events import OperationRefused, OperationView, StepStatus, StepView
 
@@ -34,7 +34,7 @@ def add_operation_arguments(parser: argparse.ArgumentParser, *, waits: bool) -> 
     if waits:
         parser.add_argument("--wait", action="store_true",
                             help="wait until the engine log says ready (exit 0) or failed (exit 1)")
-        parser.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+        parser.add_argument("--timeout", type=positive_seconds, default=3600.0, metavar="SECONDS",
                             help="with --wait: give up after this long (default 3600)")
         parser.add_argument("--no-preflight", action="store_true", help="skip the preflight checks")
 

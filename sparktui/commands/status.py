@@ -12,7 +12,7 @@ import asyncio
 import time
 from typing import Any
 
-from sparktui.commands.common import config_from_args, print_json, refuse_example
+from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example
 from sparktui.config import NodeConfig, SparkConfig, find_config
 from sparktui.remote.transport import LinkPhase, Transport, TransportError
 
@@ -22,7 +22,7 @@ DEFAULT_TIMEOUT = 20.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = "exit status: 0 every node answered, 1 some node did not, 2 no usable config"
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"give up on a node after this long (default {DEFAULT_TIMEOUT:.0f})")
 
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sparktui.commands.common import print_json
+from sparktui.commands.common import positive_int, print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = "exit status: 0 ready or still starting, 1 the log shows a failure, 2 cannot read it"
     parser.add_argument("logfile", metavar="LOGFILE", help="the vLLM log to read (- for stdin)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--nodes", type=int, default=None, metavar="N",
+    parser.add_argument("--nodes", type=positive_int, default=None, metavar="N",
                         help="nodes the engine spans: a per-node stage is done when all N reported")
 
 
