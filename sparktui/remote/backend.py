@@ -36,7 +36,8 @@ from sparktui.domain.events import (
     OperationView,
 )
 from sparktui.domain.history import HistoryStore, record_from_timeline
-from sparktui.domain.logs import LogReader, LogRecord, Timeline, TimelineSnapshot
+from sparktui.domain.logs import Timeline, TimelineSnapshot
+from sparktui.domain.logs.ingest import LogIngest
 from sparktui.domain.readiness import RestartBudget
 from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
@@ -71,10 +72,9 @@ class SshBackend:
         self.budget = RestartBudget(config.serving.auto_restart_limit)
         self._sink: EventSink | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        # The engine log and what it says.
-        self._reader = LogReader()
-        self._timeline = Timeline(expected_nodes=len(config.nodes))
-        self._pending: list[LogRecord] = []
+        # The engine log and what it says; the log shown (the engine's, or a node's Ray worker log).
+        self._engine_log = LogIngest(len(config.nodes), display_cap=config.ui.log_buffer_lines)
+        self._shown_log = self._engine_log
         self._timeline_dirty = False
         self._run_started = time.time()
         # The engine's state as shown.
@@ -86,7 +86,6 @@ class SshBackend:
         self._recorded_run = False
         self._log_source = "vllm"
         self._side_follower: asyncio.Task[Any] | None = None
-        self._side_reader = LogReader()
         #: Set on every (re)connection of a node: its host facts are read again.
         self._connected = {name: asyncio.Event() for name in self.node_names}
 
@@ -146,8 +145,10 @@ class SshBackend:
             self._side_follower.cancel()
             self._side_follower = None
         if source.startswith("ray:"):
-            self._side_reader = LogReader()
+            self._shown_log = LogIngest(display_cap=self.config.ui.log_buffer_lines)
             self._side_follower = self._spawn(self._follow_ray_log(source.removeprefix("ray:")))
+        else:
+            self._shown_log = self._engine_log
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _post(self, event: Event) -> None:
@@ -304,21 +305,17 @@ class SshBackend:
 
     def _on_log_reset(self) -> None:
         """A new log file (a new engine run): start a fresh timeline."""
-        self._reader = LogReader()
-        self._timeline = Timeline(expected_nodes=len(self.config.nodes))
+        self._engine_log.reset()
         self._timeline_dirty = True
         self._recorded_run = False
 
     def _on_log_bytes(self, data: bytes) -> None:
-        records = self._reader.feed(data)
-        if not records:
-            return
-        now = time.time()
-        for record in records:
-            self._timeline.feed(record, now)
-        self._timeline_dirty = True
-        if self._log_source == "vllm":
-            self._pending.extend(records)
+        if self._engine_log.feed(data, time.time()):
+            self._timeline_dirty = True
+
+    @property
+    def _timeline(self) -> Timeline:
+        return self._engine_log.timeline
 
     async def _follow_ray_log(self, node: str) -> None:
         from sparktui.remote.ray_logs import ray_worker_log_path
@@ -337,8 +334,10 @@ class SshBackend:
             self._post(Notice(f"{node}: no Ray worker log found (is Ray running there?)", "warning"))
             return
 
+        shown = self._shown_log
+
         def on_bytes(data: bytes) -> None:
-            self._pending.extend(self._side_reader.feed(data))
+            shown.feed(data)
 
         await LogFollower(transport, path, on_bytes, python=(self.config.node(node).python,)).run()
 
@@ -346,8 +345,8 @@ class SshBackend:
         """Post log records in batches and the timeline when it changed, at a steady rate."""
         while True:
             await asyncio.sleep(FLUSH_INTERVAL)
-            if self._pending:
-                batch, self._pending = self._pending, []
+            batch = self._shown_log.take_records(time.monotonic())
+            if batch:
                 self._post(LogRecords(self._log_source, batch))
             if self._timeline_dirty:
                 self._timeline_dirty = False

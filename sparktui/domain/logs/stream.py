@@ -119,6 +119,10 @@ class LogReader:
     def flush(self) -> list[LogRecord]:
         return self._parse_all(self.splitter.flush())
 
+    def parse_texts(self, texts: list[str]) -> list[LogRecord]:
+        """Records from texts already split (e.g. by a ``LineSplitter`` elsewhere), prefixes carried over."""
+        return self._parse_all(texts)
+
     def _parse_all(self, texts: list[str]) -> list[LogRecord]:
         out: list[LogRecord] = []
         for text in texts:
