@@ -92,17 +92,15 @@ if [ -f "$dir/$log" ]; then echo "log $(wc -c <"$dir/$log") $dir/$log"; else ech
 HOME_SH = r'printf "%s" "$HOME"'
 
 # ---- python (the node's python3; standard library only) ---------------------------------------------
-#: argv: MODE (list | stop) TAG [GRACE]. Finds the processes whose environment carries SPARKTUI_TAG=TAG
-#: (Ray daemons, Ray workers, vLLM: they all inherit it). ``stop`` sends SIGTERM, waits up to GRACE s,
-#: then SIGKILL and waits again. Prints one JSON object: what is left, and what was signalled.
-TAGGED_PY = r"""
-import json, os, signal, sys, time
-mode, tag = sys.argv[1], sys.argv[2]
-grace = float(sys.argv[3]) if len(sys.argv) > 3 else 5.0
-needle = ("SPARKTUI_TAG=" + tag).encode()
-me = os.getpid()
+#: The start of TAGGED_PY and FACTS_PY: ``ours(tag)`` is {pid: command line} of the live processes whose
+#: environment carries SPARKTUI_TAG=<tag> (Ray daemons, Ray workers, vLLM: they all inherit it), this
+#: script and zombies left out.
+_OURS_PY = r"""
+import os
 
-def ours():
+def ours(tag):
+    needle = ("SPARKTUI_TAG=" + tag).encode()
+    me = os.getpid()
     found = {}
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == me:
@@ -120,8 +118,16 @@ def ours():
         if state != "Z":
             found[int(d)] = cmd
     return found
+"""
 
-procs = ours()
+#: argv: MODE (list | stop) TAG [GRACE]. Finds our processes (``ours``). ``stop`` sends SIGTERM, waits up
+#: to GRACE s, then SIGKILL and waits again. Prints one JSON object: what is left, and what was signalled.
+TAGGED_PY = _OURS_PY + r"""
+import json, signal, sys, time
+mode, tag = sys.argv[1], sys.argv[2]
+grace = float(sys.argv[3]) if len(sys.argv) > 3 else 5.0
+
+procs = ours(tag)
 signalled = []
 
 def signal_and_wait(sig, keep):
@@ -135,7 +141,7 @@ def signal_and_wait(sig, keep):
             pass
     deadline = time.monotonic() + grace
     while True:
-        procs = ours()
+        procs = ours(tag)
         if not [p for p in procs if p in targets] or time.monotonic() > deadline:
             return
         time.sleep(0.05)
@@ -154,8 +160,8 @@ print(json.dumps({"processes": [{"pid": p, "cmdline": c[:400]} for p, c in sorte
 
 #: argv: one JSON object {"tag", "ports", "model_path", "rdma_devices"}. Prints one JSON object with the
 #: node's facts for preflight: memory, RDMA ports, listening ports, our processes, the model directory.
-FACTS_PY = r"""
-import json, os, socket, sys
+FACTS_PY = _OURS_PY + r"""
+import json, socket, sys
 req = json.loads(sys.argv[1])
 out = {"hostname": socket.gethostname(), "home": os.path.expanduser("~"), "python": sys.version.split()[0]}
 mem = {}
@@ -202,21 +208,7 @@ for table in ("/proc/net/tcp", "/proc/net/tcp6"):
     except (OSError, StopIteration):
         pass
 out["ports_busy"] = sorted(p for p in req.get("ports", []) if p in listening)
-needle = ("SPARKTUI_TAG=" + req["tag"]).encode()
-procs = []
-for d in os.listdir("/proc"):
-    if not d.isdigit() or int(d) == os.getpid():
-        continue
-    try:
-        with open("/proc/%s/environ" % d, "rb") as f:
-            if needle not in f.read().split(b"\0"):
-                continue
-        with open("/proc/%s/cmdline" % d, "rb") as f:
-            cmd = f.read().replace(b"\0", b" ").strip().decode("utf-8", "replace")
-        procs.append({"pid": int(d), "cmdline": cmd[:400]})
-    except OSError:
-        continue
-out["processes"] = procs
+out["processes"] = [{"pid": p, "cmdline": c[:400]} for p, c in sorted(ours(req["tag"]).items())]
 path = req.get("model_path")
 if path:
     path = os.path.expanduser(path)
