@@ -12,8 +12,9 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus, StepView
@@ -51,9 +52,9 @@ class _Tracker:
         self._publish(self.view)
         return len(self.view.steps) - 1
 
-    def update(self, index: int, **changes: object) -> None:
+    def update(self, index: int, **changes: Any) -> None:
         steps = list(self.view.steps)
-        steps[index] = replace(steps[index], **changes)  # type: ignore[arg-type]
+        steps[index] = replace(steps[index], **changes)
         self.view = replace(self.view, steps=tuple(steps))
         self._publish(self.view)
 
@@ -220,7 +221,7 @@ class EngineController:
 
     # -- operations --------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
-    async def _exclusive(self, kind: str):  # type: ignore[no-untyped-def]
+    async def _exclusive(self, kind: str) -> AsyncIterator[None]:
         if self._busy is not None:
             raise OperationRefused(f"cannot {kind}: {self._busy} is running; wait for it to finish")
         self._busy = kind

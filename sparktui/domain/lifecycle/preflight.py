@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import StepStatus, StepView
@@ -26,7 +27,8 @@ class NodeFacts:
     dev_infiniband: bool = False
     ports_busy: tuple[int, ...] = ()
     processes: tuple[Mapping[str, object], ...] = ()
-    model: Mapping[str, object] | None = None
+    #: FACTS_PY's "model" object (JSON: exists, files as [path, size] pairs, total_bytes, truncated).
+    model: Mapping[str, Any] | None = None
 
     @classmethod
     def parse(cls, text: str) -> NodeFacts:
@@ -171,12 +173,12 @@ def check_model(config: SparkConfig, facts: Mapping[str, NodeFacts]) -> list[Ste
         if not model.get("exists"):
             views.append(_view("model files", node, StepStatus.FAILED, f"{shown}: no such directory"))
             continue
-        files = {str(r): int(s) for r, s in model.get("files") or []}  # type: ignore[attr-defined]
+        files = {str(r): int(s) for r, s in model.get("files") or []}
         if not files:
             views.append(_view("model files", node, StepStatus.FAILED, f"{shown}: directory is empty"))
             continue
         listings[node] = files
-        totals[node] = int(model.get("total_bytes") or 0)  # type: ignore[call-overload]
+        totals[node] = int(model.get("total_bytes") or 0)
     if len(listings) < 2:
         for node in listings:
             views.append(_view("model files", node, StepStatus.OK,
