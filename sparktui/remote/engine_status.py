@@ -29,7 +29,7 @@ async def read_log(config: SparkConfig, transport: Transport, path: str,
 
 
 def log_stage(data: bytes, expected_nodes: int) -> dict[str, Any]:
-    """The timeline of a whole log: current stage, outcome, failure (helper A's ``Timeline``)."""
+    """The timeline of a whole log (``sparktui.domain.logs.Timeline``): current stage, outcome, failure."""
     from sparktui.domain.logs import Timeline
 
     timeline = Timeline(expected_nodes=expected_nodes)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -45,7 +46,9 @@ RESTART_DELAY = 1.0
 MAX_RESTART_DELAY = 30.0
 
 
+@functools.cache
 def probe_source() -> bytes:
+    """The probe's source as shipped in the package (read once: every probe start sends it)."""
     return resources.files("sparktui").joinpath("probe.py").read_bytes()
 
 
@@ -126,7 +129,7 @@ async def stream_samples(
                     if sample is not None:
                         got_any = True
                         yield sample
-        except (TransportError, OSError, ConnectionError) as exc:
+        except (TransportError, OSError) as exc:  # OSError: a local pipe broke (ConnectionError is one)
             log.info("%s: probe channel ended: %s", node.name, exc)
         finally:
             proc.terminate()
