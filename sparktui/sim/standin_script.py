@@ -29,7 +29,6 @@ _KV = re.compile(
 )
 _ENGINE_INIT = re.compile(r"Initializing an? (?:V[01] )?LLM engine")
 _READY = re.compile(r"Application startup complete\.")
-_STATS = re.compile(r"Avg prompt throughput:")
 _ROUTE = re.compile(r"Route: |Available routes are|Starting vLLM (?:API )?server")
 
 _VLLM_STAMP = re.compile(r"\b(DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d ")
@@ -234,10 +233,6 @@ def rank_beyond(line: RecordedLine, world: int) -> bool:
     """A recorded rank-assignment line for a rank >= ``world`` (the recording ran more ranks)."""
     m = _RANK.search(line.text)
     return m is not None and int(m.group(1) or m.group(2)) >= world
-
-
-def is_stats_line(line: RecordedLine) -> bool:
-    return bool(_STATS.search(line.text))
 
 
 def stamp(level: str, where: str, message: str, prefix: str = "", now: datetime | None = None) -> str:
