@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from sparktui.domain.events import (
     EngineChanged,
@@ -52,6 +53,7 @@ from sparktui.domain.telemetry import (
     RdmaPort,
     Sample,
 )
+from sparktui.sim import standin_script as script
 from sparktui.sim.recording import DEFAULT_RECORDING, RecordedLine, load_recording, ready_index
 from sparktui.sim.timeline_feed import TimelineFeed
 
@@ -68,6 +70,11 @@ _PROGRESS_HINT = re.compile(r"\d+%(?: Completed \||\|)")
 NODES = ("spark1", "spark2")
 ROLES = {"spark1": "head", "spark2": "worker"}
 NODE_IPS = {"spark1": "192.168.100.10", "spark2": "192.168.100.11"}
+#: What the demo cluster serves: the recorded start is rewritten to this model on two Sparks (TP 2), as
+#: the stand-in engine rewrites it for the configured run.
+DEMO_MODEL = "/models/Qwen3.5-122B-A10B-FP8"
+DEMO_SERVED_NAME = "qwen3.5-122b"
+DEMO_TP = 2
 RDMA_DEVICES = ("rocep1s0f1", "roceP2p1s0f1")
 LINK_RATE = "200 Gb/sec (4X HDR)"
 STEP_SECONDS = 0.35
@@ -97,6 +104,17 @@ STOP_STEPS: tuple[tuple[str, str | None, str], ...] = (
     ("remove our containers", None, "sparktui-head, sparktui-worker"),
     ("verify nothing is left", None, "no container or Ray/vLLM process of ours"),
 )
+
+
+def two_spark_recording(name: str) -> list[RecordedLine]:
+    """The recorded start as it reads for ``DEMO_MODEL`` with tensor parallel 2: sizes and model rewritten,
+    the recording's extra ranks left out (the stand-in engine's rules)."""
+    lines = load_recording(name)
+    rewrite = script.Rewriter(script.detect_dialect(lines), DEMO_MODEL, DEMO_SERVED_NAME, DEMO_TP, 1,
+                              None, 8000, 4242, None)
+    fixed = datetime.fromtimestamp(EPOCH, UTC)  # restamped by the replay; fixed keeps the demo reproducible
+    return [dataclasses.replace(line, text=rewrite(line.text, fixed), raw=rewrite(line.raw, fixed))
+            for line in lines if not script.rank_beyond(line, DEMO_TP)]
 
 
 @dataclass(frozen=True)
@@ -276,7 +294,7 @@ class DemoSimulation:
         self.rng = random.Random(seed)
         self.interval = interval
         self.live_received = live_received
-        self.replay = squeeze(load_recording(recording), ready_after)
+        self.replay = squeeze(two_spark_recording(recording), ready_after)
         self.nodes = {n: NodeSim(n, random.Random(seed * 31 + i)) for i, n in enumerate(NODES)}
         self.t = 0.0
         self.state = EngineState.STOPPED
