@@ -9,9 +9,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 from sparktui.commands.common import config_from_args, refuse_example
 from sparktui.config import SparkConfig
+
+if TYPE_CHECKING:
+    from sparktui.remote.transport import Transport
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,57 +44,57 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _logs(config: SparkConfig, args: argparse.Namespace) -> int:
-    from sparktui.domain.lifecycle.plan import vllm_log_path
     from sparktui.remote.cluster import make_transport
-    from sparktui.remote.engine_status import read_log
-    from sparktui.remote.host_facts import read_home
-    from sparktui.remote.log_follower import LogFollower
-    from sparktui.remote.ray_logs import ray_worker_log_path
     from sparktui.remote.transport import TransportError
 
     node = args.node or config.head.name
     # Only the node whose log is read: an unreachable other node must not delay or fail this.
     transport = make_transport(config.node(node))
     try:
-        try:
-            await transport.connect()
-            await transport.wait_connected(timeout=30)
-            if args.node is not None:
-                path = await ray_worker_log_path(config, transport, node)
-            else:
-                home = await read_home(transport)
-                homes = {node: home.stdout.strip()} if home.ok and home.stdout.strip() else None
-                path = vllm_log_path(config, homes, node)
-        except TransportError as exc:
-            print(f"sparktui logs: {exc}", file=sys.stderr)
-            return 1
-        if path is None:
-            print(f"sparktui logs: no Ray worker log on {node} (is Ray running there?)", file=sys.stderr)
-            return 1
-        out = sys.stdout.buffer
-        if not args.follow:
-            try:
-                data = await read_log(config, transport, path, python=config.node(node).python)
-            except TransportError as exc:
-                print(f"sparktui logs: {exc}", file=sys.stderr)
-                return 1
-            if data is None:
-                print(f"sparktui logs: {node}:{path} does not exist (engine never started?)", file=sys.stderr)
-                return 1
-            out.write(data)
-            out.flush()
-            return 0
-
-        def write(data: bytes) -> None:
-            out.write(data)
-            out.flush()
-
-        def waiting() -> None:
-            print(f"sparktui logs: waiting for {node}:{path} to appear", file=sys.stderr, flush=True)
-
-        await LogFollower(transport, path, write, python=(config.node(node).python,),
-                          on_waiting=waiting).run()
-        return 0
+        await transport.connect()
+        await transport.wait_connected(timeout=30)
+        return await _print_log(config, args, transport, node)
+    except TransportError as exc:
+        print(f"sparktui logs: {exc}", file=sys.stderr)
+        return 1
     finally:
         await transport.close()
 
+
+async def _print_log(config: SparkConfig, args: argparse.Namespace, transport: Transport, node: str) -> int:
+    from sparktui.domain.lifecycle.plan import vllm_log_path
+    from sparktui.remote.engine_status import read_log
+    from sparktui.remote.host_facts import read_home
+    from sparktui.remote.log_follower import LogFollower
+    from sparktui.remote.ray_logs import ray_worker_log_path
+
+    if args.node is not None:
+        path = await ray_worker_log_path(config, transport, node)
+        if path is None:
+            print(f"sparktui logs: no Ray worker log on {node} (is Ray running there?)", file=sys.stderr)
+            return 1
+    else:
+        home = await read_home(transport)
+        homes = {node: home.stdout.strip()} if home.ok and home.stdout.strip() else None
+        path = vllm_log_path(config, homes, node)
+    out = sys.stdout.buffer
+    python = config.node(node).python
+    if not args.follow:
+        data = await read_log(config, transport, path, python=python)
+        if data is None:
+            print(f"sparktui logs: {node}:{path} does not exist (engine never started?)", file=sys.stderr)
+            return 1
+        out.write(data)
+        out.flush()
+        return 0
+
+    def write(data: bytes) -> None:
+        out.write(data)
+        out.flush()
+
+    def waiting() -> None:
+        print(f"sparktui logs: waiting for {node}:{path} to appear", file=sys.stderr, flush=True)
+
+    # Runs until Ctrl-C: a dropped connection is resumed where it stopped.
+    await LogFollower(transport, path, write, python=(python,), on_waiting=waiting).run()
+    return 0
