@@ -110,7 +110,7 @@ async def gather_status(config: SparkConfig, *, timeout: float = DEFAULT_TIMEOUT
         try:
             report["engine"] = await asyncio.wait_for(engine_status(config, transports), timeout)
         except (TransportError, TimeoutError) as exc:
-            report["engine"] = {"error": str(exc) or "timed out"}
+            report["engine"] = {"error": str(exc) or f"no answer within {timeout:.0f} s"}
     finally:
         await close_cluster(transports)
     report["seconds"] = round(time.monotonic() - t0, 2)
@@ -153,7 +153,9 @@ def render(report: dict[str, Any]) -> str:
         rows.append((n["name"], n["role"], ssh.get("phase", "?"), n["hostname"] or "-", n["kernel"] or "-",
                      _uptime(n["uptime_seconds"])))
         if not n["reachable"] or n.get("error"):
-            notes.append(f"  {n['name']}: {n.get('error') or ssh.get('detail', 'unreachable')}")
+            # The link's own error, not its "retrying in N s" countdown (stale by the time it is printed).
+            why = n.get("error") or ssh.get("last_error") or ssh.get("detail") or "unreachable"
+            notes.append(f"  {n['name']}: {why}")
         tele = _telemetry(n)
         if tele:
             notes.append(f"  {n['name']}: {tele}")
