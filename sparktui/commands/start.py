@@ -61,12 +61,12 @@ def print_plan(config: SparkConfig, kind: str) -> None:
     from sparktui.domain.lifecycle import plan as P
 
     print("# dry run: nothing is executed; `~` is each node's $HOME, resolved when the plan runs")
-    if kind in ("start", "restart"):
-        print("# preflight: on every node at once: reachable, node facts (memory, RDMA, ports, leftovers,"
-              " model files), docker + image, vLLM version; vLLM flags on the head")
     if kind in ("stop", "restart"):
         print(P.build_stop_plan(config).render())
     if kind in ("start", "restart"):
+        # In the order they run: a restart's preflight comes after its stop.
+        print("# preflight: on every node at once: reachable, node facts (memory, RDMA, ports, leftovers,"
+              " model files), docker + image, vLLM version; vLLM flags on the head")
         print(P.build_start_plan(config).render())
 
 
