@@ -10,6 +10,7 @@ import pytest
 
 from sparktui.cli import main
 from sparktui.domain.history import (
+    STAGE_ORDER,
     HistoryStore,
     RunRecord,
     default_history_path,
@@ -154,3 +155,10 @@ def test_record_and_eta_from_a_log_timeline() -> None:
     loading = stage("weights", "running", 383.0, StageProgress(43, 100))
     assert stage_bar_text(runs, loading) == "weights 43% — about 8 min left; last 3 runs 14m50s"
     assert stage_bar_text([], loading) == "weights 43%"
+
+
+def test_stage_order_is_the_log_timelines() -> None:
+    # history keeps its own copy so that `sparktui --help` need not import the log parser; it must not drift.
+    from sparktui.domain.logs import STAGES
+
+    assert STAGE_ORDER == STAGES

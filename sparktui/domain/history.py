@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 HISTORY_FILE = "runs.jsonl"
 
-#: The start-up stages in the order vLLM goes through them (the log timeline's stage names).
+#: The start-up stages in the order vLLM goes through them: ``sparktui.domain.logs.STAGES``, copied so that
+#: ``sparktui --help`` (which imports this via the history verb) does not load the log parser; a test keeps
+#: the two equal.
 STAGE_ORDER: tuple[str, ...] = (
     "config", "placement", "distributed", "weights", "compile", "kv_cache", "cuda_graphs", "engine", "api",
 )
