@@ -177,8 +177,7 @@ class EngineController:
     async def ray_state_once(self, timeout: float = 20.0) -> RayState | None:
         """One reading of Ray's node list from the head (``None`` if Ray does not answer)."""
         rt = self._runtimes[self.config.head.name]
-        argv = P.probe_argv(self.config, rt, 0.0)
-        argv[-1] = "1"  # count: one reading
+        argv = P.probe_argv(self.config, rt, 0.0, count=1)
         try:
             res = await self._run(self.config.head.name, ["timeout", "-k", "3", str(int(timeout)), *argv],
                                   timeout + 5)

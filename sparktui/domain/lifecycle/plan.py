@@ -251,10 +251,12 @@ def detached_state_argv(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str
 
 
 def probe_argv(config: SparkConfig, rt: NodeRuntime, seconds: float,
-               interval: float = RAY_POLL_INTERVAL) -> list[str]:
-    """The Ray probe on the head: a reading every ``interval`` s for about ``seconds`` s."""
+               interval: float = RAY_POLL_INTERVAL, *, count: int | None = None) -> list[str]:
+    """The Ray probe on the head: a reading every ``interval`` s for about ``seconds`` s (or ``count``
+    readings)."""
     head = config.head.address
-    count = max(1, int(seconds / interval) + 5)
+    if count is None:
+        count = max(1, int(seconds / interval) + 5)
     return rt.wrap([*config.engine.ray_python, "-c", S.RAY_PROBE_PY,
                     f"{head}:{config.engine.ray_port}", head, str(interval), str(count)])
 
