@@ -58,7 +58,7 @@ async def wait_until_ready(
     reader = LogReader()
     timeline = Timeline(expected_nodes=len(config.nodes))
     changed = asyncio.Event()
-    shown: list[str | None] = [None]
+    shown: str | None = None
 
     def reset() -> None:
         nonlocal reader, timeline
@@ -66,6 +66,7 @@ async def wait_until_ready(
         timeline = Timeline(expected_nodes=len(config.nodes))
 
     def feed(data: bytes) -> None:
+        nonlocal shown
         if on_bytes is not None:
             on_bytes(data)
         now = time.time()
@@ -73,8 +74,8 @@ async def wait_until_ready(
             timeline.feed(record, now)
         snap = timeline.snapshot()
         label = snap.current if snap.outcome == "incomplete" else snap.outcome
-        if label != shown[0]:
-            shown[0] = label
+        if label != shown:
+            shown = label
             if on_stage is not None and label:
                 on_stage(label)
         if snap.outcome != "incomplete":
