@@ -107,10 +107,15 @@ async def gather_status(config: SparkConfig, *, timeout: float = DEFAULT_TIMEOUT
             "all_reachable": all(n["reachable"] for n in nodes),
             "nodes": list(nodes),
         }
-        try:
-            report["engine"] = await asyncio.wait_for(engine_status(config, transports), timeout)
-        except (TransportError, TimeoutError) as exc:
-            report["engine"] = {"error": str(exc) or f"no answer within {timeout:.0f} s"}
+        head = next(n for n in nodes if n["name"] == config.head.name)
+        if not head["reachable"]:
+            # Discovery would only wait out the same dead link again.
+            report["engine"] = {"error": f"unknown: the head ({config.head.name}) is unreachable"}
+        else:
+            try:
+                report["engine"] = await asyncio.wait_for(engine_status(config, transports), timeout)
+            except (TransportError, TimeoutError) as exc:
+                report["engine"] = {"error": str(exc) or f"no answer within {timeout:.0f} s"}
     finally:
         await close_cluster(transports)
     report["seconds"] = round(time.monotonic() - t0, 2)
