@@ -88,11 +88,13 @@ class Rendezvous:
             sock.settimeout(5)
             try:
                 hello = json.loads(sock.makefile("r").readline())
-            except (OSError, ValueError):
+                rank, pid = int(hello["rank"]), int(hello["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                # Not a headless rank's hello (a stray connection to the port): rank 0 keeps waiting.
                 sock.close()
                 continue
             sock.settimeout(None)
-            self.peers.append(Peer(sock, int(hello["rank"]), int(hello["pid"]), ip))
+            self.peers.append(Peer(sock, rank, pid, ip))
         return True
 
     def close(self) -> None:
