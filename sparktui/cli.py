@@ -27,7 +27,7 @@ VERBS: dict[str, str] = {
 WITHOUT_CONFIG = frozenset({"timeline", "history"})
 
 
-def _add_common(p: argparse.ArgumentParser, *, verb: bool = False) -> None:
+def _add_config_option(p: argparse.ArgumentParser, *, verb: bool = False) -> None:
     # On a verb the default is SUPPRESS: otherwise the verb's None overwrites `sparktui --config X verb`.
     p.add_argument("--config", metavar="PATH", help="config file (default: $SPARKTUI_CONFIG, "
                    "./config.toml, ~/.config/sparktui/config.toml)",
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Without a verb, opens the dashboard (the built-in demo when no config is found).",
     )
     parser.add_argument("--version", action="version", version=f"sparktui {__version__}")
-    _add_common(parser)
+    _add_config_option(parser)
     parser.add_argument("--demo", action="store_true", help="run on a built-in simulated two-node cluster")
     parser.add_argument("--readonly", action="store_true", help="watch only: start/stop/restart disabled")
     importlib.import_module("sparktui.commands.dashboard").add_arguments(parser)
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     for verb, help_text in VERBS.items():
         p = sub.add_parser(verb, help=help_text, description=help_text)
         if verb not in WITHOUT_CONFIG:
-            _add_common(p, verb=True)
+            _add_config_option(p, verb=True)
         module = importlib.import_module(f"sparktui.commands.{verb}")
         module.add_arguments(p)
     return parser
