@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from sparktui.config import ConfigError, find_config, load_config
+from tests.cli_helpers import run_sparktui
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,9 +34,7 @@ def _write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:
 
 
 def _sparktui(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k != "SPARKTUI_CONFIG"}
-    return subprocess.run([sys.executable, "-m", "sparktui", *args], capture_output=True, text=True,
-                          cwd=cwd, env={**base, **(env or {})}, timeout=60)
+    return run_sparktui(*args, cwd=cwd, env=env, timeout=60)
 
 
 # -- the shipped example ---------------------------------------------------------------------------

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import run_sparktui
 from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
 from tests.testbed import Testbed
 
@@ -17,8 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def sparktui(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sparktui", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
+    return run_sparktui(*args, timeout=timeout)
 
 
 def test_dry_run_prints_every_command_and_touches_nothing() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from sparktui.config import NodeConfig, load_config
 from sparktui.remote.cluster import close_cluster, make_transport, open_cluster
 from sparktui.remote.ssh import SSHTransport
 from sparktui.remote.transport import LinkPhase, LinkState, Transport, TransportError
+from tests.cli_helpers import run_sparktui
 from tests.conftest import MakeTestbed
 from tests.testbed import Testbed
 
@@ -242,8 +242,7 @@ async def test_host_key_mismatch_is_refused_and_said_plainly(testbed: Testbed, t
 async def test_status_cli_reports_host_key_mismatch(testbed: Testbed, tmp_path: Path) -> None:
     known = _foreign_known_hosts(testbed, tmp_path, "spark2")
     config = testbed.write_config(tmp_path / "config.toml", nodes={"spark2": {"known_hosts": str(known)}})
-    proc = subprocess.run([sys.executable, "-m", "sparktui", "status", "--config", str(config)],
-                          capture_output=True, text=True, timeout=60)
+    proc = run_sparktui("status", "--config", str(config), timeout=60)
     assert proc.returncode == 1
     assert "host key for spark2" in proc.stdout and "does not match known_hosts" in proc.stdout
 

@@ -4,27 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import run_sparktui
 from tests.conftest import MakeTestbed
 from tests.testbed import Testbed
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _sparktui(*args: str, cwd: Path = REPO, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_CONFIG"}
-    return subprocess.run([sys.executable, "-m", "sparktui", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout)
 
 
 @pytest.mark.testbed
 def test_status_json_reports_both_hosts_reachable(testbed: Testbed) -> None:
-    proc = _sparktui("status", "--json", "--config", str(testbed.config_path))
+    proc = run_sparktui("status", "--json", "--config", str(testbed.config_path))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["all_reachable"] is True
@@ -41,7 +31,7 @@ def test_status_json_reports_both_hosts_reachable(testbed: Testbed) -> None:
 
 @pytest.mark.testbed
 def test_status_table_and_exit_status(testbed: Testbed) -> None:
-    proc = _sparktui("status", "--config", str(testbed.config_path))
+    proc = run_sparktui("status", "--config", str(testbed.config_path))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].split()[:3] == ["NODE", "ROLE", "SSH"]
@@ -54,7 +44,7 @@ def test_status_table_and_exit_status(testbed: Testbed) -> None:
 def test_status_with_a_host_down_exits_1_and_says_why(make_testbed: MakeTestbed) -> None:
     bed = make_testbed()
     bed.kill_sshd("spark2")
-    proc = _sparktui("status", "--json", "--timeout", "15", "--config", str(bed.config_path))
+    proc = run_sparktui("status", "--json", "--timeout", "15", "--config", str(bed.config_path))
     assert proc.returncode == 1
     nodes = {n["name"]: n for n in json.loads(proc.stdout)["nodes"]}
     assert nodes["spark1"]["reachable"] and nodes["spark1"]["hostname"] == "spark1"
@@ -64,6 +54,6 @@ def test_status_with_a_host_down_exits_1_and_says_why(make_testbed: MakeTestbed)
 
 
 def test_shipped_example_config_points_to_the_demo() -> None:
-    proc = _sparktui("status")  # ./config.toml is the repo's example
+    proc = run_sparktui("status")  # ./config.toml is the repo's example
     assert proc.returncode == 2
     assert "example" in proc.stderr and "--demo" in proc.stderr
