@@ -769,7 +769,7 @@ class StandinEngine:
                     ray.kill(w.handle)
             if self.pg is not None:
                 remove_placement_group(self.pg)
-        except Exception:
+        except Exception:  # best effort on the way out: an actor or the group may be gone with its node
             pass
         time.sleep(0.3)  # let the log monitor flush the last forwarded lines
         ray.shutdown()
