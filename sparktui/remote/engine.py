@@ -131,13 +131,6 @@ class EngineController:
                 return stopped
             return await self._start(tracker, preflight=preflight)
 
-    async def plan(self, kind: str) -> P.Plan:
-        """The plan ``kind`` would run (``--dry-run``); homes are resolved when the nodes answer."""
-        await self.resolve_homes(quiet=True)
-        if kind == "stop" or kind == "clean":
-            return P.build_stop_plan(self.config, self.homes or None)
-        return P.build_start_plan(self.config, self.homes or None)
-
     async def discover(self, *, ray: bool = True) -> Discovery:
         """What of ours runs on the nodes now: vLLM (pid file + process), containers, processes, Ray."""
         cfg = self.config
