@@ -62,7 +62,7 @@ def probe_argv(
     extra_args: Sequence[str] = (),
     source: bytes | None = None,
 ) -> list[str]:
-    """The argv that starts the probe on ``node`` (its source goes to stdin)."""
+    """The argv that starts the probe on ``node``; ``probe_source()`` (or ``source``) goes to its stdin."""
     src = probe_source() if source is None else source
     argv = [node.python, "-c", BOOTSTRAP, str(len(src)),
             "--interval", repr(float(interval)),
@@ -101,8 +101,7 @@ async def stream_samples(
     transport is connected again. Ends only when the transport is closed. Closing the generator
     closes the probe's channel, and the probe exits.
     """
-    source = probe_source()
-    argv = probe_argv(node, interval, name_prefix=name_prefix, extra_args=extra_args, source=source)
+    argv = probe_argv(node, interval, name_prefix=name_prefix, extra_args=extra_args)
     delay = restart_delay
     while True:
         if transport.state.phase is LinkPhase.CLOSED:
@@ -119,7 +118,7 @@ async def stream_samples(
             continue
         got_any = False
         try:
-            await proc.write(source)
+            await proc.write(probe_source())
             buf = b""
             async for chunk in proc.chunks():
                 buf += chunk
@@ -165,12 +164,11 @@ async def sample_once(
 ) -> dict[str, Any]:
     """One reading of ``node`` for ``sparktui status --json``: two samples ``gap`` s apart, so the dict
     carries rates too (``NodeTelemetry.to_json`` shape plus ``"error"`` when no sample came)."""
-    source = probe_source()
     argv = probe_argv(node, gap, count=2, name_prefix=name_prefix, follow_stdin=False,
-                      extra_args=extra_args, source=source)
+                      extra_args=extra_args)
     telemetry = NodeTelemetry(node.name, rdma_devices=node.rdma_devices)
     try:
-        result = await transport.run(argv, input=source, timeout=timeout, env=env)
+        result = await transport.run(argv, input=probe_source(), timeout=timeout, env=env)
     except TransportError as exc:
         return {**telemetry.to_json(), "error": str(exc)}
     now = time.monotonic()
