@@ -899,6 +899,7 @@ class Probe:
         self.rdma = Rdma(self.files, args.sys_root, slow_every=args.errors_every)
         self.processes = Processes(self.proc, args.proc_every, self.problems)
         self.containers = Containers(args.name_prefix, args.docker_socket, args.docker_every, self.problems)
+        self.containers.disabled = self.containers.disabled or args.no_containers
         self.cpu_prev = self._cpu_times()
         self.ncpu = os.cpu_count()
 
@@ -996,6 +997,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="containers whose name starts with this are ours")
     p.add_argument("--docker-socket", default="/var/run/docker.sock")
     p.add_argument("--docker-every", type=float, default=10.0, help="seconds between container checks")
+    p.add_argument("--no-containers", action="store_true",
+                   help="do not look for containers (the engine runs on the host, not in docker)")
     p.add_argument("--proc-every", type=float, default=5.0,
                    help="seconds between process-list scans and per-process GPU memory reads")
     p.add_argument("--errors-every", type=float, default=5.0,

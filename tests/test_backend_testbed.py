@@ -110,3 +110,24 @@ async def test_start_ready_reattach_stop(bed: Testbed, tmp_path: Any) -> None:
     finally:
         runner.cancel()
         await asyncio.gather(runner, return_exceptions=True)
+
+
+async def test_crash_after_ready_turns_failed_with_the_cause(bed: Testbed, tmp_path: Any) -> None:
+    config = lifecycle_config(bed, pace=3.0, env={"SPARKTUI_STANDIN_FAIL": "crash_after_ready:2"})
+    events = Recorder()
+    backend = SshBackend(config, history=HistoryStore(tmp_path / "runs.jsonl"))
+    runner = asyncio.create_task(backend.run(events))
+    try:
+        await events.wait_for(lambda: EngineState.STOPPED in events.engine_states(), 60, "discovery")
+        await backend.start()
+        await events.wait_for(lambda: EngineState.READY in events.engine_states(), 120, "ready")
+        ready_at = time.monotonic()
+        await events.wait_for(lambda: events.engine_states()[-1] is EngineState.FAILED, 40, "crash")
+        failed = events.of(EngineChanged)[-1]
+        assert failed.detail.startswith("crashed after"), failed.detail
+        # The process check sees it before /health has failed for health_fail_seconds (15 s).
+        assert time.monotonic() - ready_at < config.serving.health_fail_seconds + 2 + 5
+        await backend.stop()
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)

@@ -63,7 +63,7 @@ def _unreachable(node: NodeConfig, transport: Transport, error: str | None = Non
 async def _node_status(config: SparkConfig, node: NodeConfig, transport: Transport) -> dict[str, Any]:
     # Imported here: `sparktui --help` imports every verb's module, and these are not needed for it.
     from sparktui.remote.host_facts import read_host_facts
-    from sparktui.remote.probe_runner import sample_once
+    from sparktui.remote.probe_runner import engine_probe_args, sample_once
 
     entry = _unreachable(node, transport)
     await transport.connect()
@@ -78,7 +78,8 @@ async def _node_status(config: SparkConfig, node: NodeConfig, transport: Transpo
             if not result.ok:
                 entry["error"] = result.stderr.strip()[-500:] or f"exit status {result.returncode}"
             try:
-                entry["sample"] = await sample_once(transport, node, name_prefix=config.engine.name_prefix)
+                entry["sample"] = await sample_once(transport, node, name_prefix=config.engine.name_prefix,
+                                                    extra_args=engine_probe_args(config.engine))
             except TransportError as exc:
                 entry["sample"] = {"error": str(exc)}
     entry["ssh"] = _link(transport)

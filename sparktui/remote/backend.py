@@ -35,7 +35,9 @@ from sparktui.domain.events import (
     OperationRefused,
     OperationView,
 )
-from sparktui.domain.history import HistoryStore, record_from_timeline
+from sparktui.domain.history import HistoryStore, format_duration, record_from_timeline
+from sparktui.domain.lifecycle import plan as P
+from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.logs import Timeline, TimelineSnapshot
 from sparktui.domain.logs.ingest import LogIngest
 from sparktui.domain.readiness import RestartBudget
@@ -49,6 +51,8 @@ log = logging.getLogger(__name__)
 
 #: How often batched log records and timeline changes are posted (the UI redraws at about this rate).
 FLUSH_INTERVAL = 0.1
+#: Seconds before host facts are asked for again when a node did not answer.
+FACTS_RETRY_SECONDS = 10.0
 
 
 class SshBackend:
@@ -83,6 +87,8 @@ class SshBackend:
         self._ttft: float | None = None
         self._vllm_version: str | None = None
         self._watch: asyncio.Task[Any] | None = None
+        #: When the running engine was verified ready (monotonic), for "crashed after …".
+        self._ready_since: float | None = None
         self._recorded_run = False
         self._log_source = "vllm"
         self._side_follower: asyncio.Task[Any] | None = None
@@ -192,13 +198,22 @@ class SshBackend:
             connected.clear()
             try:
                 res, facts = await read_host_facts(transport, node, timeout=20)
+                ok = res.ok and facts.complete
             except TransportError:
-                continue
-            if res.ok and facts.complete:
+                ok = False
+            if ok:
                 self._post(NodeFacts(name, facts.hostname or "", facts.kernel or "", facts.uptime_seconds))
+            else:
+                # Not answered (the link dropped again, or the node is busy): ask again shortly.
+                self._spawn(self._again_later(connected, FACTS_RETRY_SECONDS))
+
+    @staticmethod
+    async def _again_later(event: asyncio.Event, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        event.set()
 
     async def _telemetry(self, name: str) -> None:
-        from sparktui.remote.probe_runner import stream_samples
+        from sparktui.remote.probe_runner import engine_probe_args, stream_samples
 
         node = self.config.node(name)
         errors_told: set[str] = set()
@@ -209,19 +224,24 @@ class SshBackend:
                 self._post(Notice(message, "warning"))
 
         async for sample in stream_samples(self.transports[name], node, self.config.ui.refresh_interval,
-                                           name_prefix=self.config.engine.name_prefix, on_error=on_error):
+                                           name_prefix=self.config.engine.name_prefix, on_error=on_error,
+                                           extra_args=engine_probe_args(self.config.engine)):
             self._post(NodeSampled(name, sample))
 
     # -- engine: discovery and operations ---------------------------------------------------------
     async def _discover(self) -> None:
         """Re-attach: what runs of ours on the nodes decides the state until the log says more."""
         assert self.controller is not None
-        for _ in range(60):
+        delay = 1.0
+        while True:
             try:
                 await self._head_transport().wait_connected(timeout=30)
                 found = await self.controller.discover()
             except TransportError as exc:
+                # Shown, and tried again for as long as the dashboard runs: the head may come back.
                 self._set_engine(EngineState.UNKNOWN, f"head unreachable: {exc}")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 15.0)
                 continue
             if self._state is EngineState.UNKNOWN or self.controller.busy is None:
                 self._adopt(found.state, found.detail)
@@ -256,6 +276,7 @@ class SshBackend:
                     and self._state is EngineState.STARTING:
                 self._record_run("stopped")
         if kind in ("start", "restart"):
+            self._ready_since = None
             self._run_started = time.time()
             self._recorded_run = False
             self._ttft = None
@@ -359,7 +380,14 @@ class SshBackend:
             if not self._recorded_run:
                 self._record_run("failed")
             if busy is None:
-                self._set_engine(EngineState.FAILED, _failure_text(snapshot))
+                if self._state is EngineState.READY and self._ready_since is not None:
+                    # The log says why a serving engine died: say it as the crash it is.
+                    failure = snapshot.failure
+                    cause = failure.message if failure is not None else "see the log"
+                    uptime = format_duration(time.monotonic() - self._ready_since)
+                    self._set_engine(EngineState.FAILED, f"crashed after {uptime}: {cause}")
+                elif self._state is not EngineState.FAILED:
+                    self._set_engine(EngineState.FAILED, _failure_text(snapshot))
                 return
         elif snapshot.outcome == "ready" and self._state in (EngineState.STARTING, EngineState.UNKNOWN):
             if busy is None:
@@ -398,14 +426,14 @@ class SshBackend:
                 return
             self._ttft = check.ttft_seconds
             self._vllm_version = check.vllm_version or self._vllm_version
-            ready_at = time.monotonic()
+            ready_at = self._ready_since = time.monotonic()
             ttft_ms = 1000 * (self._ttft or 0)
             self._set_engine(EngineState.READY, f"can generate (first token {ttft_ms:.0f} ms)")
             if not self._recorded_run:
                 self._record_run("ready", ready_seconds=time.time() - self._run_started)
             watch = ServingWatch(api, ready_at=ready_at, health_fail_seconds=serving.health_fail_seconds,
                                  interval=max(1.0, self.config.ui.refresh_interval),
-                                 model_name=self._served_model())
+                                 model_name=self._served_model(), process_alive=self._vllm_alive)
             crash = await watch.run(self._post)
         root = self._timeline.snapshot().failure
         self._set_engine(EngineState.FAILED, crash.describe(root.message if root else None))
@@ -415,6 +443,18 @@ class SshBackend:
             self.budget.restarted()
             with contextlib.suppress(OperationRefused):
                 await self._operation("restart")
+
+    async def _vllm_alive(self) -> bool:
+        """Is the detached vLLM process on the head still there? Unknown (head unreachable) counts as
+        alive: then ``/health`` alone decides, after ``health_fail_seconds``."""
+        assert self.controller is not None
+        runtime = P.runtimes(self.config)[self.config.head.name]
+        argv = P.detached_state_argv(self.config, runtime, self.controller.homes or None)
+        try:
+            res = await self._head_transport().run(argv, timeout=20)
+        except TransportError:
+            return True
+        return not res.ok or DetachedState.parse(res.stdout).status == "running"
 
     def _record_run(self, outcome: str, ready_seconds: float | None = None) -> None:
         self._recorded_run = True

@@ -23,7 +23,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
-from sparktui.config import NodeConfig
+from sparktui.config import EngineConfig, NodeConfig
 from sparktui.domain.telemetry import NodeTelemetry, Sample
 from sparktui.remote.transport import LinkPhase, Transport, TransportError
 
@@ -73,6 +73,12 @@ def probe_argv(
     if follow_stdin:
         argv.append("--until-stdin-closes")
     return [*argv, *extra_args]
+
+
+def engine_probe_args(engine: EngineConfig) -> list[str]:
+    """Probe options that follow from how the engine runs: no container checks when it runs on the host
+    (a node without docker would otherwise report "docker not found" as a problem)."""
+    return ["--no-containers"] if engine.runtime == "host" else []
 
 
 def parse_line(line: bytes, received: float) -> Sample | None:
