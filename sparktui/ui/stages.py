@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-STAGE_ORDER = ("config", "placement", "distributed", "weights", "compile", "kv_cache", "cuda_graphs",
-               "engine", "api")
+from sparktui.domain.logs import STAGES
+
+STAGE_ORDER: tuple[str, ...] = tuple(STAGES)
 STAGE_LABELS = {
     "config": "config", "placement": "Ray placement", "distributed": "distributed", "weights": "weights",
     "compile": "compile", "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "engine": "engine init",
