@@ -124,10 +124,20 @@ def corpus() -> list[bytes]:
     return blocks
 
 
+def serving_corpus(lines: int) -> list[bytes]:
+    """For ``--parse``: what a followed log floods with — one real start-up, then real serving-time lines
+    (stats, access log, NCCL INFO) — as blocks of 1,000 lines (the parser benchmark's log)."""
+    from bench_logparse import build_log  # a sibling script: benchmarks/ is on sys.path when run
+
+    data, _ = build_log(lines)
+    rows = data.splitlines(keepends=True)
+    return [b"".join(rows[i : i + 1000]) for i in range(0, len(rows), 1000)]
+
+
 async def measure(naive: bool, rate: int, seconds: float, parse: bool) -> dict[str, Any]:
     app = BenchApp(naive)
     proc = psutil.Process()
-    blocks = corpus()
+    blocks = serving_corpus(int(rate * seconds) + 1000) if parse else corpus()
     parsed = [LogReader().feed(block) for block in blocks]
     async with app.run_test(headless=True, size=(160, 48)) as pilot:
         await pilot.pause()
