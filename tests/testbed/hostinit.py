@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import FrameType
 
 SSHD = "/usr/sbin/sshd"
@@ -30,10 +31,20 @@ def _on_stop(signum: int, frame: FrameType | None) -> None:
     raise _Stop
 
 
+#: This checkout (with its virtual environment). When it lives under /tmp (CI clones to /tmp/ci) it must stay
+#: visible inside the host after the host's own /tmp covers the real one: the hosts run its Python.
+REPO = Path(__file__).resolve().parents[2]
+
+
 def _isolate(hostname: str, host_tmp: str) -> None:
     socket.sethostname(hostname)
     # unshare made the mount namespace private already; these mounts never reach the root namespace.
-    subprocess.run(["mount", "--bind", host_tmp, "/tmp"], check=True)
+    if REPO.is_relative_to("/tmp"):
+        keep = Path(host_tmp) / REPO.relative_to("/tmp")
+        keep.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--bind", str(REPO), str(keep)], check=True)
+    # --rbind carries that bind mount along onto /tmp.
+    subprocess.run(["mount", "--rbind", host_tmp, "/tmp"], check=True)
     # Ray keeps its object store in /dev/shm: give each host its own.
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/dev/shm"], check=True)
     # sshd's privilege-separation directory (shared with the root namespace; harmless).
