@@ -34,6 +34,7 @@ from sparktui.domain.events import (
     OperationChanged,
     OperationRefused,
     OperationView,
+    StepStatus,
 )
 from sparktui.domain.history import HistoryStore, format_duration, record_from_timeline
 from sparktui.domain.lifecycle import plan as P
@@ -92,6 +93,8 @@ class SshBackend:
         self._recorded_run = False
         self._log_source = "vllm"
         self._side_follower: asyncio.Task[Any] | None = None
+        #: The stop plan's step names: while one of them runs, a restart is still stopping.
+        self._stop_steps = frozenset(step.name for step in P.build_stop_plan(config, None).steps)
         #: Set on every (re)connection of a node: its host facts are read again.
         self._connected = {name: asyncio.Event() for name in self.node_names}
 
@@ -291,8 +294,8 @@ class SshBackend:
             self._set_engine(EngineState.STOPPING, _running_step(view))
         elif view.kind in ("start", "restart", "preflight"):
             step = _running_step(view)
-            stopping = view.kind == "restart" and any(s.name.startswith("stop") for s in view.steps
-                                                     if s.status.value == "running")
+            stopping = view.kind == "restart" and any(
+                s.name in self._stop_steps for s in view.steps if s.status is StepStatus.RUNNING)
             state = EngineState.STOPPING if stopping else (
                 EngineState.PREFLIGHT if "preflight" in step or view.kind == "preflight"
                 else EngineState.STARTING)
@@ -471,7 +474,7 @@ class SshBackend:
 
 def _running_step(view: OperationView) -> str:
     for step in view.steps:
-        if step.status.value == "running":
+        if step.status is StepStatus.RUNNING:
             return step.name + (f" on {step.node}" if step.node else "")
     return view.kind
 
