@@ -93,6 +93,8 @@ class SshBackend:
         self._recorded_run = False
         self._log_source = "vllm"
         self._side_follower: asyncio.Task[Any] | None = None
+        #: How commands run on the head (docker or host); the process check runs every serving poll.
+        self._head_runtime = P.runtimes(config)[config.head.name]
         #: The stop plan's step names: while one of them runs, a restart is still stopping.
         self._stop_steps = frozenset(step.name for step in P.build_stop_plan(config, None).steps)
         #: Set on every (re)connection of a node: its host facts are read again.
@@ -451,8 +453,7 @@ class SshBackend:
         """Is the detached vLLM process on the head still there? Unknown (head unreachable) counts as
         alive: then ``/health`` alone decides, after ``health_fail_seconds``."""
         assert self.controller is not None
-        runtime = P.runtimes(self.config)[self.config.head.name]
-        argv = P.detached_state_argv(self.config, runtime, self.controller.homes or None)
+        argv = P.detached_state_argv(self.config, self._head_runtime, self.controller.homes or None)
         try:
             res = await self._head_transport().run(argv, timeout=20)
         except TransportError:
