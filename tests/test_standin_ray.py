@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sparktui.domain.lifecycle.output import last_json_object
 from tests.testbed import Testbed, unavailable_reason
 
 pytestmark = [pytest.mark.testbed, pytest.mark.ray]
@@ -45,7 +46,7 @@ _DETACH = (
 )
 _PG_TABLE = (
     "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
-    "print(json.dumps(list(ray.util.placement_group_table().values())))"
+    "print(json.dumps({'groups': list(ray.util.placement_group_table().values())}))"
 )
 # Until the cluster has exactly N GPUs (a stopped node counts until Ray declares it dead).
 _WAIT_GPUS = (
@@ -199,7 +200,11 @@ def start_standin(bed: Testbed, *extra: str, env: tuple[str, ...] = ()) -> Stand
 def _placement_groups(bed: Testbed) -> list[dict[str, object]]:
     proc = _exec(bed, "spark1", sys.executable, "-c", _PG_TABLE)
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    # Ray may print its own warnings on stdout after the table (e.g. "raylet has lagging heartbeats").
+    report = last_json_object(proc.stdout)
+    assert report is not None, proc.stdout
+    groups: list[dict[str, object]] = report["groups"]
+    return groups
 
 
 def test_reaches_ready_through_ray_and_serves(cluster: Testbed) -> None:

@@ -125,9 +125,11 @@ class _Handler(BaseHTTPRequestHandler):
         if body or status != 200 or content_type != "application/json":
             self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(body)))
+        # Logged as the response starts (as uvicorn does), before the client can see it: a client's next
+        # request is never logged ahead of this one.
+        self._access(status)
         self.end_headers()
         self.wfile.write(body)
-        self._access(status)
 
     def _json(self, status: int, obj: Any) -> int:
         body = json.dumps(obj, separators=(",", ":")).encode()
@@ -280,8 +282,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
         self._access(200)
+        self.end_headers()
         sent = 0
 
         def chunk(delta: dict[str, Any], finish_reason: str | None) -> None:
