@@ -27,6 +27,8 @@ class EngineState(StrEnum):
     STARTING = "starting"      # Ray up / vllm serve launched; the timeline says which stage
     VERIFYING = "verifying"    # "Application startup complete" seen; health + one tiny completion running
     READY = "ready"
+    DEGRADED = "degraded"      # was ready; evidence says it cannot serve now (a node lost from Ray, …)
+    WEDGED = "wedged"          # was ready; requests run but no tokens come out
     STOPPING = "stopping"
     FAILED = "failed"
 

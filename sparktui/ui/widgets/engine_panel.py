@@ -35,6 +35,8 @@ STALL_WARN_S = 120.0
 _STATE_STYLE = {
     EngineState.READY: "bold green",
     EngineState.FAILED: "bold white on red",
+    EngineState.DEGRADED: "bold white on dark_orange3",
+    EngineState.WEDGED: "bold white on dark_orange3",
     EngineState.STARTING: "bold yellow",
     EngineState.PREFLIGHT: "bold yellow",
     EngineState.VERIFYING: "bold yellow",
