@@ -52,6 +52,7 @@ from sparktui.domain.telemetry import (
     RdmaPort,
     Sample,
 )
+from sparktui.sim.demo_scenarios import DEFAULT_SCENARIO, SCENARIOS, Scenario
 from sparktui.sim.demo_story import STORY, start_log
 from sparktui.sim.recording import RecordedLine, parse_recorded, ready_index
 from sparktui.sim.timeline_feed import TimelineFeed
@@ -100,32 +101,6 @@ STOP_STEPS: tuple[tuple[str, str | None, str], ...] = (
 )
 
 
-# ---- failure scenarios ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Scenario:
-    """What ``sparktui --demo SCENARIO`` plays. The start's log is always the story's (``demo_story``);
-    a scenario picks the NCCL transport, a failure that cuts the start, or an event after ready."""
-
-    name: str
-    summary: str
-    nccl: str = "ib"                 # "ib" (RoCE over the cable) or "socket" (NCCL fell back to TCP)
-    fail: str | None = None          # "oom": CUDA out of memory while profiling memory for the KV cache
-    after_ready: str | None = None   # "wedge" | "worker-lost"
-    at: float = 15.0                 # seconds after ready that the after-ready event happens
-
-
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
-    Scenario("start", "a clean start to ready, then serving (the default)"),
-    Scenario("oom", "CUDA out of memory on spark2 while vLLM profiles memory for the KV cache: failed, "
-                    "with the diagnosis", fail="oom"),
-    Scenario("nccl-socket-fallback", "NCCL finds no RDMA device and falls back to TCP sockets "
-                                     "(NET/Socket): ready, with a warning", nccl="socket"),
-    Scenario("wedge", "ready, then requests run but no token comes out (GPUs ~95 % busy at ~20 W): "
-                      "wedged", after_ready="wedge"),
-    Scenario("worker-lost", "ready, then spark2 drops out of the Ray cluster: degraded",
-             after_ready="worker-lost"),
-)}
-DEFAULT_SCENARIO = "start"
 #: Requests running with no token out for this long = wedged (the serving panel's stall clock).
 WEDGE_AFTER_S = 10.0
 #: Ray's GCS marks a node dead after missing heartbeats (≈ 5 × 3 s on 2.60; reference ray-cluster-state §8).
