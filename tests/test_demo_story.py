@@ -198,6 +198,14 @@ def test_oom_scenario_fails_with_the_diagnosis() -> None:
     assert "CUDA out of memory" in failure.message
     failed = [e for e in events if isinstance(e, EngineChanged) and e.state is EngineState.FAILED]
     assert failed and failed[-1].detail.startswith("oom during kv_cache: torch.OutOfMemoryError")
+    # The traceback's figures are the panels': the engine's share on spark2 (in use) + its page cache +
+    # what CUDA calls free add up to the node's memory.
+    assert f"this process has {STORY.oom_in_use_gib:.2f} GiB memory in use" in failure.message
+    spark2 = [e.sample for e in events if isinstance(e, NodeSampled) and e.node == STORY.nodes[1]]
+    peak = max(s.memory.used for s in spark2) / GIB
+    assert peak == pytest.approx(STORY.idle_used_gib[1] + STORY.oom_in_use_gib, abs=1.0)
+    assert (spark2[-1].memory.cached or 0) / GIB + peak + STORY.oom_free_gib == pytest.approx(
+        STORY.mem_total_gib, abs=1.0)
     # The engine died: its memory is released (a drop at failure, not at ready).
     assert _memory(events, STORY.nodes[1])[-1] < STORY.idle_used_gib[1] + 2
 
@@ -209,6 +217,8 @@ def test_nccl_socket_fallback_is_ready_with_a_warning() -> None:
     assert sim.state is EngineState.READY
     warnings = [e for e in events if isinstance(e, Notice) and e.severity == "warning"]
     assert len(warnings) == 1 and "NET/Socket" in warnings[0].message
+    ready = [e for e in events if isinstance(e, EngineChanged) and e.state is EngineState.READY]
+    assert ready and ready[-1].detail.startswith("NCCL over TCP sockets (NET/Socket)")   # stays on screen
 
 
 def test_wedge_scenario() -> None:

@@ -1,6 +1,6 @@
 """Snapshots of the demo screen (pytest-textual-snapshot), frozen at fixed points of the simulated start so
 every run draws the same picture: mid-start (weights loading) at 120×40, serving at 200×50, and the
-failure scenarios' end screens (``--demo oom|wedge|worker-lost``) at 120×40.
+failure scenarios' end screens (``--demo oom|nccl-socket-fallback|wedge|worker-lost``) at 120×40.
 
 Update after an intended change: ``pytest tests/test_ui_snapshots.py --snapshot-update`` and review the SVGs.
 """
@@ -40,6 +40,10 @@ def test_demo_serving_200x50(snap_compare: Any) -> None:
 
 def test_demo_oom_failed_120x40(snap_compare: Any) -> None:
     assert snap_compare(demo_app(70.0, "oom"), terminal_size=(120, 40), run_before=_settled)
+
+
+def test_demo_nccl_socket_fallback_120x40(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(75.0, "nccl-socket-fallback"), terminal_size=(120, 40), run_before=_settled)
 
 
 def test_demo_wedged_120x40(snap_compare: Any) -> None:

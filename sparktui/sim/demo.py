@@ -119,7 +119,7 @@ class ReplayLine:
     at: float                 # seconds after `vllm serve` was launched
     text: str                 # the physical line as Ray's log monitor would print it on the head
     node: str                 # where it was printed
-    worker: bool
+    remote: bool              # forwarded by Ray from the worker node
 
 
 def squeeze(lines: Sequence[RecordedLine], target_seconds: float) -> list[ReplayLine]:
@@ -226,7 +226,9 @@ def engine_memory_gib(snapshot: TimelineSnapshot | None) -> float:
 
     mem = STORY.non_torch_gib if reached("distributed") else 0.0
     mem += STORY.weights_gib * fraction("weights")
-    if st["kv_cache"].status in ("running", "failed"):
+    profiling = st["kv_cache"].status in ("running", "failed") or (
+        st["kv_cache"].status == "pending" and st["compile"].status in ("done", "skipped"))
+    if profiling:   # vLLM ≤ 0.17 logs nothing as the profiling run starts: it follows compile at once
         mem += STORY.activation_gib                   # the profiling run's peak, before the KV cache
     elif fraction("kv_cache") == 1.0:
         mem += STORY.kv_cache_gib
@@ -251,12 +253,12 @@ class NodeSim:
         self.mem = self.idle_mem
 
     def sample(self, t: float, load: Load, engine_gib: float, interval: float, received: float | None,
-               ray_up: bool = False, vllm_up: bool = False) -> Sample:
+               ray_up: bool = False, vllm_up: bool = False, cached_gib: float = 4.2) -> Sample:
         r = self.rng
         self.seq += 1
         # Memory moves towards its target instead of jumping (weights stream in over seconds).
         target = self.idle_mem + engine_gib
-        self.mem += (target - self.mem) * min(1.0, 0.35 * interval)
+        self.mem += (target - self.mem) * min(1.0, 0.6 * interval)
         jitter = 1.0 + 0.08 * math.sin(t * 1.7 + self.seq) + r.uniform(-0.05, 0.05)
         if load.power is not None:   # spinning kernels: a flat line, not a working engine's wobble
             jitter = 1.0 + r.uniform(-0.02, 0.02)
@@ -289,7 +291,7 @@ class NodeSim:
         return Sample(
             seq=self.seq, mono=t, wall=EPOCH + t, host=self.name, interval=interval,
             memory=MemorySample(total=MEM_TOTAL, used=used, available=MEM_TOTAL - used,
-                                cached=int(4.2 * GIB), swap_total=0, swap_used=0),
+                                cached=int(cached_gib * GIB), swap_total=0, swap_used=0),
             cpu=CpuSample(percent=round(min(100.0, load.cpu * self.cpu_factor * jitter), 1), count=20),
             gpu=GpuSample(source="nvml", driver_version="580.95.05", devices=(GpuDevice(
                 index=0, name="NVIDIA GB10", util_percent=round(gpu), temperature_c=round(self.temp),
@@ -325,6 +327,7 @@ class Evidence:
     stalled_seconds: float = 0.0      # seconds since the last generated token while requests run
     gpu_util: float = 0.0
     gpu_power: float = 0.0
+    nccl_socket: bool = False         # NCCL said "Using network Socket": tensor parallel runs over TCP
 
 
 def decide(e: Evidence) -> tuple[EngineState, str] | None:
@@ -336,6 +339,9 @@ def decide(e: Evidence) -> tuple[EngineState, str] | None:
         if e.outcome == "ready":
             return EngineState.VERIFYING, "health, models, one tiny completion"
     if e.state is EngineState.VERIFYING and e.verified:
+        if e.nccl_socket:
+            return EngineState.READY, ("NCCL over TCP sockets (NET/Socket), not RoCE: every all-reduce is "
+                                       "slower — answers: /health, /v1/models, one completion")
         return EngineState.READY, "answers: /health, /v1/models, one completion"
     if e.state in (EngineState.READY, EngineState.WEDGED) and e.lost_node:
         return EngineState.DEGRADED, (f"{e.lost_node} left the Ray cluster ({e.lost_reason}); "
@@ -395,6 +401,11 @@ class DemoSimulation:
         self.serving = _ServingSim(random.Random(seed + 1), slow=self.scenario.nccl == "socket")
         self.smoke_count = 0
         self.engine_gib = {n: 0.0 for n in NODES}
+        # Page cache per node. oom: spark2's holds the model directory just copied there, which CUDA on
+        # unified memory does not count as free — the reason its profiling run runs out (the hint says so).
+        self.cached_gib = {n: 4.2 for n in NODES}
+        if self.scenario.fail == "oom":
+            self.cached_gib[NODES[1]] = STORY.oom_page_cache_gib
         self.ray_lost_at: float | None = None      # when spark2's raylet stopped (worker-lost)
         self.nccl_warned = False
         self._out: list[Event] = []
@@ -517,7 +528,7 @@ class DemoSimulation:
             lost_node=lost, lost_reason=RAY_DEAD_MESSAGE if lost else "",
             running=int(last.requests_running or 0) if last is not None else 0,
             stalled_seconds=(last.generation_stalled_seconds or 0.0) if last is not None else 0.0,
-            gpu_util=head_gpu[0], gpu_power=head_gpu[1],
+            gpu_util=head_gpu[0], gpu_power=head_gpu[1], nccl_socket=self.nccl_warned,
         )
 
     def _decide(self) -> None:
@@ -663,7 +674,8 @@ class DemoSimulation:
             load = IDLE if lost else self._load()
             sample = node.sample(self.t, load, self.engine_gib[name], self.interval, received,
                                  ray_up=self.ray_up and not lost,
-                                 vllm_up=self.launched_at is not None and not lost)
+                                 vllm_up=self.launched_at is not None and not lost,
+                                 cached_gib=self.cached_gib[name])
             self._out.append(NodeSampled(name, sample))
         if self.state in (EngineState.READY, EngineState.WEDGED, EngineState.DEGRADED):
             self._out.append(ServingSampled(self.serving.snapshot(EPOCH + self.t)))

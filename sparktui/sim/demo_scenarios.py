@@ -21,8 +21,8 @@ class Scenario:
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("start", "a clean start to ready, then serving (the default)"),
-    Scenario("oom", "CUDA out of memory on spark2 while vLLM profiles memory for the KV cache: failed, "
-                    "with the diagnosis", fail="oom"),
+    Scenario("oom", "CUDA out of memory on spark2 while vLLM profiles memory for the KV cache (its page "
+                    "cache holds the model just copied there): failed, with the diagnosis", fail="oom"),
     Scenario("nccl-socket-fallback", "NCCL finds no RDMA device and falls back to TCP sockets "
                                      "(NET/Socket): ready, with a warning", nccl="socket"),
     Scenario("wedge", "ready, then requests run but no token comes out (GPUs ~95 % busy at ~20 W): "

@@ -53,6 +53,7 @@ class DemoStory:
     graphs_gib: float = 0.74
     kv_cache_tokens: int = 844_288
     shards: int = 41                                     # as in the recorded bars the template keeps
+    oom_free_gib: float = 1.46                           # what CUDA reports free when the OOM scenario fails
     api_pid: int = 5941
     engine_pid: int = 6102
     worker_pids: tuple[int, int] = (6377, 1312)          # the RayWorkerWrapper actor on each node
@@ -116,11 +117,23 @@ class DemoStory:
             "KV_BYTES": str(kv_bytes), "KV_FIT_BYTES": str(kv_bytes - int(self.graphs_gib * GIB)),
             "KV_FULL_BYTES": str(int((free - self.weights_gib - self.activation_gib - self.non_torch_gib
                                       - self.graphs_gib) * GIB)),
-            # The OOM scenario: the profiling run asks for more than the budget leaves.
-            "OOM_ALLOC_GIB": "2.00", "OOM_FREE_GIB": "1.46",
-            "OOM_INUSE_GIB": f"{self.weights_gib + self.activation_gib + self.non_torch_gib + 38.9:.2f}",
-            "OOM_ALLOCATED_GIB": f"{self.weights_gib + self.activation_gib + 37.1:.2f}",
+            # The OOM scenario: spark2's page cache (the model directory was just copied there) is not
+            # free memory to CUDA on unified memory, so the profiling run's next 2 GiB do not fit.
+            "OOM_ALLOC_GIB": "2.00", "OOM_FREE_GIB": f"{self.oom_free_gib:.2f}",
+            "OOM_INUSE_GIB": f"{self.oom_in_use_gib:.2f}",
+            "OOM_ALLOCATED_GIB": f"{self.weights_gib + self.activation_gib - 2.1:.2f}",
         }
+
+    @property
+    def oom_in_use_gib(self) -> float:
+        """What the engine holds on spark2 when the profiling run fails: weights, non-torch, activation."""
+        return self.weights_gib + self.non_torch_gib + self.activation_gib
+
+    @property
+    def oom_page_cache_gib(self) -> float:
+        """spark2's page cache in the OOM scenario: all of its memory that neither the OS nor the engine
+        holds, less what CUDA still reports free."""
+        return round(self.mem_total_gib - self.idle_used_gib[1] - self.oom_in_use_gib - self.oom_free_gib, 2)
 
 
 STORY = DemoStory()
