@@ -117,6 +117,7 @@ class EnginePanel(Vertical):
             yield Button("Restart", id="btn-restart", variant="warning", compact=True)
             yield Button("Stop", id="btn-stop", variant="error", compact=True)
             yield Button("Smoke test", id="btn-smoke", compact=True)
+            yield Label(" READ-ONLY ", id="readonly-badge")
         yield Static(id="operation-steps")
         with Vertical(id="stages"):
             for name in STAGE_ORDER:
