@@ -441,7 +441,8 @@ class SparkApp(App[int]):
             self.notify(f"could not save the log: {exc}", severity="error", timeout=10)
             return
         what = f"filtered view ({pane.filter_summary()})" if pane.filtering else "log"
-        self.notify(f"saved the {what}, {text.count(chr(10))} lines: {path}", timeout=10)
+        lines = text.count("\n")
+        self.notify(f"saved the {what}, {lines} line{'' if lines == 1 else 's'}: {path}", timeout=10)
 
     def output_dir(self) -> Path:
         """Where screenshots and saved logs go: ``[ui] screenshot_dir``, else the local state directory."""
