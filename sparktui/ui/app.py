@@ -21,7 +21,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
-from textual.events import Key
+from textual.events import Key, Resize
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, HelpPanel, Static
@@ -50,6 +50,8 @@ from sparktui.ui.widgets.util import show
 FLUSH_HZ = 20.0
 
 LIFECYCLE_ACTIONS = ("start", "restart", "stop")
+#: Below this many columns or rows the dashboard switches to its compact layout.
+COMPACT_BELOW = (110, 32)
 
 
 class SparkApp(App[int]):
@@ -62,6 +64,9 @@ class SparkApp(App[int]):
         Binding("x", "stop", "Stop", id="stop", tooltip="Stop vLLM, Ray and our containers (asks first)"),
         Binding("t", "smoke_test", "Smoke test", id="smoke_test", tooltip="One streaming completion"),
         Binding("slash", "find", "Find", id="find", tooltip="Find text in the log"),
+        # Help and Quit early: a narrow footer is cut on the right, and these two must stay on screen.
+        Binding("question_mark", "toggle_help", "Help", id="help"),
+        Binding("q", "quit", "Quit", id="quit"),
         Binding("f", "filter", "Filter", id="filter", tooltip="Show only log lines containing a text"),
         Binding("l", "cycle_level", "Level", id="level", tooltip="Minimum log level: all/INFO/WARNING/ERROR"),
         Binding("o", "cycle_node", "Node", id="node", tooltip="Show log lines of one node only"),
@@ -82,8 +87,6 @@ class SparkApp(App[int]):
                 tooltip="Copy the current match (or the last line in view) to the clipboard"),
         Binding("ctrl+s", "save_log", "Save log", id="save_log", show=False,
                 tooltip="Save the log as shown (filters applied) to a file"),
-        Binding("question_mark", "toggle_help", "Help", id="help"),
-        Binding("q", "quit", "Quit", id="quit"),
     ]
 
     def __init__(
@@ -144,7 +147,20 @@ class SparkApp(App[int]):
                       id="logpane")
         yield Footer()
 
+    def on_resize(self, event: Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        """Small terminals (80×24) get the compact layout: a one-line row per node, the stage list without
+        borders and facts, and the rest for the log (see ``Screen.-compact`` in app.tcss)."""
+        compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
+        if self.screen.has_class("-compact") != compact:
+            self.screen.set_class(compact, "-compact")
+            for name in self.state.nodes:
+                self._render_node(name)
+
     def on_mount(self) -> None:
+        self._fit(self.size.width, self.size.height)
         if self.ui_config.keys:
             self.set_keymap(dict(self.ui_config.keys))
         if self.ui_config.theme in self.available_themes:
