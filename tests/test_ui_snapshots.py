@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from textual.pilot import Pilot
+from textual.widgets import ProgressBar
+from textual.widgets._progress_bar import Bar
 
 from sparktui.sim.demo import DemoBackend
 from sparktui.ui.app import SparkApp
@@ -27,6 +29,12 @@ async def _settled(pilot: Pilot[Any]) -> None:
     app.drain()
     await pilot.pause()
     app.drain()
+    await pilot.pause()
+    # Textual's Bar rounds its percentage to half cells of its width *when the value is set*: set before the
+    # first layout, a bar keeps an unrounded value (a half cell more or less on a frozen screen, run to
+    # run). Set every bar's value again now that the widths are known.
+    for progress in app.query(ProgressBar):
+        progress.query_one(Bar).percentage = progress.percentage
     await pilot.pause()
 
 

@@ -797,6 +797,9 @@ class DemoBackend:
     """A ``ClusterBackend`` over ``DemoSimulation``. ``frozen_at``: run the simulation instantly to that
     many seconds after launch, post the picture, and stop time there (screenshots, snapshot tests)."""
 
+    #: Quitting the demo ends its simulated engine (a real one keeps running on the nodes).
+    detached = False
+
     node_names: Sequence[str] = NODES
     node_roles = ROLES
 
@@ -833,7 +836,9 @@ class DemoBackend:
         if self.frozen_at is not None:
             if self.autostart:
                 self.sim.request("start")
-            self._post(self.sim.advance(self.frozen_at))
+            # Toasts expire on the wall clock: a frozen screen (snapshots, screenshots) shows none, so what it
+            # draws never depends on how fast the machine drew it. The state line and panels tell the story.
+            self._post([e for e in self.sim.advance(self.frozen_at) if not isinstance(e, Notice)])
             await asyncio.Event().wait()   # time stands still until the app closes
             return
         if self.autostart:
