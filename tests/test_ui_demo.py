@@ -157,3 +157,25 @@ def test_which_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert not choose(_args(), environ={}).demo
     # --demo always wins.
     assert choose(_args(demo=True), environ={}).demo
+
+
+def test_help_lists_the_demo_scenarios() -> None:
+    from sparktui.cli import build_parser
+    from sparktui.sim.demo_scenarios import SCENARIOS
+
+    text = " ".join(build_parser().format_help().split())
+    assert "--demo [SCENARIO]" in text
+    for name, scenario in SCENARIOS.items():
+        assert f"{name}: {' '.join(scenario.summary.split())}" in text
+
+
+def test_a_demo_scenario_from_the_command_line(tmp_path: Path) -> None:
+    out = tmp_path / "oom.svg"
+    env = {**os.environ, "SPARKTUI_CONFIG": ""}
+    subprocess.run(
+        [sys.executable, "-m", "sparktui", "--demo", "oom", "--screenshot", str(out), "--screenshot-after", "1",
+         "--demo-frozen-at", "70", "--size", "120x40"],
+        cwd=tmp_path, env=env, check=True, timeout=60, capture_output=True,
+    )
+    svg = out.read_text().replace("&#160;", " ")
+    assert "failed" in svg and "oom" in svg
