@@ -173,8 +173,8 @@ def test_a_demo_scenario_from_the_command_line(tmp_path: Path) -> None:
     out = tmp_path / "oom.svg"
     env = {**os.environ, "SPARKTUI_CONFIG": ""}
     subprocess.run(
-        [sys.executable, "-m", "sparktui", "--demo", "oom", "--screenshot", str(out), "--screenshot-after", "1",
-         "--demo-frozen-at", "70", "--size", "120x40"],
+        [sys.executable, "-m", "sparktui", "--demo", "oom", "--screenshot", str(out),
+         "--screenshot-after", "1", "--demo-frozen-at", "70", "--size", "120x40"],
         cwd=tmp_path, env=env, check=True, timeout=60, capture_output=True,
     )
     svg = out.read_text().replace("&#160;", " ")
