@@ -17,7 +17,7 @@ from sparktui.remote.transport import Transport, TransportError
 NO_SUCH_FILE = 3
 
 
-async def stream_file(transport: Transport, python: str, path: str, write: Callable[[bytes], None], *,
+async def stream_file(transport: Transport, python: str, path: str, write: Callable[[bytes], object], *,
                       limit: int = 0) -> bool:
     """Pass the file's bytes (its last ``limit`` bytes when ``limit``) to ``write`` as they arrive.
 
