@@ -58,6 +58,8 @@ TIMEOUT_STATUS = 124
 TCP_TIMEOUT = 3.0
 #: While a node is unreachable, how often a TCP connect checks whether it is back (one SYN: cheap).
 PROBE_INTERVAL = 1.0
+#: A connection that lasted less than this before it dropped counts as a failed attempt (see _supervise).
+STABLE_AFTER = 10.0
 
 
 class _PermanentError(Exception):
@@ -344,7 +346,8 @@ class SSHTransport(Transport):
                 continue
             self._conn = conn
             self._ever_connected = True
-            failures = 0
+            streak, failures = failures, 0
+            connected_at = time.monotonic()
             await self._restore_forwards(conn)
             self._set_state(LinkState(LinkPhase.CONNECTED))
             await conn.wait_closed()
@@ -352,10 +355,16 @@ class SSHTransport(Transport):
             self._listeners_open.clear()
             if self._closing:
                 return
-            failures = 1
             reason = client.lost_reason or "closed"
             last_error = reason if reason.startswith("connection") else f"connection lost: {reason}"
-            await self._sleep_retrying(failures, last_error, probe=True)
+            if streak and time.monotonic() - connected_at < STABLE_AFTER:
+                # A reconnect that dropped again at once (a flapping link, a node that kills our sessions):
+                # the backoff keeps growing and no probe cuts it short, so such a node is not hammered.
+                failures = streak + 1
+                await self._sleep_retrying(failures, last_error)
+            else:
+                failures = 1
+                await self._sleep_retrying(failures, last_error, probe=True)
 
     async def _sleep_retrying(self, failures: int, error: str, *, probe: bool = False) -> None:
         """Wait out the backoff; with ``probe``, end the wait early once a TCP connect to sshd succeeds
