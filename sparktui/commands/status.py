@@ -46,6 +46,7 @@ def _link(transport: Transport) -> dict[str, Any]:
     retry_in = state.retry_in()
     return {
         "phase": state.phase.value,
+        "endpoint": transport.endpoint,
         "detail": state.describe(),
         "last_error": state.last_error,
         "retry_in": None if retry_in is None else round(retry_in, 1),
@@ -67,7 +68,10 @@ async def _node_status(config: SparkConfig, node: NodeConfig, transport: Transpo
 
     entry = _unreachable(node, transport)
     await transport.connect()
-    if transport.state.phase is LinkPhase.CONNECTED:
+    if transport.state.phase is not LinkPhase.CONNECTED:
+        # One line, said once: `spark2 (10.0.0.2:22): connection refused — is sshd running?`
+        entry["error"] = transport.unreachable_message()
+    else:
         try:
             result, facts = await read_host_facts(transport, node, timeout=15)
         except TransportError as exc:
@@ -161,7 +165,8 @@ def render(report: dict[str, Any]) -> str:
         if not n["reachable"] or n.get("error"):
             # The link's own error, not its "retrying in N s" countdown (stale by the time it is printed).
             why = n.get("error") or ssh.get("last_error") or ssh.get("detail") or "unreachable"
-            notes.append(f"  {n['name']}: {why}")
+            # An unreachable node's line already starts with its name (and address).
+            notes.append(f"  {why}" if why.startswith(f"{n['name']} (") else f"  {n['name']}: {why}")
         tele = _telemetry(n)
         if tele:
             notes.append(f"  {n['name']}: {tele}")
@@ -172,7 +177,9 @@ def render(report: dict[str, Any]) -> str:
     engine = report.get("engine")
     if isinstance(engine, dict):
         state = engine.get("state") or engine.get("error") or "?"
-        lines.append(f"engine: {state}")
+        # "unknown" alone says nothing: say what is not known and why.
+        why = engine.get("detail") if state == "unknown" else None
+        lines.append(f"engine: {state} — {why}" if why else f"engine: {state}")
     reachable = sum(1 for n in report["nodes"] if n["reachable"])
     lines.append(f"{reachable}/{len(report['nodes'])} nodes reachable ({report['cluster']})")
     return "\n".join(lines)

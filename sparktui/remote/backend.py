@@ -181,7 +181,10 @@ class SshBackend:
     def _on_link(self, node: str, state: LinkState) -> None:
         if state.phase is LinkPhase.CONNECTED:
             self._connected[node].set()
-        self._post(NodeLinkChanged(node, state.phase.value, state.describe(), state.retry_at))
+        endpoint = self.transports[node].endpoint if self.transports else None
+        reason = "" if state.phase is LinkPhase.CONNECTED or not state.last_error else (
+            f"{endpoint}: {state.last_error}" if endpoint else state.last_error)
+        self._post(NodeLinkChanged(node, state.phase.value, state.describe(), state.retry_at, reason))
 
     def _set_engine(self, state: EngineState, detail: str = "") -> None:
         self._state, self._detail = state, detail

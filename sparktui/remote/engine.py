@@ -321,7 +321,7 @@ class EngineController:
         try:
             outcome = await self._execute(step, lambda msg: tracker.update(idx, message=msg))
         except TransportError as exc:
-            outcome = _Outcome(StepStatus.FAILED, f"node unreachable: {exc}")
+            outcome = _Outcome(StepStatus.FAILED, str(exc))  # names the node, its address and why
         if outcome.status is StepStatus.FAILED and step.tolerate_failure:
             outcome.status = StepStatus.WARNING
         self.marks[f"done:{step.name}:{step.node}"] = time.time()
@@ -465,7 +465,7 @@ class EngineController:
             try:
                 out = await work()
             except TransportError as exc:
-                out = _Outcome(StepStatus.FAILED, f"unreachable: {exc}")
+                out = _Outcome(StepStatus.FAILED, str(exc))  # names the node, its address and why
             tracker.update(idx, status=out.status, message=out.message, output_tail=out.tail,
                            seconds=round(time.monotonic() - t0, 3))
             summary.views.append(StepView(name, node, out.status, round(time.monotonic() - t0, 3),

@@ -8,8 +8,8 @@ from typing import Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState
-from sparktui.domain.lifecycle import scripts as S
 from sparktui.remote.engine import EngineController
+from sparktui.remote.file_read import read_file
 from sparktui.remote.transport import Transport, TransportError
 
 #: The log is read from its end when longer (days of serving stats lines); the start-up is at its head.
@@ -19,13 +19,10 @@ MAX_LOG_BYTES = 32 * 1024 * 1024
 async def read_log(config: SparkConfig, transport: Transport, path: str,
                    python: str | None = None) -> bytes | None:
     """The file (its last MAX_LOG_BYTES) on the node; ``None`` when it does not exist."""
-    argv = [python or config.head.python, "-c", S.READ_PY, path, str(MAX_LOG_BYTES)]
-    res = await transport.run(argv, timeout=60)
-    if res.returncode == 3:
-        return None
-    if not res.ok:
-        raise TransportError(f"reading {path}: {res.stderr.strip()[-200:]}")
-    return res.stdout.encode("utf-8", "replace")
+    try:
+        return await read_file(transport, python or config.head.python, path, limit=MAX_LOG_BYTES, timeout=60)
+    except TimeoutError:
+        raise TransportError(f"reading {path}: no answer within 60 s") from None
 
 
 def log_stage(data: bytes, expected_nodes: int) -> dict[str, Any]:

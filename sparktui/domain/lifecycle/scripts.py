@@ -361,14 +361,14 @@ print(json.dumps({"dir": os.path.realpath(base), "files": files}))
 
 #: argv: PATH [MAX_BYTES]. Writes the file's last MAX_BYTES bytes (all by default); exit 3 if missing.
 READ_PY = r"""
-import os, sys
+import os, shutil, sys
 path = os.path.expanduser(sys.argv[1])
 limit = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 try:
     with open(path, "rb") as f:
         if limit:
             f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
-        sys.stdout.buffer.write(f.read())
+        shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
 except FileNotFoundError:
     sys.exit(3)
 """

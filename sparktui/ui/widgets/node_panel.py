@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import Label
+from textual.widgets import Label, Static
 
 from sparktui.ui import format as fmt
 from sparktui.ui.state import NodeState
@@ -157,6 +157,8 @@ class NodePanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label(id="node-title")
+        # Why the link is down, whole and wrapped (the title is one line and would cut it).
+        yield Static(id="node-link")
         yield NodeSummary(self.node)
         for key, caption, scale in (("mem", "mem", 100.0), ("gpu", "gpu", 100.0), ("roce", "net", 200.0)):
             with Horizontal(classes="spark-row"):
@@ -174,11 +176,17 @@ class NodePanel(Vertical):
         title.append("  ")
         compact = self.screen.has_class("-compact")
         # On one compact line a healthy link is a green dot; anything else keeps its words.
-        link = "●" if compact and n.link_phase == "connected" else n.link_text()
+        link = "●" if compact and n.link_phase == "connected" else n.link_summary()
         title.append(link, style=_LINK_STYLE.get(n.link_phase, ""))
         if compact:
             title.append_text(compact_readings(n))
         show(self.query_one("#node-title", Label), title, layout=False)
+        reason = self.query_one("#node-link", Static)
+        down = bool(n.link_reason) and n.link_phase != "connected"
+        if reason.display != down:
+            reason.display = down
+        if down:
+            show(reason, Text(n.link_reason, style=_LINK_STYLE.get(n.link_phase, "")))
         self.set_class(n.link_phase not in ("connected",), "-link-down")
         self.query_one(NodeSummary).update_from_state()
         # Memory and GPU on 0–100 %. Traffic on 0 to the window's peak (at least 10 Gb/s): a fixed 0–400
