@@ -112,6 +112,10 @@ class Transport(abc.ABC):
     def add_listener(self, listener: StateListener) -> None:
         self._listeners.append(listener)
 
+    def remove_listener(self, listener: StateListener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     def _set_state(self, state: LinkState) -> None:
         self._state = state
         for listener in list(self._listeners):
