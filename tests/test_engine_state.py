@@ -304,6 +304,41 @@ def test_node_missing_for_a_while_is_degraded() -> None:
     assert truth.state is EngineState.DEGRADED and "not registered with Ray" in truth.detail
 
 
+def test_node_out_of_the_heads_reach_is_degraded_before_ray_declares_it_dead() -> None:
+    clock = Clock()
+    truth = ready(clock)
+    truth.peer("spark2", False)
+    assert truth.state is EngineState.READY               # one round: a blip
+    clock.advance(1)
+    truth.peer("spark2", True)
+    clock.advance(RAY_LOST_AFTER)
+    truth.tick()
+    assert truth.state is EngineState.READY
+    truth.peer("spark2", False)
+    clock.advance(RAY_LOST_AFTER)
+    truth.tick()
+    assert truth.state is EngineState.DEGRADED
+    assert "Ray lost spark2 (10.0.0.2)" in truth.detail and "the head cannot reach it" in truth.detail
+    # With the SSH link down too, at once.
+    other = ready(Clock())
+    other.link("spark2", "connected")
+    other.link("spark2", "retrying")
+    other.peer("spark2", False)
+    assert other.state is EngineState.DEGRADED and "its SSH link is retrying too" in other.detail
+
+
+def test_out_of_reach_while_starting_is_evidence_not_a_failure() -> None:
+    clock = Clock()
+    truth = machine(clock)
+    truth.discovered(EngineState.STARTING, "vllm serve launched")
+    truth.peer("spark2", False)
+    clock.advance(40)
+    truth.tick()
+    assert truth.state is EngineState.STARTING
+    truth.timeline(snapshot(FAILED_START))
+    assert truth.state is EngineState.FAILED and "spark2 (10.0.0.2): out of the head's reach" in truth.detail
+
+
 def test_degraded_triggers_auto_restart_within_the_budget() -> None:
     clock = Clock()
     budget = RestartBudget(1)

@@ -12,6 +12,7 @@ evidence, same calls). Inputs, each a method:
 - ``process`` — the detached vLLM process on the head, alive or not (before ready);
 - ``ray`` — Ray's node list (``RayState``): every configured node alive with its GPU;
 - ``link`` — each node's SSH link phase (``LinkPhase`` value);
+- ``peer`` — whether the head reaches each other node (Ray needs 30–40 s to declare a cut node dead);
 - ``serving`` — ``/metrics`` snapshots (requests running/waiting, ``generation_tokens_total``);
 - ``gpu`` — GPU power and util per node from telemetry samples;
 - ``tick`` — time passing (the rules that need "for N seconds").
@@ -26,7 +27,8 @@ The rules, in one place:
   is cancelled by any later state);
 - an operation running outranks the log; the log's failure outranks discovery's "starting";
 - after ready: a node lost from Ray (reported dead, missing for ``RAY_LOST_AFTER`` s, or missing while
-  its SSH link is down) → *degraded*, naming the node; requests running or waiting while
+  its SSH link is down) or out of the head's reach (for ``RAY_LOST_AFTER`` s, or at once while its SSH
+  link is down too) → *degraded*, naming the node; requests running or waiting while
   ``generation_tokens_total`` does not move for ``wedge_seconds`` → *wedged*, with the numbers;
   a crash (health/process) or the log's failure → *failed* "crashed after …: … after ready"; each of
   these asks the restart budget (``serving.auto_restart``);
@@ -164,6 +166,7 @@ class EngineTruth:
         self._lost_text = ""
         self._links: dict[str, tuple[str, float]] = {}   # node → (phase, wall since)
         self._link_drops: dict[str, float] = {}  # node → wall of the last drop (this run)
+        self._out_of_reach: dict[str, tuple[float, float]] = {}   # node → (mono, wall) since
         self._process_gone_at: float | None = None
         self._serving: deque[tuple[float, float, float, float | None]] = deque()  # at, run, wait, tokens
         self._gpu: dict[str, tuple[float, float | None, float | None]] = {}        # node → at, W, %
@@ -338,6 +341,14 @@ class EngineTruth:
                 self._link_drops[node] = self.wall()
         self._judge()
 
+    def peer(self, node: str, reachable: bool) -> None:
+        """Whether the head reaches ``node`` at its Ray address now."""
+        if reachable:
+            self._out_of_reach.pop(node, None)
+        else:
+            self._out_of_reach.setdefault(node, (self.clock(), self.wall()))
+        self._judge()
+
     def serving(self, snapshot: ServingSnapshot) -> None:
         """A ``/metrics`` snapshot of the ready engine."""
         now = self.clock()
@@ -377,6 +388,7 @@ class EngineTruth:
             self._lost = None
             self._missing.clear()
             self._link_drops.clear()
+            self._out_of_reach.clear()
             self._process_gone_at = None
             self._serving.clear()
             self._wedged_since = None
@@ -401,8 +413,9 @@ class EngineTruth:
         if self.busy is not None or self.state not in RUNNING:
             return
         now = self.clock()
-        lost = self._lost_node(now)
-        if self.state in (EngineState.STARTING, EngineState.VERIFYING):
+        starting = self.state in (EngineState.STARTING, EngineState.VERIFYING)
+        lost = self._lost_node(now, reach=not starting)
+        if starting:
             if lost is not None:
                 name, text = lost
                 self._lost = name
@@ -422,7 +435,8 @@ class EngineTruth:
                     self._record("failed")
             return
         if self.state is EngineState.DEGRADED:
-            if self._lost is not None and self._lost not in self._missing:
+            if self._lost is not None and self._lost not in self._missing \
+                    and self._lost not in self._out_of_reach:
                 self._set(EngineState.DEGRADED,
                           f"degraded: {self._lost_text} — {self._lost} is back in Ray: restart the engine")
             return
@@ -439,19 +453,23 @@ class EngineTruth:
         elif self.state is EngineState.WEDGED and wedge is None and self._tokens_moved(now):
             self._set(EngineState.READY, "recovered: tokens are generated again")
 
-    def _lost_node(self, now: float) -> tuple[str, str] | None:
-        """The first node Ray lost for good, and how to say it."""
+    def _lost_node(self, now: float, reach: bool = True) -> tuple[str, str] | None:
+        """The first node Ray lost for good (or, with ``reach``, the head cannot reach), and how to
+        say it. While starting, reach alone is only evidence (a failure then names the node)."""
         for node in self.expected:
-            seen = self._missing.get(node.name)
-            if seen is None:
-                continue
             link = self._links.get(node.name, ("connected", 0.0))[0]
-            if now - seen.since >= RAY_LOST_AFTER or link != "connected":
-                at = time.strftime("%H:%M:%S", time.localtime(seen.wall))
-                text = f"Ray lost {node.name} ({node.ip}) at {at} ({seen.why})"
-                if link != "connected":
-                    text += f"; its SSH link is {link} too"
-                return node.name, text
+            seen = self._missing.get(node.name)
+            away = self._out_of_reach.get(node.name)
+            if seen is not None and (now - seen.since >= RAY_LOST_AFTER or link != "connected"):
+                at, why = _clock_text(seen.wall), seen.why
+            elif reach and away is not None and (now - away[0] >= RAY_LOST_AFTER or link != "connected"):
+                at, why = _clock_text(away[1]), "the head cannot reach it; Ray has not declared it dead yet"
+            else:
+                continue
+            text = f"Ray lost {node.name} ({node.ip}) at {at} ({why})"
+            if link != "connected":
+                text += f"; its SSH link is {link} too"
+            return node.name, text
         return None
 
     def _wedge(self, now: float) -> str | None:
@@ -540,17 +558,18 @@ class EngineTruth:
         """What points at a node: missing from Ray, or its SSH link down (now or during this run)."""
         named = []
         by_name = {n.name: n for n in self.expected}
-        for name in sorted(set(self._missing) | set(self._link_drops)
+        for name in sorted(set(self._missing) | set(self._link_drops) | set(self._out_of_reach)
                            | {n for n, (phase, _) in self._links.items() if phase != "connected"}):
             bits = []
             if name in self._missing:
                 bits.append(f"missing from Ray ({self._missing[name].why})")
+            if name in self._out_of_reach:
+                bits.append(f"out of the head's reach since {_clock_text(self._out_of_reach[name][1])}")
             phase, since = self._links.get(name, ("connected", 0.0))
             if phase != "connected":
-                bits.append(f"SSH link {phase} since {time.strftime('%H:%M:%S', time.localtime(since))}")
+                bits.append(f"SSH link {phase} since {_clock_text(since)}")
             elif name in self._link_drops:
-                bits.append("its SSH link dropped at "
-                            + time.strftime("%H:%M:%S", time.localtime(self._link_drops[name])))
+                bits.append(f"its SSH link dropped at {_clock_text(self._link_drops[name])}")
             ip = f" ({by_name[name].ip})" if name in by_name else ""
             named.append(f"{name}{ip}: " + ", ".join(bits))
         return ("; evidence points at " + "; ".join(named)) if named else ""
@@ -570,6 +589,10 @@ def _running_step(view: OperationView) -> str:
         if step.status is StepStatus.RUNNING:
             return step.name + (f" on {step.node}" if step.node else "")
     return view.kind
+
+
+def _clock_text(wall: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(wall))
 
 
 def _num(value: float | None, unit: str) -> str:

@@ -90,7 +90,8 @@ class SshBackend:
         self._shown_log = self._engine_log
         self._timeline_dirty = False
         self._watch: asyncio.Task[Any] | None = None
-        self._ray_watch: asyncio.Task[Any] | None = None
+        #: Ray's node list and the head's reach of the other nodes, watched while the engine runs.
+        self._evidence: list[asyncio.Task[Any]] = []
         self._log_source = "vllm"
         self._side_follower: asyncio.Task[Any] | None = None
         #: How commands run on the head (docker or host); the process check runs every serving poll.
@@ -412,14 +413,32 @@ class SshBackend:
             await self._operation("restart")
 
     def _ray_watch_follows(self) -> None:
-        """Ray's node list is watched while it is evidence (a running engine, no operation)."""
+        """Ray's node list and the head's reach are watched while they are evidence (a running engine,
+        no operation)."""
         wanted = self.truth.watching_ray and self.controller is not None
-        if wanted and (self._ray_watch is None or self._ray_watch.done()):
-            assert self.controller is not None
-            self._ray_watch = self._spawn(self.controller.watch_ray(self._on_ray, interval=RAY_INTERVAL))
-        elif not wanted and self._ray_watch is not None:
-            self._ray_watch.cancel()
-            self._ray_watch = None
+        if wanted and not self._evidence:
+            self._evidence = self._start_evidence_watches()
+        elif not wanted and self._evidence:
+            for task in self._evidence:
+                task.cancel()
+            self._evidence = []
+
+    def _start_evidence_watches(self) -> list[asyncio.Task[Any]]:
+        """Ray's node list and the head's reach of each other node, as the state machine's evidence."""
+        from sparktui.remote.peer_watch import reach_argv, watch_peers
+
+        assert self.controller is not None
+        head = self.config.head
+        peers = [(n.name, n.address, n.port or 22) for n in self.config.nodes if n.name != head.name]
+        tasks = [self._spawn(self.controller.watch_ray(self._on_ray, interval=RAY_INTERVAL))]
+        if peers:
+            argv = reach_argv(head.python, peers, RAY_INTERVAL)
+            tasks.append(self._spawn(watch_peers(self._head_transport(), argv, self._on_peer)))
+        return tasks
+
+    def _on_peer(self, node: str, reachable: bool) -> None:
+        self.truth.peer(node, reachable)
+        self._sync()
 
     def _on_ray(self, state: RayState) -> None:
         self.truth.ray(state)
