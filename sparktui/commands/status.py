@@ -127,8 +127,13 @@ async def gather_status(config: SparkConfig, *, timeout: float = DEFAULT_TIMEOUT
             # Discovery would only wait out the same dead link again.
             report["engine"] = {"error": f"unknown: the head ({config.head.name}) is unreachable"}
         else:
+            links = {n["name"]: (n["ssh"] or {}).get("phase", "") for n in nodes}
+            for n in nodes:
+                if not n["reachable"]:
+                    # Discovery would wait out its dead link again: it finds it closed and names it.
+                    await transports[n["name"]].close()
             try:
-                report["engine"] = await asyncio.wait_for(engine_status(config, transports), timeout)
+                report["engine"] = await asyncio.wait_for(engine_status(config, transports, links), timeout)
             except (TransportError, TimeoutError) as exc:
                 report["engine"] = {"error": str(exc) or f"no answer within {timeout:.0f} s"}
     finally:

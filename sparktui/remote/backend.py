@@ -425,11 +425,11 @@ class SshBackend:
 
     def _start_evidence_watches(self) -> list[asyncio.Task[Any]]:
         """Ray's node list and the head's reach of each other node, as the state machine's evidence."""
-        from sparktui.remote.peer_watch import reach_argv, watch_peers
+        from sparktui.remote.peer_watch import peers_of, reach_argv, watch_peers
 
         assert self.controller is not None
         head = self.config.head
-        peers = [(n.name, n.address, n.port or 22) for n in self.config.nodes if n.name != head.name]
+        peers = peers_of(self.config)
         tasks = [self._spawn(self.controller.watch_ray(self._on_ray, interval=RAY_INTERVAL))]
         if peers:
             argv = reach_argv(head.python, peers, RAY_INTERVAL)

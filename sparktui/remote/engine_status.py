@@ -3,11 +3,13 @@ head's vLLM log has reached."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.engine_state import EngineTruth
+from sparktui.domain.events import EngineState
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.remote.engine import EngineController
 from sparktui.remote.transport import Transport, TransportError
@@ -57,13 +59,15 @@ def _stage_json(snap: TimelineSnapshot) -> dict[str, Any]:
     }
 
 
-async def engine_status(config: SparkConfig, transports: Mapping[str, Transport]) -> dict[str, Any]:
-    """Discovery, the log and Ray's node list, judged by the engine state machine as one reading."""
+async def engine_status(config: SparkConfig, transports: Mapping[str, Transport],
+                        links: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Discovery, the log and Ray's node list, judged by the engine state machine as one reading.
+    ``links``: each node's SSH link phase as seen before (default: the transports' phase now)."""
     controller = EngineController(config, transports)
     found = await controller.discover()
     truth = EngineTruth.from_config(config)
     for name, transport in transports.items():
-        truth.link(name, transport.state.phase.value)
+        truth.link(name, (links or {}).get(name) or transport.state.phase.value)
     out: dict[str, Any] = found.to_json()
     head = config.head.name
     vllm = found.vllm.get(head)
@@ -82,6 +86,14 @@ async def engine_status(config: SparkConfig, transports: Mapping[str, Transport]
     # status sends no completion: the log's "Application startup complete" is taken as ready.
     truth.verified(None)
     truth.ray(found.ray, settled=True)
+    if truth.state is EngineState.READY and head not in found.unreachable:
+        from sparktui.remote.peer_watch import reach_once
+
+        # Ray takes 30-40 s to declare a cut node dead: the head's own reach says it sooner.
+        with contextlib.suppress(TransportError):
+            for name, ok in (await reach_once(config, transports[head])).items():
+                truth.peer(name, ok)
+        truth.tick()
     out["state"] = truth.state.value
     out["detail"] = truth.detail
     return out

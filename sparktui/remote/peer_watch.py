@@ -14,16 +14,18 @@ import contextlib
 import json
 from collections.abc import Callable, Sequence
 
+from sparktui.config import SparkConfig
 from sparktui.domain.logs import LineSplitter
 from sparktui.remote.transport import Transport, TransportError
 
-#: Runs on the head: argv = interval, then ``name=ip:port`` items; prints {"name": true|false} per round.
+#: Runs on the head: argv = interval, rounds (0: until killed), then ``name=ip:port`` items; prints
+#: {"name": true|false} per round.
 REACH_PY = r"""
-import errno, json, socket, sys, time
-interval = float(sys.argv[1])
-peers = [(a.split("=", 1)[0], a.split("=", 1)[1].rsplit(":", 1)) for a in sys.argv[2:]]
+import errno, itertools, json, socket, sys, time
+interval, rounds = float(sys.argv[1]), int(sys.argv[2])
+peers = [(a.split("=", 1)[0], a.split("=", 1)[1].rsplit(":", 1)) for a in sys.argv[3:]]
 answered = (errno.ECONNREFUSED, errno.ECONNRESET)
-while True:
+for n in itertools.count(1):
     t0 = time.monotonic()
     out = {}
     for name, (ip, port) in peers:
@@ -37,13 +39,34 @@ while True:
         finally:
             s.close()
     print(json.dumps(out), flush=True)
+    if n == rounds:
+        break
     time.sleep(max(0.0, interval - (time.monotonic() - t0)))
 """
 
 
-def reach_argv(python: str, peers: Sequence[tuple[str, str, int]], interval: float) -> list[str]:
+def reach_argv(python: str, peers: Sequence[tuple[str, str, int]], interval: float,
+               rounds: int = 0) -> list[str]:
     """``peers``: (name, ip, port) of every node but the head."""
-    return [python, "-c", REACH_PY, f"{interval:g}", *(f"{name}={ip}:{port}" for name, ip, port in peers)]
+    return [python, "-c", REACH_PY, f"{interval:g}", str(rounds),
+            *(f"{name}={ip}:{port}" for name, ip, port in peers)]
+
+
+def peers_of(config: SparkConfig) -> list[tuple[str, str, int]]:
+    """Every node but the head, at its Ray address (the SSH port: open on the node, refused is fine)."""
+    return [(n.name, n.address, n.port or 22) for n in config.nodes if n.name != config.head.name]
+
+
+async def reach_once(config: SparkConfig, transport: Transport) -> dict[str, bool]:
+    """One round from the head (``status``); empty when the head did not answer."""
+    peers = peers_of(config)
+    if not peers:
+        return {}
+    res = await transport.run(reach_argv(config.head.python, peers, 1.0, rounds=1), timeout=20)
+    with contextlib.suppress(ValueError, AttributeError):
+        lines = res.stdout.strip().splitlines()
+        return {str(k): bool(v) for k, v in json.loads(lines[-1]).items()} if lines else {}
+    return {}
 
 
 async def watch_peers(transport: Transport, argv: Sequence[str],
