@@ -122,7 +122,7 @@ async def test_raylet_killed_after_ready_is_degraded_then_a_request_fails_it_aft
         assert f"Ray lost spark2 ({bed.ip('spark2')})" in change.detail
         code, report = await status_json(path)
         assert report["engine"]["state"] == "degraded" and "spark2" in report["engine"]["detail"]
-        assert code == 3
+        assert code == 4
 
         # A request finds the worker gone: the engine dies, and that is a failure after ready.
         config = backend.config

@@ -66,8 +66,8 @@ def test_exit_status_says_when_the_engine_cannot_serve() -> None:
               "hostname": "spark1", "kernel": "6.11", "uptime_seconds": 60.0}]
     report = {"cluster": "c", "all_reachable": True, "nodes": nodes,
               "engine": {"state": "degraded", "detail": "degraded: Ray lost spark2 (10.0.0.2) at 10:02:13"}}
-    assert exit_code(report) == 3
+    assert exit_code(report) == 4
     assert "engine: degraded — degraded: Ray lost spark2" in render(report)
-    assert exit_code({**report, "engine": {"state": "wedged", "detail": "wedged: …"}}) == 3
+    assert exit_code({**report, "engine": {"state": "wedged", "detail": "wedged: …"}}) == 4
     assert exit_code({**report, "engine": {"state": "ready", "detail": ""}}) == 0
     assert exit_code({**report, "all_reachable": False}) == 1

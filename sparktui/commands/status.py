@@ -21,7 +21,7 @@ DEFAULT_TIMEOUT = 20.0
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = ("exit status: 0 every node answered, 1 some node did not, 2 no usable config, "
-                     "3 the engine was ready and cannot serve now (degraded or wedged)")
+                     "4 the engine was ready and cannot serve now (degraded or wedged)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"give up on a node after this long (default {DEFAULT_TIMEOUT:.0f})")
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(report)
 
 
-#: Engine states in which an engine that was ready cannot serve (exit status 3).
+#: Engine states in which an engine that was ready cannot serve (exit status 4).
 CANNOT_SERVE = ("degraded", "wedged")
 
 
@@ -50,7 +50,7 @@ def exit_code(report: dict[str, Any]) -> int:
         return 1
     engine = report.get("engine")
     if isinstance(engine, dict) and engine.get("state") in CANNOT_SERVE:
-        return 3
+        return 4
     return 0
 
 
