@@ -181,6 +181,10 @@ class ServingConfig(_Model):
     health_fail_seconds: Annotated[float, Field(gt=0, strict=False)] = 15.0
     auto_restart: bool = False
     auto_restart_limit: Annotated[int, Field(ge=0)] = 3
+    #: Requests running or waiting while no token is generated this long: the engine is wedged.
+    wedge_seconds: Annotated[float, Field(gt=0, strict=False)] = 60.0
+    #: GPU power below this at high util while tokens are frozen: stuck (GB10 idles near 16-27 W).
+    wedge_power_w: Annotated[float, Field(ge=0, strict=False)] = 30.0
     smoke_prompt: NonEmpty = "Say hello in five words."
     smoke_max_tokens: Annotated[int, Field(ge=1)] = 32
 

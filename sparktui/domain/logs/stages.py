@@ -712,7 +712,7 @@ class Timeline:
             if k is not None:
                 kind, message = k, text
                 break
-        self._failure = (kind, "engine", message, 4)
+        self._failure = (kind, "serving", message, 4)  # after ready: not a start-up stage
         self._failure_confirmed = True
         self._outcome = "failed"
 
