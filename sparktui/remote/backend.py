@@ -41,6 +41,7 @@ from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.logs import Timeline, TimelineSnapshot
 from sparktui.domain.logs.ingest import LogIngest
+from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
 from sparktui.domain.readiness import RestartBudget
 from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
@@ -54,6 +55,9 @@ log = logging.getLogger(__name__)
 FLUSH_INTERVAL = 0.1
 #: Seconds before host facts are asked for again when a node did not answer.
 FACTS_RETRY_SECONDS = 10.0
+#: Engine states in which the memory guard may stop vLLM (starting and serving).
+MEMORY_GUARDED = frozenset({EngineState.STARTING, EngineState.VERIFYING, EngineState.READY,
+                            EngineState.DEGRADED, EngineState.WEDGED})
 
 
 class SshBackend:
@@ -99,6 +103,7 @@ class SshBackend:
         self._stop_steps = frozenset(step.name for step in P.build_stop_plan(config, None).steps)
         #: Set on every (re)connection of a node: its host facts are read again.
         self._connected = {name: asyncio.Event() for name in self.node_names}
+        self._memory_guard = MemoryGuard(config.engine.memory_floor, config.engine.memory_psi_full)
 
     # -- ClusterBackend ----------------------------------------------------------------------------
     async def run(self, sink: EventSink) -> None:
@@ -232,6 +237,25 @@ class SshBackend:
                                            name_prefix=self.config.engine.name_prefix, on_error=on_error,
                                            extra_args=engine_probe_args(self.config.engine)):
             self._post(NodeSampled(name, sample))
+            if self._memory_guard.observe(name, sample, armed=self._state in MEMORY_GUARDED):
+                self._spawn(self._memory_stop(self._memory_guard.tripped))
+
+    async def _memory_stop(self, trip: MemoryTrip | None) -> None:
+        """The memory guard tripped: stop vLLM (after a running start step, if one is), then say why."""
+        if trip is None:
+            return
+        self._post(Notice(trip.message, "error"))
+        while True:
+            try:
+                await self._operation("stop")
+            except OperationRefused as exc:
+                if self.readonly or self.controller is None:
+                    self._post(Notice(f"memory guard: not stopped ({exc})", "error"))
+                    return
+                await asyncio.sleep(0.5)    # a start step is running: stop right after it
+                continue
+            break
+        self._set_engine(EngineState.FAILED, trip.message)
 
     # -- engine: discovery and operations ---------------------------------------------------------
     async def _discover(self) -> None:
@@ -281,6 +305,7 @@ class SshBackend:
                     and self._state is EngineState.STARTING:
                 self._record_run("stopped")
         if kind in ("start", "restart"):
+            self._memory_guard.rearm()
             self._ready_since = None
             self._run_started = time.time()
             self._recorded_run = False

@@ -372,3 +372,19 @@ try:
 except FileNotFoundError:
     sys.exit(3)
 """
+
+#: argv: DROP_CACHES_PATH. Frees the page cache (``engine.drop_caches``) where permitted: as root, else
+#: through passwordless ``sudo -n``; otherwise exit 1 with the reason (the start goes on, warned).
+DROP_CACHES_SH = r"""
+path=$1
+sync
+before=$(awk '/^MemAvailable:/ {print int($2/1048576)}' /proc/meminfo 2>/dev/null)
+if [ -w "$path" ] && (echo 3 > "$path") 2>/dev/null; then how=root
+elif command -v sudo >/dev/null 2>&1 && echo 3 | sudo -n tee "$path" >/dev/null 2>&1; then how=sudo
+else
+    echo "page cache not freed: $path is not writable (needs root or passwordless sudo; engine.drop_caches)"
+    exit 1
+fi
+after=$(awk '/^MemAvailable:/ {print int($2/1048576)}' /proc/meminfo 2>/dev/null)
+echo "page cache freed ($how): MemAvailable ${before:-?} -> ${after:-?} GiB"
+"""
