@@ -272,6 +272,11 @@ def facts_text(facts: dict[str, Any], engine: EngineChanged) -> Text:
         t.append(f"{caption} ", style="dim")
         t.append(f"{value}{unit}", style="bold")
         first = False
+    if facts.get("nccl_verdict"):
+        # The NCCL verdict (sparktui.domain.logs.nccl): RoCE with both HCAs, or the socket fallback.
+        t.append("\n")
+        ok = facts.get("nccl_verdict_level") == "ok"
+        t.append(str(facts["nccl_verdict"]), style="green" if ok else "bold yellow")
     return t
 
 
