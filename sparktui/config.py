@@ -114,6 +114,8 @@ class EngineConfig(_Model):
     #: ``ray start --object-store-memory`` (Ray's own default takes ~30 % of unified memory); 0 leaves
     #: it to Ray. An ``--object-store-memory`` in ``ray_start_args`` wins.
     ray_object_store_memory: ByteSize = ByteSize(4 * 1024**3)
+    #: Lists the GPUs the engine's world sees (in the image for docker): preflight counts them per node.
+    gpu_list_command: tuple[NonEmpty, ...] = Field(default=("nvidia-smi", "-L"), min_length=1, strict=False)
     #: Free the page cache (``echo 3 > /proc/sys/vm/drop_caches``) on every node before a start.
     drop_caches: bool = False
 

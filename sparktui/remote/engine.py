@@ -19,6 +19,7 @@ from typing import Any
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus, StepView
 from sparktui.domain.lifecycle import argv as A
+from sparktui.domain.lifecycle import gpus as G
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle import vllm_help
@@ -455,6 +456,7 @@ class EngineController:
         containers: dict[str, tuple[F.Container, ...]] = {}
         help_text: list[str] = []
         links: dict[str, LinkFacts | str] = {}
+        gpus_needed = {x.name: x.gpus for x in P.expected_nodes(cfg)}
         self._rdma = {}
 
         def add(view: StepView) -> None:
@@ -540,7 +542,14 @@ class EngineController:
                 help_text.append(res.stdout)
                 return _Outcome(StepStatus.OK, f"{len(vllm_help.flags_in_help(res.stdout))} flags known")
 
+            async def gpus() -> _Outcome:
+                res = await self._run(name, before_start(list(e.gpu_list_command)), 120)
+                view = G.check_gpus(name, res.returncode, res.stdout, res.stderr, gpus_needed[name],
+                                    e.runtime == "docker")
+                return _Outcome(view.status, view.message, view.output_tail)
+
             jobs.append(timed("vLLM version", name, version))
+            jobs.append(timed("GPUs", name, gpus))
             if node is cfg.head:
                 jobs.append(timed("vLLM help", name, flags))
             await asyncio.gather(*jobs)
