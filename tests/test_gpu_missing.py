@@ -53,3 +53,15 @@ def test_ray_wait_names_the_worker_whose_gpu_ray_does_not_see() -> None:
     assert "node spark2 (10.0.0.2) has 0 of 1 GPU(s) in Ray" in ready.diagnosis
     assert "--gpus all" in ready.diagnosis and "--num-gpus 1" in ready.diagnosis
     assert "spark1" not in ready.diagnosis
+
+
+def test_docker_counts_with_the_gpus_the_engine_gets() -> None:
+    from sparktui.domain.lifecycle.gpus import gpu_list_docker_argv
+
+    argv = gpu_list_docker_argv("nvcr.io/nvidia/vllm:25.11-py3", ["nvidia-smi", "-L"])
+    assert argv[:2] == ["docker", "run"] and "--gpus" in argv and argv[argv.index("--gpus") + 1] == "all"
+    assert argv[-4:] == ["--entrypoint", "nvidia-smi", "nvcr.io/nvidia/vllm:25.11-py3", "-L"]
+    # Docker without the NVIDIA runtime refuses before nvidia-smi runs: the fix is named.
+    err = 'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].'
+    view = check_gpus("spark2", 125, "", err, 1.0, docker=True)
+    assert view.status is StepStatus.FAILED and "--gpus all" in view.message

@@ -543,7 +543,9 @@ class EngineController:
                 return _Outcome(StepStatus.OK, f"{len(vllm_help.flags_in_help(res.stdout))} flags known")
 
             async def gpus() -> _Outcome:
-                res = await self._run(name, before_start(list(e.gpu_list_command)), 120)
+                cmd = list(e.gpu_list_command)
+                argv = G.gpu_list_docker_argv(e.image, cmd) if e.runtime == "docker" else rt.wrap(cmd)
+                res = await self._run(name, argv, 120)
                 view = G.check_gpus(name, res.returncode, res.stdout, res.stderr, gpus_needed[name],
                                     e.runtime == "docker")
                 return _Outcome(view.status, view.message, view.output_tail)

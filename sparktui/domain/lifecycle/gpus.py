@@ -9,6 +9,7 @@ then fails with "TP size 2 exceeds available GPUs 1"; preflight names it first. 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sparktui.domain.events import StepStatus, StepView
@@ -23,6 +24,13 @@ class GpuListing:
     index: int
     name: str
     uuid: str
+
+
+def gpu_list_docker_argv(image: str, argv: Sequence[str]) -> list[str]:
+    """A throw-away container of the image with the GPUs as the engine's containers get them
+    (``--gpus all``): without the NVIDIA runtime docker itself refuses, which is the fault to name."""
+    return ["docker", "run", "--rm", "--network", "none", "--gpus", "all", "--entrypoint", argv[0], image,
+            *argv[1:]]
 
 
 def parse_gpu_list(text: str) -> list[GpuListing]:
