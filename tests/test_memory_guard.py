@@ -91,3 +91,43 @@ def test_drop_caches_step_tolerated_and_says_why_when_not_permitted(tmp_path: An
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 1 and "page cache not freed" in res.stdout
     assert "root or passwordless sudo" in res.stdout
+
+
+async def test_the_dashboard_backend_stops_vllm_on_a_trip(tmp_path: Any) -> None:
+    import asyncio
+    from pathlib import Path
+
+    from sparktui.config import load_config
+    from sparktui.domain.events import EngineChanged, EngineState, Event, Notice, OperationView
+    from sparktui.domain.history import HistoryStore
+    from sparktui.remote.backend import SshBackend
+
+    class Controller:
+        busy = None
+        stops = 0
+
+        async def stop(self) -> OperationView:
+            self.stops += 1
+            return OperationView("stop", running=False, ok=True, message="stopped")
+
+    events: list[Event] = []
+    backend = SshBackend(load_config(Path(__file__).resolve().parents[1] / "config.toml"),
+                         history=HistoryStore(tmp_path / "runs.jsonl"))
+    backend._sink = events.append
+    controller = Controller()
+    backend.controller = controller  # type: ignore[assignment]
+    backend._set_engine(EngineState.STOPPED)
+    backend._guard_memory("spark2", sample(0, 2))           # stopped: not guarded
+    await asyncio.sleep(0)
+    assert controller.stops == 0
+    backend._set_engine(EngineState.READY, "serving")
+    for t in range(1, 4):
+        backend._guard_memory("spark1", sample(t, 90))
+        backend._guard_memory("spark2", sample(t, 12 - 3 * t))
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+    assert controller.stops == 1
+    last = [e for e in events if isinstance(e, EngineChanged)][-1]
+    assert last.state is EngineState.FAILED
+    assert last.detail.startswith("memory guard: spark2 MemAvailable 3.0 GiB"), last.detail
+    assert any(isinstance(e, Notice) and e.severity == "error" and "spark2" in e.message for e in events)

@@ -43,6 +43,7 @@ from sparktui.domain.logs import Timeline, TimelineSnapshot
 from sparktui.domain.logs.ingest import LogIngest
 from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
 from sparktui.domain.readiness import RestartBudget
+from sparktui.domain.telemetry import Sample
 from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
 from sparktui.remote.host_facts import read_host_facts
@@ -237,8 +238,12 @@ class SshBackend:
                                            name_prefix=self.config.engine.name_prefix, on_error=on_error,
                                            extra_args=engine_probe_args(self.config.engine)):
             self._post(NodeSampled(name, sample))
-            if self._memory_guard.observe(name, sample, armed=self._state in MEMORY_GUARDED):
-                self._spawn(self._memory_stop(self._memory_guard.tripped))
+            self._guard_memory(name, sample)
+
+    def _guard_memory(self, name: str, sample: Sample) -> None:
+        """The memory guard (sparktui.domain.memory_guard) sees every sample; a trip stops vLLM."""
+        if self._memory_guard.observe(name, sample, armed=self._state in MEMORY_GUARDED):
+            self._spawn(self._memory_stop(self._memory_guard.tripped))
 
     async def _memory_stop(self, trip: MemoryTrip | None) -> None:
         """The memory guard tripped: stop vLLM (after a running start step, if one is), then say why."""
