@@ -104,3 +104,16 @@ async def test_socket_warning_in_the_engine_panel() -> None:
         await settle(pilot, app)
         text = str(app.query_one("#engine-facts").render())
         assert "NCCL fell back to sockets (expect ~3 GB/s busbw)" in text, text
+
+
+def test_roce_activity_during_the_start_feeds_the_cross_check() -> None:
+    from sparktui.domain.logs.nccl import RoceActivity
+
+    act = RoceActivity()
+    act.observe("spark1", {"rocep1s0f1": 0, "roceP2p1s0f1": 0}, "config")          # not yet watched
+    act.observe("spark1", {"rocep1s0f1": 10, "roceP2p1s0f1": 10}, "weights")
+    act.observe("spark1", {"rocep1s0f1": 10 + 2 * 1024**3, "roceP2p1s0f1": 11}, "kv_cache")
+    moved = act.moved()
+    assert moved == {"spark1/rocep1s0f1": True, "spark1/roceP2p1s0f1": False}
+    checked = cross_check(NcclVerdict("ok", "NCCL over RoCE, both HCAs"), moved)
+    assert checked is not None and "spark1/roceP2p1s0f1 carried no traffic" in checked.text

@@ -39,7 +39,7 @@ from sparktui.domain.events import (
 from sparktui.domain.history import HistoryStore, format_duration, record_from_timeline
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
-from sparktui.domain.logs import Timeline, TimelineSnapshot
+from sparktui.domain.logs import Timeline, TimelineSnapshot, nccl
 from sparktui.domain.logs.ingest import LogIngest
 from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
 from sparktui.domain.readiness import RestartBudget
@@ -105,6 +105,8 @@ class SshBackend:
         #: Set on every (re)connection of a node: its host facts are read again.
         self._connected = {name: asyncio.Event() for name in self.node_names}
         self._memory_guard = MemoryGuard(config.engine.memory_floor, config.engine.memory_psi_full)
+        #: RoCE traffic during the start, to weigh the log's NCCL verdict (sparktui.domain.logs.nccl).
+        self._roce = nccl.RoceActivity()
 
     # -- ClusterBackend ----------------------------------------------------------------------------
     async def run(self, sink: EventSink) -> None:
@@ -239,6 +241,8 @@ class SshBackend:
                                            extra_args=engine_probe_args(self.config.engine)):
             self._post(NodeSampled(name, sample))
             self._guard_memory(name, sample)
+            self._roce.observe(name, {p.device: (p.rx_bytes_total or 0) + (p.tx_bytes_total or 0)
+                                      for p in sample.rdma if p.active}, self._timeline.snapshot().current)
 
     def _guard_memory(self, name: str, sample: Sample) -> None:
         """The memory guard (sparktui.domain.memory_guard) sees every sample; a trip stops vLLM."""
@@ -436,8 +440,17 @@ class SshBackend:
     def _begin_verify(self) -> None:
         if self._watch is not None and not self._watch.done():
             return
+        self._nccl_cross_check()
         self._set_engine(EngineState.VERIFYING, "health, models, one completion")
         self._watch = self._spawn(self._verify_and_watch())
+
+    def _nccl_cross_check(self) -> None:
+        """At ready: the log's NCCL verdict against the RoCE counters; a disagreement is said once."""
+        said = nccl.verdict(self._timeline.snapshot().facts)
+        checked = nccl.cross_check(said, self._roce.moved())
+        if checked is not None and checked.level == "warning" and (said is None or said.level == "ok"):
+            self._post(Notice(checked.text, "warning"))
+        self._roce.reset()
 
     def _stop_watch(self) -> None:
         if self._watch is not None:

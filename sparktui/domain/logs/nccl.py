@@ -141,3 +141,37 @@ def cross_check(v: NcclVerdict | None, moved: Mapping[str, bool]) -> NcclVerdict
     if v.level == "ok":
         return NcclVerdict("ok", v.text + " (RoCE counters moved on " + ", ".join(sorted(moved)) + ")")
     return v
+
+
+#: Start-up stages in which NCCL moves data between the nodes (the profiling run all-reduces, graph
+#: capture warms the collectives): the RoCE counters must rise on every HCA NCCL uses.
+ACTIVE_STAGES = frozenset({"weights", "compile", "kv_cache", "cuda_graphs", "engine"})
+#: Traffic below this per device over those stages counts as "did not move" (bytes).
+MOVED_BYTES = 64 * 1024**2
+
+
+class RoceActivity:
+    """Per node and RDMA device: the traffic counters (bytes, rx + tx) first and last seen while the start
+    is in :data:`ACTIVE_STAGES`; :meth:`moved` says which rose (``node/device`` → bool)."""
+
+    def __init__(self, min_bytes: int = MOVED_BYTES) -> None:
+        self.min_bytes = min_bytes
+        self._first: dict[str, int] = {}
+        self._last: dict[str, int] = {}
+
+    def reset(self) -> None:
+        self._first.clear()
+        self._last.clear()
+
+    def observe(self, node: str, counters: Mapping[str, int | None], stage: str | None) -> None:
+        if stage not in ACTIVE_STAGES:
+            return
+        for device, value in counters.items():
+            if value is None:
+                continue
+            key = f"{node}/{device}"
+            self._first.setdefault(key, value)
+            self._last[key] = value
+
+    def moved(self) -> dict[str, bool]:
+        return {k: self._last[k] - self._first[k] >= self.min_bytes for k in self._first}
