@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sparktui.domain.keys import key_problems
 
@@ -156,6 +156,19 @@ class EngineConfig(_Model):
     ray_start_args: tuple[str, ...] = Field(default=(), strict=False)
     #: The Python that has Ray (inside the container for ``docker``); runs the cluster-state probe.
     ray_python: tuple[NonEmpty, ...] = Field(default=("python3",), min_length=1, strict=False)
+    #: Memory guard: vLLM is stopped when MemAvailable on any node falls below this while starting or
+    #: serving ("4GiB", "512MiB" or bytes; 0 turns the floor off).
+    memory_floor: ByteSize = ByteSize(4 * 1024**3)
+    #: Memory guard: vLLM is stopped when PSI memory ``full avg10`` (% of time every task stalled on
+    #: memory) reaches this on any node; 0 turns it off.
+    memory_psi_full: Annotated[float, Field(ge=0, le=100, strict=False)] = 20.0
+    #: ``ray start --object-store-memory`` (Ray's own default takes ~30 % of unified memory); 0 leaves
+    #: it to Ray. An ``--object-store-memory`` in ``ray_start_args`` wins.
+    ray_object_store_memory: ByteSize = ByteSize(4 * 1024**3)
+    #: Lists the GPUs the engine's world sees (in the image for docker): preflight counts them per node.
+    gpu_list_command: tuple[NonEmpty, ...] = Field(default=("nvidia-smi", "-L"), min_length=1, strict=False)
+    #: Free the page cache (``echo 3 > /proc/sys/vm/drop_caches``) on every node before a start.
+    drop_caches: bool = False
 
     @field_validator("name_prefix")
     @classmethod

@@ -153,14 +153,16 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
             else:
                 print(f"{kind}: {'done' if view.ok else 'FAILED'}: {view.message}", flush=True)
         if view.ok and getattr(args, "wait", False):
-            from sparktui.remote.engine_wait import wait_until_ready
+            from sparktui.remote.memory_watch import wait_guarded
 
             def stage(label: str) -> None:
                 if not args.json:
                     print(f"[{time.monotonic() - printer.t0:6.1f}s] stage  {label}", flush=True)
 
-            result = await wait_until_ready(controller, timeout=args.timeout, on_stage=stage)
+            result, trip = await wait_guarded(controller, timeout=args.timeout, on_stage=stage)
             report["wait"] = result.to_json()
+            if trip is not None:
+                report["memory_guard"] = trip.to_json()
             if not args.json:
                 print(f"engine: {result.outcome}: {result.detail} ({result.seconds:.1f} s)", flush=True)
             code = 0 if result.outcome == "ready" else 1

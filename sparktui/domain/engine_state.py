@@ -368,6 +368,10 @@ class EngineTruth:
         powers = [d.power_w for d in devices if d.power_w is not None]
         self._gpu[node] = (self.clock(), max(powers) if powers else None, max(utils) if utils else None)
 
+    def memory_stopped(self, detail: str) -> None:
+        """The memory guard stopped vLLM before the host gave out: failed, saying which node and why."""
+        self._set(EngineState.FAILED, detail)
+
     def tick(self) -> None:
         """Time passed: the rules that need "for N seconds" are judged again."""
         self._judge()

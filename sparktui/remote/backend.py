@@ -41,10 +41,12 @@ from sparktui.domain.history import HistoryStore, record_from_timeline
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.lifecycle.ray_state import RayState
-from sparktui.domain.logs import Timeline
+from sparktui.domain.logs import Timeline, nccl
 from sparktui.domain.logs.ingest import LogIngest
+from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
 from sparktui.domain.readiness import RestartBudget
 from sparktui.domain.serving import ServingSnapshot
+from sparktui.domain.telemetry import Sample
 from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
 from sparktui.remote.host_facts import read_host_facts
@@ -59,6 +61,9 @@ FLUSH_INTERVAL = 0.1
 FACTS_RETRY_SECONDS = 10.0
 #: Seconds between readings of Ray's node list while the engine runs (a lost node within 10 s).
 RAY_INTERVAL = 1.0
+#: Engine states in which the memory guard may stop vLLM (starting and serving).
+MEMORY_GUARDED = frozenset({EngineState.STARTING, EngineState.VERIFYING, EngineState.READY,
+                            EngineState.DEGRADED, EngineState.WEDGED})
 
 
 class SshBackend:
@@ -98,6 +103,9 @@ class SshBackend:
         self._head_runtime = P.runtimes(config)[config.head.name]
         #: Set on every (re)connection of a node: its host facts are read again.
         self._connected = {name: asyncio.Event() for name in self.node_names}
+        self._memory_guard = MemoryGuard(config.engine.memory_floor, config.engine.memory_psi_full)
+        #: RoCE traffic during the start, to weigh the log's NCCL verdict (sparktui.domain.logs.nccl).
+        self._roce = nccl.RoceActivity()
 
     # -- ClusterBackend ----------------------------------------------------------------------------
     async def run(self, sink: EventSink) -> None:
@@ -253,6 +261,32 @@ class SshBackend:
                                            extra_args=engine_probe_args(self.config.engine)):
             self._post(NodeSampled(name, sample))
             self.truth.gpu(name, sample)
+            self._guard_memory(name, sample)
+            self._roce.observe(name, {p.device: (p.rx_bytes_total or 0) + (p.tx_bytes_total or 0)
+                                      for p in sample.rdma if p.active}, self._timeline.snapshot().current)
+
+    def _guard_memory(self, name: str, sample: Sample) -> None:
+        """The memory guard (sparktui.domain.memory_guard) sees every sample; a trip stops vLLM."""
+        if self._memory_guard.observe(name, sample, armed=self.truth.state in MEMORY_GUARDED):
+            self._spawn(self._memory_stop(self._memory_guard.tripped))
+
+    async def _memory_stop(self, trip: MemoryTrip | None) -> None:
+        """The memory guard tripped: stop vLLM (after a running start step, if one is), then say why."""
+        if trip is None:
+            return
+        self._post(Notice(trip.message, "error"))
+        while True:
+            try:
+                await self._operation("stop")
+            except OperationRefused as exc:
+                if self.readonly or self.controller is None:
+                    self._post(Notice(f"memory guard: not stopped ({exc})", "error"))
+                    return
+                await asyncio.sleep(0.5)    # a start step is running: stop right after it
+                continue
+            break
+        self.truth.memory_stopped(trip.message)
+        self._sync()
 
     # -- engine: discovery and operations ---------------------------------------------------------
     async def _discover(self) -> None:
@@ -286,6 +320,8 @@ class SshBackend:
             raise OperationRefused("not connected yet")
         if self.controller.busy is not None:
             raise OperationRefused(f"{self.controller.busy} is already running; wait for it to finish")
+        if kind in ("start", "restart"):
+            self._memory_guard.rearm()
         view: OperationView = await getattr(self.controller, kind)()
         self._finish_operation(view)
 
@@ -367,7 +403,16 @@ class SshBackend:
     def _begin_verify(self) -> None:
         if self._watch is not None and not self._watch.done():
             return
+        self._nccl_cross_check()
         self._watch = self._spawn(self._verify_and_watch())
+
+    def _nccl_cross_check(self) -> None:
+        """At ready: the log's NCCL verdict against the RoCE counters; a disagreement is said once."""
+        said = nccl.verdict(self._timeline.snapshot().facts)
+        checked = nccl.cross_check(said, self._roce.moved())
+        if checked is not None and checked.level == "warning" and (said is None or said.level == "ok"):
+            self._post(Notice(checked.text, "warning"))
+        self._roce.reset()
 
     def _stop_watch(self) -> None:
         # Never the task that asks (a crash it reported ends it anyway).

@@ -19,10 +19,12 @@ from typing import Any
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus, StepView
 from sparktui.domain.lifecycle import argv as A
+from sparktui.domain.lifecycle import gpus as G
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle import vllm_help
 from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, classify
+from sparktui.domain.lifecycle.links import LinkFacts, link_argv, link_views
 from sparktui.domain.lifecycle.output import TAIL_LINES, last_json_object, output_tail
 from sparktui.domain.lifecycle.ray_state import (
     ProbeError,
@@ -453,6 +455,8 @@ class EngineController:
         versions: dict[str, str | None] = {}
         containers: dict[str, tuple[F.Container, ...]] = {}
         help_text: list[str] = []
+        links: dict[str, LinkFacts | str] = {}
+        gpus_needed = {x.name: x.gpus for x in P.expected_nodes(cfg)}
         self._rdma = {}
 
         def add(view: StepView) -> None:
@@ -499,7 +503,7 @@ class EngineController:
                 self._rdma[name] = facts[name].dev_infiniband
                 return _Outcome(StepStatus.OK, f"host {facts[name].hostname}")
 
-            jobs = [timed("node facts", name, gather_facts)]
+            jobs = [timed("node facts", name, gather_facts), self._link_facts(name, links)]
             rt = self._runtimes[name]
 
             if e.runtime == "docker":
@@ -538,7 +542,16 @@ class EngineController:
                 help_text.append(res.stdout)
                 return _Outcome(StepStatus.OK, f"{len(vllm_help.flags_in_help(res.stdout))} flags known")
 
+            async def gpus() -> _Outcome:
+                cmd = list(e.gpu_list_command)
+                argv = G.gpu_list_docker_argv(e.image, cmd) if e.runtime == "docker" else rt.wrap(cmd)
+                res = await self._run(name, argv, 120)
+                view = G.check_gpus(name, res.returncode, res.stdout, res.stderr, gpus_needed[name],
+                                    e.runtime == "docker")
+                return _Outcome(view.status, view.message, view.output_tail)
+
             jobs.append(timed("vLLM version", name, version))
+            jobs.append(timed("GPUs", name, gpus))
             if node is cfg.head:
                 jobs.append(timed("vLLM help", name, flags))
             await asyncio.gather(*jobs)
@@ -553,6 +566,8 @@ class EngineController:
             if name == head:
                 add(F.check_ports(name, nf, P.port_roles(cfg)))
             add(F.check_leftovers(name, nf, containers.get(name, ())))
+        for view in link_views(cfg, links):
+            add(view)
         if facts:
             for view in F.check_model(cfg, facts):
                 add(view)
@@ -569,6 +584,14 @@ class EngineController:
             add(StepView("vLLM flags", head, StepStatus.OK if check.ok else StepStatus.FAILED,
                          message=check.message(self.vllm_version)))
         return summary
+
+    async def _link_facts(self, name: str, into: dict[str, LinkFacts | str]) -> None:
+        """The cable's facts for preflight's link checks (``LINK_PY``); a reason string when unreadable."""
+        try:
+            res = await self._run(name, link_argv(self.config, self.config.node(name)), 60)
+            into[name] = LinkFacts.parse(res.stdout) if res.ok else _failure_text(res)
+        except (TransportError, ValueError) as exc:
+            into[name] = str(exc)
 
     # -- helpers -----------------------------------------------------------------------------------
     def _reap(self, proc: RemoteProcess) -> None:

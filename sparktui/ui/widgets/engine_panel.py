@@ -294,6 +294,11 @@ def facts_text(facts: dict[str, Any], engine: EngineChanged, width: int = 0) -> 
                 used += 3
         t.append_text(item)
         used += item.cell_len
+    if facts.get("nccl_verdict"):
+        # The NCCL verdict (sparktui.domain.logs.nccl): RoCE with both HCAs, or the socket fallback.
+        t.append("\n")
+        ok = facts.get("nccl_verdict_level") == "ok"
+        t.append(str(facts["nccl_verdict"]), style="green" if ok else "bold yellow")
     return t
 
 

@@ -9,6 +9,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from sparktui.ui import format as fmt
+from sparktui.ui.readings import NodeReading
 from sparktui.ui.state import NodeState
 from sparktui.ui.widgets.sparkline import ScaledSparkline
 from sparktui.ui.widgets.util import show
@@ -44,7 +45,7 @@ class NodeSummary(Widget):
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         reading = self.node.reading
         cables = len(reading.cables) if reading else 0
-        return 4 + max(1, cables)
+        return 4 + max(1, cables) + (1 if reading is not None and gpu_alert(reading) else 0)
 
     def render(self) -> Text:
         n, width = self.node, max(10, self.size.width)
@@ -79,6 +80,17 @@ class NodeSummary(Widget):
             out.append(f"  {fmt.number(r.gpu_power_w, ' W')}")
             if r.gpu_clock_mhz is not None and width >= 40:
                 out.append(f"  {r.gpu_clock_mhz:.0f} MHz", style="dim")
+            out.append("\n")
+        if gpu_alert(r):
+            # Hidden slow clock states ("nvidia-smi shows nothing"): NVML's clock-event reasons, Xid errors.
+            out.append("clk ", style="bold")
+            if r.gpu_xids:
+                out.append(f"Xid {', '.join(str(x) for x in r.gpu_xids[-3:])}", style="bold white on red")
+                out.append("  ")
+            if r.gpu_clock_events:
+                out.append(", ".join(r.gpu_clock_events), style="bold yellow")
+                if r.gpu_clock_mhz is not None and r.gpu_clock_max_mhz:
+                    out.append(f"  SM {r.gpu_clock_mhz:.0f}/{r.gpu_clock_max_mhz:.0f} MHz", style="yellow")
             out.append("\n")
         out.append("cpu ", style="bold")
         out.append(f"{fmt.percent(r.cpu_percent):>4}")
@@ -140,6 +152,11 @@ def compact_readings(n: NodeState) -> Text:
     if n.stale_seconds is not None:
         t.append(f"  no sample for {fmt.duration(n.stale_seconds)}", style="bold yellow")
     return t
+
+
+def gpu_alert(r: NodeReading) -> bool:
+    """A clock-event reason or an Xid error is active: the panel gives it a line of its own."""
+    return bool(r.gpu_clock_events or r.gpu_xids)
 
 
 def short_rate(rate: str) -> str:
