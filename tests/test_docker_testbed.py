@@ -118,9 +118,13 @@ async def test_preflight_start_chat_stop(docker_testbed: Testbed) -> None:
         assert pre.ok, explain(pre)
         by_name = {(s.name, s.node): s for s in pre.steps}
         assert "image present" in by_name[("preflight: docker", "spark2")].message
-        assert by_name[("preflight: same image", None)].status is StepStatus.OK or any(
-            s.name == "preflight: same image" and s.status is StepStatus.OK for s in pre.steps)
-        assert h.controller.vllm_version == "0.8.3"
+        image_id = bed.docker("spark1", "image", "inspect", "--format", "{{.Id}}", docker_image.IMAGE).stdout
+        for node in bed.names:
+            assert by_name[("preflight: same image", node)].message == f"image {image_id.strip()}"
+            assert by_name[("preflight: vLLM version", node)].message == "vLLM 0.8.3"
+            assert by_name[("preflight: model files", node)].status is StepStatus.OK
+        assert "flags known" in by_name[("preflight: vLLM help", "spark1")].message
+        assert by_name[("preflight: vLLM flags", "spark1")].status is StepStatus.OK
 
         await start_ready(h)
         names = {n: [c.split()[0] for c in containers(bed, n)] for n in bed.names}
