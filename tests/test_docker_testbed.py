@@ -12,8 +12,14 @@ shared by the module (``docker_testbed``): every test leaves both hosts clean.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +31,7 @@ from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
 from sparktui.remote.engine_wait import wait_until_ready
 from sparktui.remote.transport import Transport
+from tests.cli_helpers import REPO, run_sparktui
 from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
 from tests.testbed import Testbed, docker_image
 
@@ -64,6 +71,20 @@ def processes(bed: Testbed, name: str) -> list[str]:
     """Ray / vLLM / sparktui helper processes on a host (containers included), seen from outside."""
     out = bed.exec(name, ["ps", "-eo", "pid=,args="]).stdout
     return [line.strip() for line in out.splitlines() if OURS.search(line)]
+
+
+#: sparktui's node-side helpers (not the engine): they must end with the channel that started them.
+HELPERS = re.compile(r"RAYPROBE|def frame\(|sparktui-(stop|state)|docker exec")
+
+
+def helpers_left(bed: Testbed, within: float = 10.0) -> list[str]:
+    """The helper processes still there after ``within`` s (on both hosts, containers included)."""
+    deadline = time.monotonic() + within
+    while True:
+        left = [f"{n}: {line[:160]}" for n in bed.names for line in processes(bed, n) if HELPERS.search(line)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
 
 
 def assert_clean(bed: Testbed) -> None:
@@ -141,3 +162,69 @@ async def test_preflight_start_chat_stop(docker_testbed: Testbed) -> None:
         assert stop.ok, explain(stop)
         assert_clean(bed)
         assert (await h.controller.discover()).state is EngineState.STOPPED
+
+
+def spawn_sparktui(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "sparktui", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def read_until(proc: subprocess.Popen[str], needle: str, timeout: float) -> str:
+    """The process's output up to the first line containing ``needle`` (fails after ``timeout``)."""
+    assert proc.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return "".join(seen)
+    raise AssertionError(f"no {needle!r} in {timeout:.0f} s:\n{''.join(seen)}")
+
+
+async def test_restarts_reattach_and_no_helper_outlives_its_channel(docker_testbed: Testbed,
+                                                                    tmp_path: Path) -> None:
+    bed = docker_testbed
+    config = bed.write_config(tmp_path / "config.toml", **docker_overrides(bed))
+    c = ("--config", str(config))
+    async with harness(bed) as h:
+        # A `start --wait` killed with SIGKILL while it waits: the engine runs on, its helpers end.
+        start = spawn_sparktui(*c, "start", "--wait")
+        try:
+            read_until(start, "vllm serve: vLLM started detached", 240)
+            read_until(start, "stage", 60)
+        finally:
+            start.send_signal(signal.SIGKILL)
+            start.wait()
+        assert helpers_left(bed) == []
+        result = await wait_until_ready(h.controller, timeout=180)
+        assert result.outcome == "ready", result.detail
+        assert helpers_left(bed) == []
+
+        for _ in range(3):
+            view = await h.controller.restart(preflight=False)
+            assert view.ok, explain(view)
+            result = await wait_until_ready(h.controller, timeout=180)
+            assert result.outcome == "ready", result.detail
+            assert helpers_left(bed) == []
+
+        # A new sparktui process re-attaches to the running engine.
+        status = run_sparktui(*c, "status", "--json", timeout=120)
+        engine = json.loads(status.stdout)["engine"]
+        assert engine["state"] == "ready" and engine["vllm"]["spark1"]["status"] == "running", engine
+        assert helpers_left(bed) == []
+
+        # `logs -f` killed: its follower on the head ends although the log is not written any more.
+        follow = spawn_sparktui(*c, "logs", "-f")
+        try:
+            read_until(follow, "Application startup complete.", 60)
+        finally:
+            follow.send_signal(signal.SIGKILL)
+            follow.wait()
+        assert helpers_left(bed) == []
+
+        stop = await h.controller.stop()
+        assert stop.ok, explain(stop)
+        assert_clean(bed)

@@ -170,10 +170,9 @@ class EngineController:
     async def ray_state_once(self, timeout: float = 20.0) -> RayState | None:
         """One reading of Ray's node list from the head (``None`` if Ray does not answer)."""
         rt = self._runtimes[self.config.head.name]
-        argv = P.probe_argv(self.config, rt, 0.0, count=1)
+        argv = P.probe_argv(self.config, rt, 0.0, count=1, until_stdin_closes=False, timeout=timeout)
         try:
-            res = await self._run(self.config.head.name, ["timeout", "-k", "3", str(int(timeout)), *argv],
-                                  timeout + 5)
+            res = await self._run(self.config.head.name, argv, timeout + 5)
             return last_probe_state(res.stdout)
         except (TransportError, ProbeError):
             return None

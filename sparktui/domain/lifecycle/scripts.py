@@ -231,11 +231,34 @@ if path:
 print(json.dumps(out))
 """
 
-#: argv: ADDRESS NODE_IP INTERVAL COUNT. Connects to the Ray cluster once and prints one
+#: The start of the streaming helpers (Ray probe, log follower): with ``stdin`` as their last argument they
+#: end as soon as their stdin reaches EOF — when the channel that started them closes, or the sparktui that
+#: opened it dies. A write to a closed channel is not enough: under ``docker exec`` the container's shim
+#: holds the output open (the docker client dies, the helper never sees a broken pipe), and a follower of a
+#: quiet log writes nothing for hours. ``docker exec -i`` carries the EOF into the container.
+_STDIN_WATCH_PY = r"""
+import os, sys, threading
+
+def _until_stdin_closes():
+    def watch():
+        try:
+            while os.read(0, 65536):
+                pass
+        except OSError:
+            pass
+        os._exit(0)
+    threading.Thread(target=watch, daemon=True).start()
+
+if sys.argv[-1] == "stdin":
+    sys.argv.pop()
+    _until_stdin_closes()
+"""
+
+#: argv: ADDRESS NODE_IP INTERVAL COUNT [stdin]. Connects to the Ray cluster once and prints one
 #: ``RAYPROBE {json}`` line per INTERVAL (``ray.nodes()``: the same keys in Ray 2.9 … 2.60), COUNT times
 #: at most; it also ends when the channel closes (the next print fails). ``RAYPROBE_ERROR {json}`` when
 #: Ray cannot be imported or joined.
-RAY_PROBE_PY = r"""
+RAY_PROBE_PY = _STDIN_WATCH_PY + r"""
 import json, logging, os, sys, time
 addr, ip, interval, count = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -263,11 +286,11 @@ for _ in range(count):
     time.sleep(interval)
 """
 
-#: argv: PATH OFFSET INODE POLL. Streams a growing file as frames on stdout: ``D <n>\n`` + n bytes of
+#: argv: PATH OFFSET INODE POLL [stdin]. Streams a growing file as frames on stdout: ``D <n>\n`` + n bytes of
 #: data, ``R <inode>\n`` when the file is (or became) another file than INODE (offset restarts at 0:
 #: a new engine run), ``W 0\n`` while the file does not exist. Resuming with the last OFFSET and INODE
 #: after a dropped connection therefore loses and repeats nothing. Ends when its channel closes.
-FOLLOW_PY = r"""
+FOLLOW_PY = _STDIN_WATCH_PY + r"""
 import os, sys, time
 path, offset, ino, poll = os.path.expanduser(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 out = sys.stdout.buffer
