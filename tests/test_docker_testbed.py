@@ -216,6 +216,13 @@ async def test_restarts_reattach_and_no_helper_outlives_its_channel(docker_testb
         assert engine["state"] == "ready" and engine["vllm"]["spark1"]["status"] == "running", engine
         assert helpers_left(bed) == []
 
+        # `start` on the running engine: it is the current run, not leftovers; --wait attaches to it.
+        again = run_sparktui(*c, "start", "--wait", timeout=180)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "start: done: already running (vLLM running (spark1 pid" in again.stdout
+        assert "engine: ready" in again.stdout
+        assert helpers_left(bed) == []
+
         # `logs -f` killed: its follower on the head ends although the log is not written any more.
         follow = spawn_sparktui(*c, "logs", "-f")
         try:

@@ -112,7 +112,11 @@ class EngineController:
 
     async def start(self, *, preflight: bool = True) -> OperationView:
         async with self._exclusive("start"):
-            return await self._start(self._tracker("start"), preflight=preflight)
+            tracker = self._tracker("start")
+            attached = await self._attach_running(tracker)
+            if attached is not None:
+                return attached
+            return await self._start(tracker, preflight=preflight)
 
     async def stop(self) -> OperationView:
         async with self._exclusive("stop"):
@@ -246,6 +250,21 @@ class EngineController:
                                   + (f" on {failed.node}" if failed.node else "") + f": {failed.message}")
         where = self.log_path()
         return tracker.finish(True, f"vLLM launched; log: {self.config.head.name}:{where}")
+
+    async def _attach_running(self, tracker: _Tracker) -> OperationView | None:
+        """``start`` on an engine that runs already (e.g. left by a killed ``start --wait``): it is the
+        current run, not leftovers — say so and leave it running (``--wait`` then follows it)."""
+        idx = tracker.add(StepView(name="running engine", node=self.config.head.name,
+                                   status=StepStatus.RUNNING))
+        t0 = time.monotonic()
+        found = await self.discover(ray=False)
+        seconds = round(time.monotonic() - t0, 3)
+        if not found.running:
+            tracker.update(idx, status=StepStatus.OK, message="none: starting", seconds=seconds)
+            return None
+        tracker.update(idx, status=StepStatus.OK, message=found.detail, seconds=seconds)
+        return tracker.finish(True, f"already running ({found.detail}): attached, nothing started; "
+                              "`sparktui restart` starts it afresh")
 
     async def _stop_finished(self, tracker: _Tracker) -> OperationView:
         view = await self._stop(tracker)

@@ -93,30 +93,46 @@ HOME_SH = r'printf "%s" "$HOME"'
 
 # ---- python (the node's python3; standard library only) ---------------------------------------------
 #: The start of TAGGED_PY and FACTS_PY: ``ours(tag)`` is {pid: command line} of the live processes whose
-#: environment carries SPARKTUI_TAG=<tag> (Ray daemons, Ray workers, vLLM: they all inherit it), this
-#: script and zombies left out.
+#: environment carries SPARKTUI_TAG=<tag> (Ray daemons, Ray workers, vLLM: they all inherit it) and of
+#: their descendants, this script and zombies left out. Descendants count because a tag can vanish: Ray's
+#: agents (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``) rewrite their command line over their
+#: environment (setproctitle), but they stay children of the tagged raylet.
 _OURS_PY = r"""
 import os
 
 def ours(tag):
     needle = ("SPARKTUI_TAG=" + tag).encode()
     me = os.getpid()
-    found = {}
+    parent = {}
+    tagged = set()
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == me:
             continue
         try:
-            with open("/proc/%s/environ" % d, "rb") as f:
-                if needle not in f.read().split(b"\0"):
-                    continue
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").strip().decode("utf-8", "replace")
             with open("/proc/%s/stat" % d) as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
+                fields = f.read().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":
+                continue
+            parent[int(d)] = int(fields[1])
+            with open("/proc/%s/environ" % d, "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    tagged.add(int(d))
+        except (OSError, ValueError, IndexError):
+            continue
+    grew = True
+    while grew:
+        grew = False
+        for pid, ppid in parent.items():
+            if ppid in tagged and pid not in tagged and pid != me:
+                tagged.add(pid)
+                grew = True
+    found = {}
+    for pid in tagged:
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                found[pid] = f.read().replace(b"\0", b" ").strip().decode("utf-8", "replace")
         except OSError:
             continue
-        if state != "Z":
-            found[int(d)] = cmd
     return found
 """
 
