@@ -235,3 +235,93 @@ async def test_restarts_reattach_and_no_helper_outlives_its_channel(docker_testb
         stop = await h.controller.stop()
         assert stop.ok, explain(stop)
         assert_clean(bed)
+
+
+def failures_on(view: OperationView, node: str) -> dict[str, str]:
+    return {s.name: s.message for s in view.steps if s.node == node and s.status is StepStatus.FAILED}
+
+
+async def test_preflight_names_the_node_and_the_cause(docker_testbed: Testbed) -> None:
+    bed = docker_testbed
+    image = docker_image.IMAGE
+    async with harness(bed) as h:
+        # The image missing on the worker: start refused before anything runs.
+        bed.docker("spark2", "tag", image, "keep:1")
+        bed.docker("spark2", "rmi", image)
+        try:
+            view = await h.new_controller().start()
+            assert not view.ok
+            failed = failures_on(view, "spark2")
+            assert failed["preflight: docker"] == (
+                f"image {image} is not on spark2: copy it from spark1 (`docker save {image} | ssh spark2 "
+                f"docker load`) or `docker pull {image}` there"), failed
+            version = ("preflight: vLLM version", "spark2")
+            asked = {s.status for s in view.steps if (s.name, s.node) == version}
+            assert asked == {StepStatus.SKIPPED}
+            assert_clean(bed)
+
+            # Another image under the same name on the worker.
+            bed.exec("spark2", ["env", "DOCKER_BUILDKIT=0", "docker", "build", "-q", "-t", image, "-"],
+                     input="FROM keep:1\nLABEL sparktui.test=other\n", timeout=120, check=True)
+            view = await h.new_controller().preflight()
+            ids = {n: bed.docker(n, "image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
+                   for n in bed.names}
+            assert ids["spark1"] != ids["spark2"]
+            assert failures_on(view, "spark2")["preflight: same image"] == (
+                f"image {ids['spark2']} differs from {ids['spark1']} on spark1")
+        finally:
+            bed.docker("spark2", "tag", "keep:1", image)
+            bed.docker("spark2", "rmi", "keep:1")
+            bed.docker("spark2", "image", "prune", "-f")
+
+        # The daemon down on the worker.
+        bed.stop_dockerd("spark2")
+        try:
+            view = await h.new_controller().preflight()
+            assert failures_on(view, "spark2")["preflight: docker"].startswith(
+                "the docker daemon is not running (`sudo systemctl start docker`): Cannot connect to the "
+                "Docker daemon at unix:///var/run/docker.sock")
+        finally:
+            bed.start_dockerd("spark2")
+
+        # No docker on the worker at all.
+        bed.hide_command("spark2", "docker")
+        try:
+            view = await h.new_controller().preflight()
+            assert failures_on(view, "spark2")["preflight: docker"] == (
+                "docker is not installed (no `docker` on PATH): install Docker (`apt install docker.io`)")
+        finally:
+            bed.unhide_commands("spark2")
+
+        # The API port taken on the head by another container (host network, as ours).
+        port = str(h.config.engine.api_port)
+        bed.docker("spark1", "run", "-d", "--name", "other-web", "--network", "host",
+                   "--entrypoint", "python3", image, "-m", "http.server", "--bind", "0.0.0.0", port)
+        try:
+            deadline = time.monotonic() + 30
+            probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), 1)"
+            while bed.exec("spark1", ["python3", "-c", probe]).returncode != 0:
+                assert time.monotonic() < deadline, "the other container's server did not listen"
+                time.sleep(0.2)
+            view = await h.new_controller().start()
+            assert not view.ok
+            taken = failures_on(view, "spark1")["preflight: ports free"]
+            assert taken.startswith(f"already in use: {port} (vLLM API)"), taken
+            assert [c for c in containers(bed, "spark1") if c.startswith(PREFIX)] == []
+        finally:
+            bed.docker("spark1", "rm", "-f", "other-web")
+        assert_clean(bed)
+
+
+async def test_a_container_that_exits_under_us_is_named(docker_testbed: Testbed) -> None:
+    bed = docker_testbed
+    async with harness(bed) as h:
+        view = await h.controller.start()
+        assert view.ok, explain(view)
+        bed.docker("spark2", "kill", f"{PREFIX}-ray-spark2")
+        result = await wait_until_ready(h.controller, timeout=180)
+        assert result.outcome == "failed", result
+        assert "spark2" in result.detail, result.detail
+        stop = await h.controller.stop()
+        assert stop.ok, explain(stop)
+        assert_clean(bed)

@@ -23,6 +23,7 @@ from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle import vllm_help
 from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, classify
+from sparktui.domain.lifecycle.docker_diag import docker_problem, image_problem
 from sparktui.domain.lifecycle.output import TAIL_LINES, last_json_object, output_tail
 from sparktui.domain.lifecycle.ray_state import (
     ProbeError,
@@ -520,17 +521,32 @@ class EngineController:
             jobs = [timed("node facts", name, gather_facts)]
             rt = self._runtimes[name]
 
-            if e.runtime == "docker":
+            # The image's vLLM is asked only once docker and the image are there (`docker run` of a missing
+            # image would try a registry, and its error would hide the cause).
+            docker_usable: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            if e.runtime != "docker":
+                docker_usable.set_result(True)
+            else:
                 async def docker() -> _Outcome:
+                    out = _Outcome(StepStatus.FAILED, "the docker check did not finish")
+                    try:
+                        out = await docker_checks()
+                        return out
+                    finally:
+                        docker_usable.set_result(out.status is StepStatus.OK)
+
+                async def docker_checks() -> _Outcome:
                     ver = await self._run(name, A.docker_version(), 30)
                     if not ver.ok:
-                        return _Outcome(StepStatus.FAILED, "docker not usable: " + _failure_text(ver))
+                        why = docker_problem(ver.returncode, ver.stdout, ver.stderr)
+                        return _Outcome(StepStatus.FAILED, why, output_tail(ver.stdout, ver.stderr))
                     img = await self._run(name, A.docker_image_id(e.image), 30)
                     image_ids[name] = img.stdout.strip() if img.ok else None
                     ps = await self._run(name, A.docker_ps(e.name_prefix), 30)
                     containers[name] = F.parse_docker_ps(ps.stdout, e.name_prefix) if ps.ok else ()
                     if not img.ok:
-                        return _Outcome(StepStatus.FAILED, f"image {e.image} not present: `docker pull` it")
+                        return _Outcome(StepStatus.FAILED,
+                                        image_problem(e.image, name, cfg.head.name, img.stdout, img.stderr))
                     return _Outcome(StepStatus.OK, f"docker {ver.stdout.strip()}, image present")
                 jobs.append(timed("docker", name, docker))
 
@@ -538,7 +554,11 @@ class EngineController:
                 # No engine container exists yet: docker asks a throw-away one of the image.
                 return A.docker_run_once(e.image, argv) if e.runtime == "docker" else rt.wrap(argv)
 
+            skipped = _Outcome(StepStatus.SKIPPED, "not run: docker or the image is not usable on this node")
+
             async def version() -> _Outcome:
+                if not await docker_usable:
+                    return skipped
                 res = await self._run(name, before_start(A.vllm_version(e.vllm_command)), 180)
                 versions[name] = vllm_help.parse_version(res.stdout) if res.ok else None
                 if versions[name] is None:
@@ -546,6 +566,8 @@ class EngineController:
                 return _Outcome(StepStatus.OK, f"vLLM {versions[name]}")
 
             async def flags() -> _Outcome:
+                if not await docker_usable:
+                    return skipped
                 every_flag = A.vllm_serve_help(e.vllm_command, "--help=all")
                 res = await self._run(name, before_start(every_flag), 180)
                 if not res.ok or len(vllm_help.flags_in_help(res.stdout)) < 5:

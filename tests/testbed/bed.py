@@ -19,6 +19,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -34,6 +35,8 @@ HOSTINIT = Path(__file__).with_name("hostinit.py")
 #: Stand-ins for the NVIDIA prestart hook and a runc wrapper that clamps memlock (see the files).
 DOCKER_STUBS = Path(__file__).with_name("docker_stubs")
 _DOCKER_TOOLS = ("dockerd", "docker", "containerd", "runc")
+#: The PATH directories ``hide_command`` covers (/bin and /sbin are links to them on Debian 12).
+_PATH_DIRS = ("/usr/local/bin", "/usr/bin", "/usr/local/sbin", "/usr/sbin")
 #: All test beds live under this directory (one sub-directory per run id) unless overridden.
 DEFAULT_ROOT = Path("/var/tmp/sparktui-testbed")
 ROOT_ENV = "SPARKTUI_TESTBED_ROOT"
@@ -680,6 +683,30 @@ class Testbed:
             raise TestbedError(f"{name}: docker {' '.join(args)} failed ({res.returncode}): "
                                f"{res.stderr.strip()}")
         return res
+
+    def hide_command(self, name: str, command: str) -> None:
+        """Make ``command`` vanish from host ``name`` as if it were not installed: each PATH directory that
+        has it gets an overlay (in the host's own mount namespace) whose whiteout hides it."""
+        for n, directory in enumerate(_PATH_DIRS):
+            if not Path(directory, command).exists():
+                continue
+            base = self.host(name).path / f"hide-{command}-{n}"
+            (base / "upper").mkdir(parents=True, exist_ok=True)
+            (base / "work").mkdir(exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mknod(base / "upper" / command, 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+            res = self.exec(name, ["mount", "-t", "overlay", "overlay", "-o",
+                                   f"lowerdir={directory},upperdir={base / 'upper'},workdir={base / 'work'}",
+                                   directory])
+            if res.returncode != 0:
+                raise TestbedError(f"{name}: hiding {directory}/{command} failed: {res.stderr.strip()}")
+
+    def unhide_commands(self, name: str) -> None:
+        """Undo ``hide_command`` on host ``name``."""
+        for base in sorted(self.host(name).path.glob("hide-*-*")):
+            directory = _PATH_DIRS[int(base.name.rsplit("-", 1)[1])]
+            self.exec(name, ["umount", directory])
+            shutil.rmtree(base, ignore_errors=True)
 
     def _stop_docker(self, problems: list[str]) -> None:
         """Containers first (their processes sit in other PID namespaces), then each dockerd."""
