@@ -325,3 +325,34 @@ async def test_a_container_that_exits_under_us_is_named(docker_testbed: Testbed)
         stop = await h.controller.stop()
         assert stop.ok, explain(stop)
         assert_clean(bed)
+
+
+async def test_dashboard_s_to_ready_and_x_to_stopped(docker_testbed: Testbed, tmp_path: Path) -> None:
+    from sparktui.domain.history import HistoryStore
+    from sparktui.remote.backend import SshBackend
+    from sparktui.ui.app import SparkApp
+    from tests.test_app_testbed import wait_until
+
+    bed = docker_testbed
+    make_model_dirs(bed)
+    config = docker_config(bed)
+    backend = SshBackend(config, history=HistoryStore(tmp_path / "runs.jsonl"))
+    app = SparkApp(backend, config.ui, roles={n.name: n.role for n in config.nodes},
+                   cluster_name=config.cluster.name)
+    async with app.run_test(size=(160, 48)) as pilot:
+        state = app.state
+        await wait_until(pilot, lambda: all(n.link_phase == "connected" for n in state.nodes.values()), 30,
+                         "both nodes connected")
+        await wait_until(pilot, lambda: state.engine.state is EngineState.STOPPED, 60, "discovered: stopped")
+        await pilot.press("s")
+        await wait_until(pilot, lambda: state.engine.state is EngineState.READY, 240, "ready")
+        assert "ready" in app.export_screenshot().lower()
+        names = {n: [c.split()[0] for c in containers(bed, n)] for n in bed.names}
+        assert names == {"spark1": [f"{PREFIX}-ray-head"], "spark2": [f"{PREFIX}-ray-spark2"]}
+
+        await pilot.press("x")
+        await pilot.pause(0.3)
+        await pilot.press("y")
+        await wait_until(pilot, lambda: state.engine.state is EngineState.STOPPED, 90, "stopped")
+        assert state.operation is not None and state.operation.kind == "stop" and state.operation.ok
+    assert_clean(bed)

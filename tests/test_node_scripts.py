@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from sparktui.domain.lifecycle import scripts as S
+from sparktui.domain.lifecycle.oplock import LockAnswer, LockHolder, refusal
 
 TAG = "sparktui-test/node"
 
@@ -64,3 +65,57 @@ def test_follower_ends_when_its_stdin_closes_on_a_quiet_log(tmp_path: Path) -> N
     assert proc.poll() is None  # following a log nobody writes: nothing to write, still alive
     proc.stdin.close()
     assert proc.wait(timeout=5) == 0
+
+
+def _take(path: Path, holder: LockHolder) -> tuple[subprocess.Popen[bytes], LockAnswer | None]:
+    proc = subprocess.Popen([sys.executable, "-c", S.LOCK_PY, "take", str(path), holder.to_json()],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    return proc, LockAnswer.parse(proc.stdout.readline().decode())
+
+
+def _show(path: Path) -> LockAnswer | None:
+    out = subprocess.run([sys.executable, "-c", S.LOCK_PY, "show", str(path)], capture_output=True, text=True,
+                         timeout=30, check=True).stdout
+    return LockAnswer.parse(out)
+
+
+def test_operation_lock_one_holder_refusal_names_it_clean_release_and_takeover(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "operation.lock"
+    first = LockHolder("restart", "`sparktui restart`", "laptop2", 4242, time.time())
+    second = LockHolder("start", "the dashboard", "desk", 77, time.time())
+    assert _show(path) == LockAnswer("free")
+
+    a, taken = _take(path, first)
+    assert taken == LockAnswer("taken", None)
+    b, refused = _take(path, second)
+    assert refused == LockAnswer("held", first) and b.wait(timeout=10) == 3
+    assert _show(path) == LockAnswer("held", first)
+
+    # A clean release: the next taker finds nobody before it.
+    assert a.stdin is not None
+    a.stdin.write(b"release\n")
+    a.stdin.close()
+    assert a.wait(timeout=10) == 0
+    c, taken = _take(path, second)
+    assert taken == LockAnswer("taken", None)
+
+    # The holder vanished (its channel closed without a release): the lock is free, and the next taker
+    # learns whom it took it from.
+    assert c.stdin is not None
+    c.stdin.close()
+    assert c.wait(timeout=10) == 0
+    assert _show(path) == LockAnswer("free")
+    d, taken = _take(path, first)
+    assert taken == LockAnswer("taken", second)
+    assert d.stdin is not None
+    d.stdin.close()
+    d.wait(timeout=10)
+
+
+def test_lock_holder_in_words() -> None:
+    started = time.mktime((2026, 12, 1, 10, 2, 0, 0, 0, -1))
+    holder = LockHolder("restart", "`sparktui restart`", "laptop2", 4242, started)
+    assert holder.describe() == "restart by `sparktui restart` on laptop2 (pid 4242) since 10:02"
+    assert refusal("start", holder) == ("cannot start: restart by `sparktui restart` on laptop2 (pid 4242) "
+                                        "since 10:02 is running; wait for it to finish")

@@ -114,7 +114,7 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
     printer = ProgressPrinter(quiet=args.json)
     transports = await open_cluster(config)
     try:
-        controller = EngineController(config, transports, on_progress=printer)
+        controller = EngineController(config, transports, on_progress=printer, origin=f"`sparktui {kind}`")
         preflight = not getattr(args, "no_preflight", False)
         if kind == "start":
             view = await controller.start(preflight=preflight)

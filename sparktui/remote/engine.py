@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -19,6 +21,7 @@ from typing import Any
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus, StepView
 from sparktui.domain.lifecycle import argv as A
+from sparktui.domain.lifecycle import oplock as L
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle import vllm_help
@@ -80,8 +83,14 @@ class EngineController:
         config: SparkConfig,
         transports: Mapping[str, Transport],
         on_progress: ProgressCallback | None = None,
+        *,
+        origin: str = "the dashboard",
     ) -> None:
         self.config = config
+        #: Who asks, as the operation lock on the head names it to others ("`sparktui restart`").
+        self.origin = origin
+        #: The takeover of a lock whose holder died, said in the next operation's steps.
+        self._lock_note: str | None = None
         self.transports = dict(transports)
         self.on_progress = on_progress
         #: The operation running now, or the last one.
@@ -221,13 +230,74 @@ class EngineController:
         if self._busy is not None:
             raise OperationRefused(f"cannot {kind}: {self._busy} is running; wait for it to finish")
         self._busy = kind
+        lock: RemoteProcess | None = None
         try:
+            if kind != "preflight":  # preflight changes nothing: it runs beside anyone's operation
+                lock = await self._take_lock(kind)
             yield
         finally:
             self._busy = None
+            self._lock_note = None
+            if lock is not None:
+                await self._release_lock(lock)
+
+    async def _take_lock(self, kind: str) -> RemoteProcess | None:
+        """The operation lock on the head (across processes and machines); ``OperationRefused`` when
+        another sparktui holds it. An unreachable head is no reason to refuse a stop: the lock is then
+        skipped (the operation's own steps say the head is unreachable)."""
+        holder = L.LockHolder(kind, self.origin, socket.gethostname(), os.getpid(), time.time())
+        transport = self.transports[self.config.head.name]
+        try:
+            await self.resolve_homes(quiet=True)
+            proc = await transport.start(L.take_argv(self.config, self.homes or None, holder))
+        except TransportError:
+            return None
+        answer: L.LockAnswer | None = None
+        buf = b""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(30):
+                async for chunk in proc.chunks():
+                    buf += chunk
+                    if b"\n" in buf:
+                        answer = L.LockAnswer.parse(buf.split(b"\n", 1)[0].decode("utf-8", "replace"))
+                        break
+        if answer is not None and answer.status == "taken":
+            if answer.holder is not None:
+                self._lock_note = f"took the operation lock over from {answer.holder.describe()}: it is gone"
+            return proc
+        await self._release_lock(proc)
+        if answer is not None and answer.status == "held":
+            raise OperationRefused(L.refusal(kind, answer.holder))
+        return None  # no answer (an old python, a read-only state dir): go on without the lock
+
+    async def _release_lock(self, proc: RemoteProcess) -> None:
+        """``release`` + EOF (the script empties the file: a clean release), then make sure it ends."""
+        try:
+            await proc.write(b"release\n")
+            await proc.close_stdin()
+            await asyncio.wait_for(proc.wait(), 5.0)
+        except Exception:  # a dead channel frees the lock anyway
+            pass
+        finally:
+            proc.terminate()
+            self._reap(proc)
+
+    async def lock_holder(self) -> L.LockHolder | None:
+        """Who holds the operation lock now (another sparktui's start/stop/restart), if anyone."""
+        try:
+            res = await self._run(self.config.head.name, L.show_argv(self.config, self.homes or None), 20)
+        except TransportError:
+            return None
+        answer = L.LockAnswer.parse(res.stdout.strip().splitlines()[-1]) if res.ok and res.stdout.strip() \
+            else None
+        return answer.holder if answer is not None and answer.status == "held" else None
 
     def _tracker(self, kind: str) -> _Tracker:
-        return _Tracker(kind, self._publish)
+        tracker = _Tracker(kind, self._publish)
+        if self._lock_note:
+            tracker.add(StepView(name="operation lock", node=self.config.head.name, status=StepStatus.WARNING,
+                                 message=self._lock_note))
+        return tracker
 
     def _publish(self, view: OperationView) -> None:
         self.operation = view
