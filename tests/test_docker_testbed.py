@@ -15,6 +15,7 @@ import contextlib
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -328,6 +329,8 @@ async def test_a_container_that_exits_under_us_is_named(docker_testbed: Testbed)
 
 
 async def test_dashboard_s_to_ready_and_x_to_stopped(docker_testbed: Testbed, tmp_path: Path) -> None:
+    from textual.widgets import Button, Static
+
     from sparktui.domain.history import HistoryStore
     from sparktui.remote.backend import SshBackend
     from sparktui.ui.app import SparkApp
@@ -355,4 +358,65 @@ async def test_dashboard_s_to_ready_and_x_to_stopped(docker_testbed: Testbed, tm
         await pilot.press("y")
         await wait_until(pilot, lambda: state.engine.state is EngineState.STOPPED, 90, "stopped")
         assert state.operation is not None and state.operation.kind == "stop" and state.operation.ok
+
+        # Another sparktui's start: shown with its holder, the lifecycle buttons disabled meanwhile.
+        config_file = bed.write_config(tmp_path / "config.toml", **docker_overrides(bed))
+        other = spawn_sparktui("--config", str(config_file), "start")
+        try:
+            held = (f"held by another sparktui: start by `sparktui start` on {socket.gethostname()} "
+                    f"(pid {other.pid})")
+            await wait_until(pilot, lambda: state.operation is not None and state.operation.running
+                             and state.operation.message.startswith(held), 120, "the other start shown")
+            assert app.query_one("#btn-start", Button).disabled
+            assert app.query_one("#btn-stop", Button).disabled
+            shown = str(app.query_one("#operation-steps", Static).render())
+            assert f"start: running — {held}" in shown.replace("\n", " "), shown
+        finally:
+            assert other.wait(timeout=400) == 0
+        await wait_until(pilot, lambda: state.operation is not None and not state.operation.running, 30,
+                         "the other start over")
+        assert not app.query_one("#btn-stop", Button).disabled
+        await wait_until(pilot, lambda: state.engine.state is EngineState.READY, 240,
+                         "ready (started by the other)")
+        await pilot.press("x")
+        await pilot.pause(0.3)
+        await pilot.press("y")
+        await wait_until(pilot, lambda: state.engine.state is EngineState.STOPPED, 90, "stopped again")
+    assert_clean(bed)
+
+
+def test_two_starts_at_once_exactly_one_runs_and_a_dead_holder_is_taken_over(docker_testbed: Testbed,
+                                                                               tmp_path: Path) -> None:
+    bed = docker_testbed
+    make_model_dirs(bed)
+    config = bed.write_config(tmp_path / "config.toml", **docker_overrides(bed))
+    c = ("--config", str(config))
+    me = socket.gethostname()
+    try:
+        first, second = spawn_sparktui(*c, "start"), spawn_sparktui(*c, "start")
+        outs = {p.pid: p.communicate(timeout=400)[0] for p in (first, second)}
+        codes = {p.pid: p.returncode for p in (first, second)}
+        assert sorted(codes.values()) == [0, 3], outs
+        winner = next(pid for pid, code in codes.items() if code == 0)
+        loser = next(pid for pid, code in codes.items() if code == 3)
+        refused = (rf"sparktui start: cannot start: start by `sparktui start` on {re.escape(me)} "
+                   rf"\(pid {winner}\) since \d\d:\d\d is running; wait for it to finish")
+        assert re.search(refused, outs[loser]), outs[loser]
+        engines = [line for n in bed.names for line in processes(bed, n) if "vllm_standin serve" in line]
+        assert len(engines) == 1, engines
+
+        # A stop killed while it holds the lock: the next one takes the lock over and says from whom.
+        killed = spawn_sparktui(*c, "stop")
+        try:
+            read_until(killed, "stop vLLM", 120)
+        finally:
+            killed.send_signal(signal.SIGKILL)
+            killed.wait()
+        stop = run_sparktui(*c, "stop", timeout=300)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        took = (rf"warn +spark1 +operation lock: took the operation lock over from stop by `sparktui stop` "
+                rf"on {re.escape(me)} \(pid {killed.pid}\) since \d\d:\d\d: it is gone")
+        assert re.search(took, stop.stdout), stop.stdout
+    finally:
+        run_sparktui(*c, "stop", timeout=300)
     assert_clean(bed)
