@@ -22,6 +22,7 @@ VERBS: dict[str, str] = {
     "logs": "print the head's vLLM log (--follow to keep streaming)",
     "timeline": "read a vLLM log and print its init-stage timeline, facts and failure",
     "history": "list earlier engine starts with their stage durations",
+    "image": "copy the head's engine image to the nodes that lack it (image sync)",
 }
 #: Verbs that read a file given to them and never the config: no --config in their usage.
 WITHOUT_CONFIG = frozenset({"timeline", "history"})

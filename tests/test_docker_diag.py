@@ -32,7 +32,21 @@ def test_anything_else_keeps_the_last_line() -> None:
 
 def test_image_missing_on_a_worker_says_how_to_copy_it() -> None:
     why = image_problem("img:1", "spark2", "spark1", "", "Error: No such image: img:1\n")
-    assert why == ("image img:1 is not on spark2: copy it from spark1 (`docker save img:1 | ssh spark2 "
-                   "docker load`) or `docker pull img:1` there")
+    assert why == ("image img:1 is not on spark2: `sparktui image sync` copies it from spark1 "
+                   "(or `docker pull img:1` there)")
     assert image_problem("img:1", "spark1", "spark1", "", "Error: No such image: img:1\n").endswith(
         "`docker pull img:1` (or `docker load` it)")
+
+
+def test_image_copy_refuses_a_short_disk_and_reports_progress() -> None:
+    from sparktui.domain.lifecycle.image_copy import NodeImage, disk_refusal, needs_copy, progress_line
+
+    head = NodeImage("spark1", "sha256:a")
+    assert not needs_copy(head, NodeImage("spark2", "sha256:a"))
+    assert needs_copy(head, NodeImage("spark2", None)) and needs_copy(head, NodeImage("spark2", "sha256:b"))
+    assert disk_refusal(NodeImage("spark2", None, 10_000_000_000), 4_000_000_000) is None
+    assert disk_refusal(NodeImage("spark2", None, None), 4_000_000_000) is None
+    why = disk_refusal(NodeImage("spark2", None, 3_000_000_000), 4_000_000_000)
+    assert why == ("spark2: not enough disk for the image: 3,000.0 MB free where docker keeps images, "
+                   "4,800.0 MB needed; free some (`docker system prune`)")
+    assert progress_line("spark2", 50_000_000, 100_000_000, 2.0) == "spark2: 50.0 MB of 100.0 MB (25.0 MB/s)"

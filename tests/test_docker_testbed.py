@@ -254,8 +254,8 @@ async def test_preflight_names_the_node_and_the_cause(docker_testbed: Testbed) -
             assert not view.ok
             failed = failures_on(view, "spark2")
             assert failed["preflight: docker"] == (
-                f"image {image} is not on spark2: copy it from spark1 (`docker save {image} | ssh spark2 "
-                f"docker load`) or `docker pull {image}` there"), failed
+                f"image {image} is not on spark2: `sparktui image sync` copies it from spark1 "
+                f"(or `docker pull {image}` there)"), failed
             version = ("preflight: vLLM version", "spark2")
             asked = {s.status for s in view.steps if (s.name, s.node) == version}
             assert asked == {StepStatus.SKIPPED}
@@ -420,3 +420,30 @@ def test_two_starts_at_once_exactly_one_runs_and_a_dead_holder_is_taken_over(doc
     finally:
         run_sparktui(*c, "stop", timeout=300)
     assert_clean(bed)
+
+
+def test_image_sync_copies_the_heads_image_to_a_node_without_it(docker_testbed: Testbed,
+                                                                 tmp_path: Path) -> None:
+    bed = docker_testbed
+    image = docker_image.IMAGE
+    config = bed.write_config(tmp_path / "config.toml", **docker_overrides(bed))
+    want = bed.docker("spark1", "image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
+    bed.docker("spark2", "rmi", image)  # its only tag: the layers go too
+    try:
+        assert bed.docker("spark2", "image", "inspect", image, check=False).returncode != 0
+        t0 = time.monotonic()
+        done = run_sparktui("--config", str(config), "image", "sync", timeout=900)
+        seconds = time.monotonic() - t0
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert re.search(r"spark2: copied [\d,.]+ MB in [\d.]+ s \([\d,.]+ MB/s\); now " + re.escape(want),
+                         done.stdout), done.stdout
+        progress = r"^spark2: [\d,.]+ MB of [\d,.]+ MB \([\d,.]+ MB/s\)$"
+        assert re.search(progress, done.stdout, re.M), done.stdout
+        assert bed.docker("spark2", "image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == want
+        print(f"image sync: {seconds:.1f} s")
+        again = run_sparktui("--config", str(config), "image", "sync", "--json", timeout=120)
+        report = json.loads(again.stdout)
+        assert report["ok"] and [n["action"] for n in report["nodes"]] == ["same", "same"], report
+    finally:
+        if bed.docker("spark2", "image", "inspect", image, check=False).returncode != 0:
+            bed.docker("spark2", "load", "-q", "-i", str(docker_image.saved_image(bed)), timeout=600)

@@ -38,8 +38,8 @@ def image_problem(image: str, node: str, head: str, stdout: str, stderr: str) ->
     if "No such image" in text or "No such object" in text or not text.strip():
         if node == head:
             return f"image {image} is not on {node}: `docker pull {image}` (or `docker load` it)"
-        return (f"image {image} is not on {node}: copy it from {head} "
-                f"(`docker save {image} | ssh {node} docker load`) or `docker pull {image}` there")
+        return (f"image {image} is not on {node}: `sparktui image sync` copies it from {head} "
+                f"(or `docker pull {image}` there)")
     return f"image {image}: {_last_line(stdout, stderr)}"
 
 
