@@ -356,7 +356,7 @@ async def test_dashboard_s_to_ready_and_x_to_stopped(docker_testbed: Testbed, tm
         await pilot.press("x")
         await pilot.pause(0.3)
         await pilot.press("y")
-        await wait_until(pilot, lambda: state.engine.state is EngineState.STOPPED, 90, "stopped")
+        await wait_until(pilot, lambda: state.engine.state is EngineState.STOPPED, 240, "stopped")
         assert state.operation is not None and state.operation.kind == "stop" and state.operation.ok
 
         # Another sparktui's start: shown with its holder, the lifecycle buttons disabled meanwhile.
@@ -381,7 +381,7 @@ async def test_dashboard_s_to_ready_and_x_to_stopped(docker_testbed: Testbed, tm
         await pilot.press("x")
         await pilot.pause(0.3)
         await pilot.press("y")
-        await wait_until(pilot, lambda: state.engine.state is EngineState.STOPPED, 90, "stopped again")
+        await wait_until(pilot, lambda: state.engine.state is EngineState.STOPPED, 240, "stopped again")
     assert_clean(bed)
 
 
