@@ -131,7 +131,7 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
         down = {name: t.unreachable_message() for name, t in transports.items() if t.unreachable_now()}
         if down and kind in ("start", "restart"):
             return _refuse_unreachable(kind, down, args.json)
-        controller = EngineController(config, transports, on_progress=printer)
+        controller = EngineController(config, transports, on_progress=printer, origin=f"`sparktui {kind}`")
         preflight = not getattr(args, "no_preflight", False)
         if kind == "start":
             view = await controller.start(preflight=preflight)

@@ -200,11 +200,13 @@ class EngineTruth:
         return bool(self.expected) and self.busy is None and self.state in RUNNING
 
     # -- inputs ------------------------------------------------------------------------------------
-    def discovered(self, state: EngineState, detail: str) -> None:
-        """Re-attach discovery's classification (``sparktui.domain.lifecycle.discovery.classify``)."""
+    def discovered(self, state: EngineState, detail: str, *, again: bool = False) -> None:
+        """Re-attach discovery's classification (``sparktui.domain.lifecycle.discovery.classify``).
+        ``again``: a discovery after another sparktui's operation ended — what it left outranks what we
+        believed before it."""
         first = not self.discovered_once
         self.discovered_once = True
-        if self.busy is not None or (not first and self.state not in (EngineState.UNKNOWN,)):
+        if self.busy is not None or (not again and not first and self.state not in (EngineState.UNKNOWN,)):
             return  # an operation (or an earlier discovery) already decided
         snap = self.snapshot
         if state is EngineState.STARTING:

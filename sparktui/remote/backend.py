@@ -17,8 +17,11 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
+import socket
 import time
 from collections.abc import Coroutine, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sparktui.config import SparkConfig
@@ -57,6 +60,8 @@ log = logging.getLogger(__name__)
 
 #: How often batched log records and timeline changes are posted (the UI redraws at about this rate).
 FLUSH_INTERVAL = 0.1
+#: Seconds between looks at the head's operation lock (another sparktui's start/stop/restart).
+LOCK_POLL_INTERVAL = 3.0
 #: Seconds before host facts are asked for again when a node did not answer.
 FACTS_RETRY_SECONDS = 10.0
 #: Seconds between readings of Ray's node list while the engine runs (a lost node within 10 s).
@@ -123,6 +128,7 @@ class SshBackend:
                     group.create_task(self._facts(node.name))
                     group.create_task(self._telemetry(node.name))
                 group.create_task(self._discover())
+                group.create_task(self._watch_lock())
                 group.create_task(self._follow_engine_log())
                 group.create_task(self._flush_loop())
         finally:
@@ -312,6 +318,35 @@ class SshBackend:
             if found.running:
                 self._post(Notice(f"re-attached to the running engine ({found.detail})"))
             return
+
+    async def _watch_lock(self) -> None:
+        """Another sparktui's operation (its lock on the head) is shown as the running operation, which
+        disables the lifecycle buttons; when it ends, what runs now is discovered again."""
+        assert self.controller is not None
+        shown: OperationView | None = None
+        me = (socket.gethostname(), os.getpid())
+        while True:
+            await asyncio.sleep(LOCK_POLL_INTERVAL)
+            if self.controller.busy is not None:
+                continue
+            holder = await self.controller.lock_holder()
+            if holder is not None and (holder.host, holder.pid) == me:
+                continue
+            if holder is not None:
+                view = OperationView(kind=holder.kind, running=True, started=holder.started,
+                                     message=f"held by another sparktui: {holder.describe()}")
+                if shown is None or view.message != shown.message:
+                    shown = view
+                    self._post(OperationChanged(view))
+            elif shown is not None:
+                self._post(OperationChanged(replace(shown, running=False, ok=True,
+                                                    message=shown.message.replace("held by", "done by", 1))))
+                shown = None
+                with contextlib.suppress(TransportError):
+                    found = await self.controller.discover()
+                    if self.controller.busy is None:
+                        self.truth.discovered(found.state, found.detail, again=True)
+                        self._sync()
 
     async def _operation(self, kind: str) -> None:
         if self.readonly:

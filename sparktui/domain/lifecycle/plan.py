@@ -269,14 +269,25 @@ def detached_state_argv(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str
 
 
 def probe_argv(config: SparkConfig, rt: NodeRuntime, seconds: float,
-               interval: float = RAY_POLL_INTERVAL, *, count: int | None = None) -> list[str]:
+               interval: float = RAY_POLL_INTERVAL, *, count: int | None = None,
+               until_stdin_closes: bool = True, timeout: float | None = None) -> list[str]:
     """The Ray probe on the head: a reading every ``interval`` s for about ``seconds`` s (or ``count``
-    readings)."""
+    readings).
+
+    ``until_stdin_closes`` (a streaming probe, started with ``Transport.start``): it ends with its channel
+    (``docker exec -i`` carries the EOF into the container). ``timeout``: a one-shot probe is bounded by
+    ``timeout`` inside the runtime — outside ``docker exec`` it would only kill the docker client.
+    """
     head = config.head.address
     if count is None:
         count = max(1, int(seconds / interval) + 5)
-    return rt.wrap([*config.engine.ray_python, "-c", S.RAY_PROBE_PY,
-                    f"{head}:{config.engine.ray_port}", head, str(interval), str(count)])
+    argv = [*config.engine.ray_python, "-c", S.RAY_PROBE_PY, f"{head}:{config.engine.ray_port}", head,
+            str(interval), str(count)]
+    if until_stdin_closes:
+        argv.append("stdin")
+    if timeout is not None:
+        argv = ["timeout", "-k", "3", str(math.ceil(timeout)), *argv]
+    return rt.wrap(argv, interactive=until_stdin_closes)
 
 
 # ---- start ----------------------------------------------------------------------------------------
@@ -336,7 +347,8 @@ def build_start_plan(
         # two), so it sees the last node register within one poll interval; a failed worker start cancels it.
         probe = tuple(probe_argv(config, head_rt, e.ray_wait_timeout))
         steps.append(Step("Ray nodes and GPUs", head.name, probe, e.ray_wait_timeout, StepKind.WAIT_RAY,
-                          fallback=tuple(head_rt.wrap(A.ray_status(e.ray_command, head.address, e.ray_port))),
+                          fallback=tuple(head_rt.wrap(_timeout(A.ray_status(e.ray_command, head.address,
+                                                                            e.ray_port), 25))),
                           expected=expected_nodes(config)))
         phases.append(Phase("Ray workers; wait for every node and GPU in Ray", tuple(steps),
                             done_when="Ray nodes and GPUs"))
