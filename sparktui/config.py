@@ -105,6 +105,8 @@ class EngineConfig(_Model):
     ray_start_args: tuple[str, ...] = Field(default=(), strict=False)
     #: The Python that has Ray (inside the container for ``docker``); runs the cluster-state probe.
     ray_python: tuple[NonEmpty, ...] = Field(default=("python3",), min_length=1, strict=False)
+    #: GiB of MemAvailable every node must keep once vLLM has its share (preflight's sizing warns below it).
+    memory_floor: Annotated[float, Field(gt=0, strict=False)] = 4.0
 
     @field_validator("env")
     @classmethod

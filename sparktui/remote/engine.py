@@ -23,6 +23,7 @@ from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle import vllm_help
 from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, classify
+from sparktui.domain.lifecycle.memory_fit import check_memory_fit
 from sparktui.domain.lifecycle.output import TAIL_LINES, last_json_object, output_tail
 from sparktui.domain.lifecycle.ray_state import (
     ProbeError,
@@ -33,6 +34,7 @@ from sparktui.domain.lifecycle.ray_state import (
     parse_probe_line,
     parse_ray_status,
 )
+from sparktui.domain.model_files import ModelDir, model_info_argv, parse_model_info
 from sparktui.remote.host_facts import read_home
 from sparktui.remote.transport import CommandResult, RemoteProcess, Transport, TransportError
 
@@ -453,6 +455,7 @@ class EngineController:
         versions: dict[str, str | None] = {}
         containers: dict[str, tuple[F.Container, ...]] = {}
         help_text: list[str] = []
+        model_read: list[ModelDir | str] = []
         self._rdma = {}
 
         def add(view: StepView) -> None:
@@ -541,7 +544,9 @@ class EngineController:
             jobs.append(timed("vLLM version", name, version))
             if node is cfg.head:
                 jobs.append(timed("vLLM help", name, flags))
-            await asyncio.gather(*jobs)
+            # The model's config.json and safetensors headers, read once on the head (memory sizing).
+            sizing = [self._model_for_sizing(name, model_path, model_read)] if node is cfg.head else []
+            await asyncio.gather(*jobs, *sizing)
 
         await asyncio.gather(*(node_checks(n.name) for n in cfg.nodes))
 
@@ -556,6 +561,10 @@ class EngineController:
         if facts:
             for view in F.check_model(cfg, facts):
                 add(view)
+            found = model_read[0] if model_read else None
+            for view in check_memory_fit(cfg, facts, found if isinstance(found, ModelDir) else None,
+                                         found if isinstance(found, str) else None):
+                add(view)
         if e.runtime == "docker" and len(image_ids) > 1:
             for view in F.check_same("same image", image_ids, "image", head):
                 add(view)
@@ -569,6 +578,18 @@ class EngineController:
             add(StepView("vLLM flags", head, StepStatus.OK if check.ok else StepStatus.FAILED,
                          message=check.message(self.vllm_version)))
         return summary
+
+    async def _model_for_sizing(self, node: str, model_path: str | None, out: list[ModelDir | str]) -> None:
+        """The head's view of the model directory (or the HF cache's snapshot of a model id) into ``out``;
+        a failure is kept as its reason (sizing is then skipped, never the start)."""
+        python = self.config.node(node).python
+        argv = (model_info_argv(python, path=model_path) if model_path
+                else model_info_argv(python, hf_id=self.config.engine.model))
+        try:
+            res = await self._run(node, argv, 60)
+            out.append(parse_model_info(res.stdout) if res.ok else "reading the model: " + _failure_text(res))
+        except (TransportError, ValueError) as exc:
+            out.append(f"reading the model: {exc}")
 
     # -- helpers -----------------------------------------------------------------------------------
     def _reap(self, proc: RemoteProcess) -> None:
