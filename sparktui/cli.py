@@ -22,9 +22,10 @@ VERBS: dict[str, str] = {
     "logs": "print the head's vLLM log (--follow to keep streaming)",
     "timeline": "read a vLLM log and print its init-stage timeline, facts and failure",
     "history": "list earlier engine starts with their stage durations",
+    "recipes": "list the known-good per-model settings and the vLLM flags each implies",
 }
 #: Verbs that read a file given to them and never the config: no --config in their usage.
-WITHOUT_CONFIG = frozenset({"timeline", "history"})
+WITHOUT_CONFIG = frozenset({"timeline", "history", "recipes"})
 
 
 def _add_config_option(p: argparse.ArgumentParser, *, verb: bool = False) -> None:

@@ -74,6 +74,9 @@ class Mount(_Model):
 
 
 class EngineConfig(_Model):
+    #: A recipe id (``sparktui recipes`` lists them): its settings are merged under this table, whose
+    #: explicit keys win (``sparktui.domain.recipes``).
+    recipe: str | None = None
     runtime: Literal["docker", "host"] = "docker"
     image: str = "nvcr.io/nvidia/vllm:25.11-py3"
     #: Prefix of every container and process name sparktui creates, so it finds (and only stops) its own.
@@ -217,6 +220,10 @@ def _fault(err: Mapping[str, Any]) -> str:
 
 
 def parse_config(data: Mapping[str, Any], path: Path | str | None = None) -> SparkConfig:
+    # Imported here: recipes reuse this module's error types.
+    from sparktui.domain.recipes import apply_recipe
+
+    data = apply_recipe(data, path)
     try:
         return SparkConfig.model_validate(data)
     except ValidationError as exc:
