@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from sparktui import __version__
 
 VERBS: dict[str, str] = {
+    "init": "discover the Sparks over SSH and write a commented, validated config.toml",
     "status": "show each node's reachability, SSH state, host facts, telemetry and the engine state",
     "start": "start the engine across the nodes (preflight, Ray head + workers, vllm serve)",
     "stop": "stop vLLM, Ray and our containers on every node, and verify nothing is left",
@@ -25,7 +26,7 @@ VERBS: dict[str, str] = {
     "recipes": "list the known-good per-model settings and the vLLM flags each implies",
 }
 #: Verbs that read a file given to them and never the config: no --config in their usage.
-WITHOUT_CONFIG = frozenset({"timeline", "history", "recipes"})
+WITHOUT_CONFIG = frozenset({"timeline", "history", "recipes", "init"})
 
 
 def _add_config_option(p: argparse.ArgumentParser, *, verb: bool = False) -> None:

@@ -166,7 +166,7 @@ if req.get("scan"):
         if r.startswith("models--"):
             snap = snapshot(os.path.join(hub, r))
             if snap:
-                d = describe(snap, with_config=False)
+                d = describe(snap)
                 d["hf_id"] = r[len("models--"):].replace("--", "/")
                 found.append(d)
     mdir = os.path.join(home, "models")
@@ -177,7 +177,7 @@ if req.get("scan"):
     for s in subs:
         p = os.path.join(mdir, s)
         if os.path.isfile(os.path.join(p, "config.json")):
-            found.append(describe(p, with_config=False))
+            found.append(describe(p))
     print(json.dumps({"home": home, "hub": hub, "models": found}))
 else:
     path = req.get("path")
