@@ -89,7 +89,8 @@ def test_cable_is_the_active_twins_and_the_p_less_netdev():
     # no address on the cable: the address SSH came in on, said so
     a.interfaces = [i for i in a.interfaces if i.name != "enp1s0f1np1"]
     cable = choose_cable(a)
-    assert cable.ip == "10.0.0.11" and "no IPv4 address here" in cable.why
+    assert (cable.interface, cable.ip, cable.addressed) == ("enP7s7", "10.0.0.11", False)
+    assert "have no IPv4 address here: sockets on enP7s7" in cable.why
 
 
 def test_proposal_for_two_sparks_is_a_valid_commented_config():
@@ -188,9 +189,13 @@ def test_init_on_the_test_hosts_writes_a_config_that_starts_to_ready(testbed: Te
         assert hosts[ip1]["hostname"] == "spark1" and hosts[ip2]["hostname"] == "spark2"
         # through the probe's readers on the fixture sysfs: the cable's twins and their netdev
         assert hosts[ip1]["cable"]["rdma_devices"] == ["roceP2p1s0f1", "rocep1s0f1"]
-        assert hosts[ip1]["cable"]["interface"] == "enp1s0f1np1"
-        # that netdev has no address in the test host: the node's address is the one SSH reached
-        assert hosts[ip1]["cable"]["ip"] == ip1
+        # its netdevs have no address in the test host: the node's address and its sockets' interface
+        # are the ones SSH reached
+        cable = hosts[ip1]["cable"]
+        assert cable["ip"] == ip1 and cable["addressed"] is False
+        assert {"name": cable["interface"], "ipv4": ip1} in [
+            {"name": i["name"], "ipv4": i["ipv4"]} for i in hosts[ip1]["interfaces"]]
+        assert any("the cable's netdevs have no IPv4 address" in w for w in report["warnings"])
         assert hosts[ip1]["reaches"] == {ip2: "ok"} and hosts[ip2]["reaches"] == {ip1: "ok"}
         assert hosts[ip1]["memory"]["total"] == 127_600_748 * 1024
         assert hosts[ip1]["docker"] is None

@@ -196,6 +196,8 @@ class Cable:
     ip: str | None
     rdma_devices: tuple[str, ...]
     why: str
+    #: The cable has an address of its own (NCCL, Gloo and Ray can all use it).
+    addressed: bool = True
 
 
 def choose_cable(h: HostFacts) -> Cable:
@@ -209,11 +211,15 @@ def choose_cable(h: HostFacts) -> Cable:
         if iface is not None and iface.ipv4:
             return Cable(name, iface.ipv4, devices, f"{name} carries RDMA ports {', '.join(devices)}, "
                          f"address {iface.ipv4}")
+    # No address on the cable: sockets (Gloo, NCCL's bootstrap, Ray) go where SSH came in; naming the
+    # cable's netdev there would make Gloo fail ("Unable to find address for: enp1s0f1np1").
+    ssh_if = next((i.name for i in h.interfaces if i.ipv4 and i.ipv4 == h.ssh_address), None)
     if candidates:
-        return Cable(candidates[0], h.ssh_address, devices,
-                     f"{candidates[0]} has no IPv4 address here: using the SSH address {h.ssh_address}")
-    return Cable(None, h.ssh_address, (), "no RDMA port is ACTIVE: using the address SSH reached "
-                 f"({h.ssh_address}); NCCL will use sockets")
+        return Cable(ssh_if, h.ssh_address, devices,
+                     f"the cable's netdevs ({', '.join(candidates)}) have no IPv4 address here: sockets on "
+                     f"{ssh_if or '?'}, the address SSH reached ({h.ssh_address})", addressed=False)
+    return Cable(ssh_if, h.ssh_address, (), "no RDMA port is ACTIVE: using the address SSH reached "
+                 f"({h.ssh_address}); NCCL will use sockets", addressed=False)
 
 
 def node_name(h: HostFacts, taken: set[str]) -> str:
@@ -362,6 +368,10 @@ def propose_config(hosts: Sequence[HostFacts], opts: InitOptions,
         disk = f", {h.disk_free / 1e9:.0f} GB free disk" if h.disk_free is not None else ""
         comments[f"nodes[{i}]"] = (f"{h.hostname or h.host} ({h.arch or '?'}, {gpu}, {mem}{disk}); "
                                    f"cable: {cable.why}")
+        if cable.rdma_devices and not cable.addressed:
+            warnings.append(f"{name}: the cable's netdevs have no IPv4 address: give each an address "
+                            "(NVIDIA's netplan: 192.168.100.10/24 on the head, .11 on the worker) for NCCL "
+                            "over RoCE, then run init again")
         for peer, verdict in sorted(h.reaches.items()):
             if verdict != "ok":
                 warnings.append(f"{name} cannot reach {peer} over the cable: {verdict}")
