@@ -221,3 +221,11 @@ def test_init_on_the_test_hosts_writes_a_config_that_starts_to_ready(testbed: Te
         for name in testbed.names:
             shutil.rmtree(testbed.host_tmp(name) / run, ignore_errors=True)
     assert stop is not None and stop.returncode == 0, stop.stdout + stop.stderr
+
+
+def test_an_unreachable_host_is_named_with_the_reason_and_nothing_is_written(tmp_path):
+    out = run_sparktui("init", "127.0.0.1", "--port", "1", "--known-hosts", "/dev/null", "--yes",
+                       "--output", str(tmp_path / "c.toml"), env={"HOME": str(tmp_path)}, timeout=60)
+    assert out.returncode == 1
+    assert "sparktui init: 127.0.0.1:1: connection refused (is sshd running?); nothing written" in out.stderr
+    assert not (tmp_path / "c.toml").exists()

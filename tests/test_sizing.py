@@ -343,3 +343,33 @@ def test_preflight_memory_sizing_skips_what_it_cannot_size():
     assert (view.status, view.message) == (StepStatus.SKIPPED, "reading the model: exit 1: boom")
     [view] = check_memory_fit(cfg, facts, ModelDir("/nope", False))
     assert view.message == "/nope: not found on the head, nothing to size"
+
+
+def test_model_info_script_resolves_a_hugging_face_id_in_the_cache(tmp_path):
+    """The hub's layout: models--ORG--NAME/refs/main names the snapshot holding the files."""
+    import subprocess
+    import sys
+
+    from sparktui.domain.model_files import model_info_argv, parse_model_scan
+
+    repo = tmp_path / ".cache" / "huggingface" / "hub" / "models--Qwen--Qwen3-Next-80B-A3B-Instruct"
+    snap = repo / "snapshots" / "9c7f2fbe"
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("9c7f2fbe")
+    (snap / "config.json").write_text((CONFIGS / "Qwen3-Next-80B-A3B-Instruct.config.json").read_text())
+    (snap / "model-00001-of-00001.safetensors").write_bytes(safetensors_bytes({"w": ("BF16", [8], 16)}))
+    env = {"HOME": str(tmp_path)}
+    out = subprocess.run(model_info_argv(sys.executable, hf_id="Qwen/Qwen3-Next-80B-A3B-Instruct"),
+                         capture_output=True, text=True, check=True, env=env)
+    info = parse_model_info(out.stdout)
+    assert info.path == str(snap) and info.weights_bytes == 16
+    assert shape_from_config(info.config).attention_layers == 12
+    scan = subprocess.run(model_info_argv(sys.executable, scan=True), capture_output=True, text=True,
+                          check=True, env=env)
+    _, models = parse_model_scan(scan.stdout)
+    assert [(m.hf_id, m.name, m.weights_bytes) for m in models] == [
+        ("Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen3-Next-80B-A3B-Instruct", 16)]
+    missing = subprocess.run(model_info_argv(sys.executable, hf_id="org/absent"), capture_output=True,
+                             text=True, check=True, env=env)
+    assert not parse_model_info(missing.stdout).exists

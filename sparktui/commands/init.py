@@ -101,8 +101,10 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"hosts": [f.to_json() for f in facts],
                               "seconds": round(time.monotonic() - t0, 2)}
     if down:
+        port = f":{args.port}" if args.port else ""
         for f in down:
-            print(f"sparktui init: {f.host}: {f.error or 'unreachable'}", file=sys.stderr)
+            print(f"sparktui init: {f.host}{port}: {f.error or 'unreachable'}; nothing written",
+                  file=sys.stderr)
         if args.json:
             print_json({**report, "config": None, "written": None})
         return 1

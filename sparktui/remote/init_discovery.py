@@ -21,7 +21,7 @@ from sparktui.domain.lifecycle.output import last_json_object
 from sparktui.domain.model_files import model_info_argv, parse_model_info, parse_model_scan
 from sparktui.remote.cluster import make_transport
 from sparktui.remote.probe_runner import probe_argv, probe_source
-from sparktui.remote.transport import Transport, TransportError
+from sparktui.remote.transport import LinkPhase, Transport, TransportError
 
 #: Images whose repository names one of these are asked for their vLLM version.
 VLLM_IMAGE_HINTS = ("vllm", "spark-vllm")
@@ -30,7 +30,7 @@ MAX_IMAGES = 4
 
 
 def provisional_node(host: str, index: int, opts: InitOptions) -> NodeConfig:
-    return NodeConfig(name=f"host{index + 1}", host=host, user=opts.user, port=opts.port,
+    return NodeConfig(name=host, host=host, user=opts.user, port=opts.port,
                       identity_file=opts.identity_file, known_hosts=opts.known_hosts, python=opts.python,
                       proc_root=opts.proc_root, sys_root=opts.sys_root,
                       role="head" if index == 0 else "worker")
@@ -38,7 +38,11 @@ def provisional_node(host: str, index: int, opts: InitOptions) -> NodeConfig:
 
 async def _facts(t: Transport, node: NodeConfig, opts: InitOptions) -> HostFacts:
     h = HostFacts(host=node.host)
-    await t.wait_connected(timeout=15)
+    # connect() has waited for the first attempt: init says at once why a host cannot be reached
+    # (the transport would keep retrying in the background).
+    state = t.state
+    if state.phase is not LinkPhase.CONNECTED:
+        raise TransportError(state.last_error or state.describe())
     h.reachable = True
     res = await t.run([node.python, "-c", HOST_PY], timeout=30)
     report = last_json_object(res.stdout)
