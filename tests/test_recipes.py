@@ -142,3 +142,19 @@ def test_config_file_with_a_recipe_and_the_recipes_verb(tmp_path, user_recipes):
         in bad.stderr
     unknown = run_sparktui("recipes", "nope", env={**env, "SPARKTUI_RECIPES": str(tmp_path / "none")})
     assert unknown.returncode == 2 and "no recipe 'nope'" in unknown.stderr
+
+
+def test_preflight_checks_the_recipes_minimum_vllm(user_recipes):
+    from sparktui.domain.events import StepStatus
+    from sparktui.domain.recipes import check_recipe_vllm, version_key
+
+    assert version_key("0.17.1rc1.dev25+g1a629ce0d") == (0, 17, 1) > version_key("0.17.0")
+    c = cfg(recipe="qwen3.5-122b-a10b-fp8")
+    old = check_recipe_vllm(c, "0.14.0")
+    assert old is not None and old.status is StepStatus.FAILED
+    assert old.message == ("recipe qwen3.5-122b-a10b-fp8 needs vLLM ≥ 0.17.0, the image has 0.14.0: "
+                           "use a newer image")
+    new = check_recipe_vllm(c, "0.17.1rc1.dev25+g1a629ce0d")
+    assert new is not None and new.status is StepStatus.OK
+    assert check_recipe_vllm(cfg(recipe="llama-3.3-70b-instruct"), "0.8.3") is None   # no minimum given
+    assert check_recipe_vllm(cfg(model="/m"), "0.8.3") is None

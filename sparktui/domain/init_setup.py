@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparktui.domain.model_files import ModelDir
+from sparktui.domain.recipes import version_key
 from sparktui.domain.sizing import GIB, SizingError, propose, shape_from_config
 
 #: argv: none. Prints one JSON object: hostname, arch, kernel, home, the SSH_CONNECTION the session came
@@ -315,12 +316,8 @@ def _common_image(hosts: Sequence[HostFacts], wanted: str | None) -> tuple[Image
     if not same:
         return None, (f"image {wanted} is not on every node with one image ID" if wanted
                       else "no image with vLLM has the same image ID on every node")
-    best = max(same, key=lambda i: _version_key(i.vllm))
+    best = max(same, key=lambda i: version_key(i.vllm))
     return best, f"{best.ref} ({best.id[:19]}, vLLM {best.vllm or 'unknown'}) on every node"
-
-
-def _version_key(v: str | None) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v or "")[:3])
 
 
 def propose_config(hosts: Sequence[HostFacts], opts: InitOptions,

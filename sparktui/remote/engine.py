@@ -35,6 +35,7 @@ from sparktui.domain.lifecycle.ray_state import (
     parse_ray_status,
 )
 from sparktui.domain.model_files import ModelDir, model_info_argv, parse_model_info
+from sparktui.domain.recipes import check_recipe_vllm
 from sparktui.remote.host_facts import read_home
 from sparktui.remote.transport import CommandResult, RemoteProcess, Transport, TransportError
 
@@ -573,6 +574,9 @@ class EngineController:
                 add(view)
         self.vllm_version = versions.get(head)
         summary.vllm_version = self.vllm_version
+        recipe_view = check_recipe_vllm(cfg, self.vllm_version) if versions else None
+        if recipe_view is not None:
+            add(recipe_view)
         if help_text:
             check = vllm_help.check_flags(e.extra_args, vllm_help.flags_in_help(help_text[0]))
             add(StepView("vLLM flags", head, StepStatus.OK if check.ok else StepStatus.FAILED,
