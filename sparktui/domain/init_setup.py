@@ -201,9 +201,13 @@ class Cable:
     addressed: bool = True
 
 
-def choose_cable(h: HostFacts) -> Cable:
+def choose_cable(h: HostFacts, interface: str | None = None) -> Cable:
+    """The node's cable; ``interface`` (the user's pick) wins when this host has it with an address."""
     active = [p for p in h.rdma if p.active]
     devices = tuple(sorted({p.device for p in active}))
+    picked = h.interface(interface) if interface else None
+    if picked is not None and picked.ipv4:
+        return Cable(picked.name, picked.ipv4, devices, f"{picked.name} (chosen), address {picked.ipv4}")
     candidates = [p.netdev for p in active if p.netdev]
     # The twin without a capital P first (enp1s0f1np1 before enP2p1s0f1np1), as the community launchers do.
     candidates.sort(key=lambda n: ("P" in n, n))
@@ -251,6 +255,8 @@ class InitOptions:
     recipe: str | None = None
     image: str | None = None
     runtime: str | None = None
+    #: The interface Ray, Gloo and NCCL's sockets use on every node (default: the cable's, see choose_cable).
+    interface: str | None = None
     #: SSH settings for every node (None: from ~/.ssh/config).
     user: str | None = None
     port: int | None = None
@@ -287,22 +293,52 @@ def parse_set(text: str) -> tuple[str, Any]:
     return key, value
 
 
+def interface_choices(hosts: Sequence[HostFacts]) -> list[str]:
+    """Interfaces with an IPv4 address on every host (what an interactive pick offers), cable first."""
+    if not hosts:
+        return []
+    def addressed(h: HostFacts, name: str) -> bool:
+        iface = h.interface(name)
+        return iface is not None and bool(iface.ipv4)
+
+    names = [i.name for i in hosts[0].interfaces
+             if i.name != "lo" and all(addressed(h, i.name) for h in hosts)]
+    cable = {p.netdev for h in hosts for p in h.rdma if p.active}
+    return sorted(names, key=lambda n: (n not in cable, "P" in n, n))
+
+
+def image_choices(hosts: Sequence[HostFacts]) -> list[Image]:
+    """Images with vLLM and one image ID on every host, newest vLLM first."""
+    if not hosts or any(h.docker is None for h in hosts):
+        return []
+    same = [i for i in hosts[0].images
+            if i.vllm and all(any(o.id == i.id for o in h.images) for h in hosts[1:])]
+    return sorted(same, key=lambda i: version_key(i.vllm), reverse=True)
+
+
+def model_choices(hosts: Sequence[HostFacts]) -> list[ModelDir]:
+    """Models on every host with the same size, largest first."""
+    if not hosts:
+        return []
+    same = [m for m in hosts[0].models
+            if all(any(o.name == m.name and o.total_bytes == m.total_bytes for o in h.models)
+                   for h in hosts[1:])]
+    return sorted(same, key=lambda m: -m.weights_bytes)
+
+
 def _common_model(hosts: Sequence[HostFacts], wanted: str | None) -> tuple[ModelDir | None, str]:
     """The model to serve, with why."""
-    lists = [h.models for h in hosts]
     if wanted:
-        for m in lists[0] if lists else []:
+        for m in hosts[0].models if hosts else []:
             if wanted in (m.name, m.path, m.hf_id):
                 return m, f"{wanted} (asked for)"
         return None, f"{wanted} (asked for; not in the model scan)"
-    if not lists or not lists[0]:
+    if not hosts or not hosts[0].models:
         return None, "no model found under the HF cache or ~/models"
-    everywhere = [m for m in lists[0]
-                  if all(any(o.name == m.name and o.total_bytes == m.total_bytes for o in other)
-                         for other in lists[1:])]
+    everywhere = model_choices(hosts)
     if not everywhere:
         return None, "no model is on every node with the same size"
-    best = max(everywhere, key=lambda m: m.weights_bytes)
+    best = everywhere[0]
     return best, f"the largest model on every node ({best.weights_bytes / GIB:.1f} GiB of weights)"
 
 
@@ -310,13 +346,15 @@ def _common_image(hosts: Sequence[HostFacts], wanted: str | None) -> tuple[Image
     if not hosts or any(h.docker is None for h in hosts):
         bad = [h.host for h in hosts if h.docker is None]
         return None, f"docker not usable on {', '.join(bad)}"
-    first = hosts[0].images
-    candidates = [i for i in first if (wanted is None and i.vllm) or i.ref == wanted]
-    same = [i for i in candidates if all(any(o.id == i.id for o in h.images) for h in hosts[1:])]
+    if wanted:
+        same = [i for i in hosts[0].images
+                if i.ref == wanted and all(any(o.id == i.id for o in h.images) for h in hosts[1:])]
+    else:
+        same = image_choices(hosts)
     if not same:
         return None, (f"image {wanted} is not on every node with one image ID" if wanted
                       else "no image with vLLM has the same image ID on every node")
-    best = max(same, key=lambda i: version_key(i.vllm))
+    best = same[0]
     return best, f"{best.ref} ({best.id[:19]}, vLLM {best.vllm or 'unknown'}) on every node"
 
 
@@ -340,7 +378,7 @@ def propose_config(hosts: Sequence[HostFacts], opts: InitOptions,
         else:
             warnings.append(f"--head {opts.head}: not one of {', '.join(names)}; {names[0]} is the head")
     nodes: list[dict[str, Any]] = []
-    cables = [choose_cable(h) for h in hosts]
+    cables = [choose_cable(h, opts.interface) for h in hosts]
     for i, (h, name, cable) in enumerate(zip(hosts, names, cables, strict=True)):
         node: dict[str, Any] = {"name": name, "host": h.host}
         for key in ("user", "port", "identity_file", "known_hosts"):
