@@ -229,3 +229,39 @@ def test_an_unreachable_host_is_named_with_the_reason_and_nothing_is_written(tmp
     assert out.returncode == 1
     assert "sparktui init: 127.0.0.1:1: connection refused (is sshd running?); nothing written" in out.stderr
     assert not (tmp_path / "c.toml").exists()
+
+
+async def test_interactive_screen_picks_and_previews_the_config():
+    from textual.widgets import Select, Static
+
+    from sparktui.ui.init_app import NONE, InitApp
+
+    hosts = two_sparks()
+    for h in hosts:
+        h.mem_available = 118 * 2**30
+    recipes = {rid: f.recipe for rid, f in all_recipes().items()}
+    app = InitApp(hosts, InitOptions(), recipes, "/tmp/never-written.toml")
+    async with app.run_test(size=(160, 50)) as pilot:
+        preview = app.query_one("#toml", Static)
+        assert 'recipe = "llama-3.3-70b-instruct"' in str(preview.render())
+        # pick the other head, the older image and no recipe: the preview follows
+        app.query_one("#pick-head", Select).value = "spark2"
+        app.query_one("#pick-image", Select).value = "nvcr.io/nvidia/vllm:25.11-py3"
+        app.query_one("#pick-recipe", Select).value = NONE
+        await pilot.pause()
+        text = str(preview.render())
+        assert 'image = "nvcr.io/nvidia/vllm:25.11-py3"' in text
+        assert 'name = "spark2"\nhost = "spark2"\nrole = "head"' in text
+        assert "recipe =" not in text
+        await pilot.press("w")
+    picked = app.return_value
+    assert picked is not None and (picked.head, picked.image) == ("spark2", "nvcr.io/nvidia/vllm:25.11-py3")
+    # the same options give the same file as `init --yes` would
+    p = propose_config(hosts, picked, recipes)
+    assert p.data["nodes"][1]["role"] == "head"
+    assert p.data["engine"]["image"] == "nvcr.io/nvidia/vllm:25.11-py3" and "recipe" not in p.data["engine"]
+
+    leave = InitApp(hosts, InitOptions(), recipes, "/tmp/never-written.toml")
+    async with leave.run_test() as pilot:
+        await pilot.press("escape")
+    assert leave.return_value is None

@@ -33,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="SSH aliases or addresses (default: the Host aliases of ~/.ssh/config)")
     parser.add_argument("--yes", "-y", action="store_true", help="write the config without asking")
     parser.add_argument("--json", action="store_true", help="print the discovery and the config as JSON")
+    parser.add_argument("--no-tui", action="store_true",
+                        help="on a terminal, ask y/N instead of opening the picking screen")
     parser.add_argument("--output", "-o", metavar="PATH", default=str(DEFAULT_OUTPUT),
                         help=f"where to write the config (default {DEFAULT_OUTPUT})")
     parser.add_argument("--force", action="store_true", help="replace an existing file at --output")
@@ -108,6 +110,15 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json({**report, "config": None, "written": None})
         return 1
+    confirmed = False
+    if not args.yes and not args.json and not args.no_tui and sys.stdin.isatty() and sys.stdout.isatty():
+        from sparktui.ui.init_app import InitApp
+
+        picked = InitApp(facts, opts, recipes, str(Path(args.output).expanduser())).run()
+        if picked is None:
+            print("sparktui init: left without writing")
+            return 0
+        opts, confirmed = picked, True
     proposal = propose_config(facts, opts, recipes)
     header = ("sparktui config written by `sparktui init` on " + time.strftime("%Y-%m-%d %H:%M")
               + " from what it found on " + ", ".join(hosts)
@@ -122,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"sparktui init: the proposed config does not validate (a --set value?):\n{exc}",
               file=sys.stderr)
         return 1
-    written = _write(args, out, text)
+    written = _write(args, out, text, confirmed)
     report.update(config=proposal.data, toml=text, notes=proposal.notes, warnings=proposal.warnings,
                   written=str(out) if written else None)
     if args.json:
@@ -139,11 +150,11 @@ def run(args: argparse.Namespace) -> int:
     return 0 if written or not args.yes else 1
 
 
-def _write(args: argparse.Namespace, out: Path, text: str) -> bool:
+def _write(args: argparse.Namespace, out: Path, text: str, confirmed: bool = False) -> bool:
     if out.exists() and not args.force:
         print(f"sparktui init: {out} exists; not replaced (use --force, or --output PATH)", file=sys.stderr)
         return False
-    if not args.yes:
+    if not args.yes and not confirmed:
         if args.json or not sys.stdin.isatty():
             return False
         answer = input(f"write {out}? [y/N] ").strip().lower()
