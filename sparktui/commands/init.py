@@ -100,6 +100,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"discovering {', '.join(hosts)} over SSH …", flush=True)
     facts = asyncio.run(discover(hosts, opts))
     down = [f for f in facts if not f.reachable or f.error]
+    if not args.hosts and down:
+        # Aliases from ~/.ssh/config may name other machines (a git server): keep the ones that answered.
+        for f in down:
+            print(f"sparktui init: skipping {f.host} (from ~/.ssh/config): {f.error or 'unreachable'}",
+                  file=sys.stderr)
+        facts = [f for f in facts if f not in down]
+        down = [] if facts else down
     report: dict[str, Any] = {"hosts": [f.to_json() for f in facts],
                               "seconds": round(time.monotonic() - t0, 2)}
     if down:
