@@ -316,7 +316,7 @@ def test_preflight_memory_sizing_per_node():
     by_node = {v.node: v for v in views}
     assert by_node["spark1"].status is StepStatus.OK
     assert by_node["spark1"].message.startswith("weights 65.7 GiB/GPU, KV cache 26.6 GiB = 174,610 tokens")
-    assert "host keeps 20.6 GiB (floor 4.0 GiB)" in by_node["spark1"].message
+    assert "host keeps 20.6 GiB (floor 4.0 GiB), Ray's object store unsized" in by_node["spark1"].message
     # spark2: 100 GiB free − 97.35 GiB budget = 2.65 GiB < 4 GiB
     assert by_node["spark2"].status is StepStatus.WARNING
     assert "the host keeps 2.6 GiB" in by_node["spark2"].message

@@ -297,6 +297,7 @@ class NodeSizing:
     floor_bytes: int
     max_model_len: int | None
     problems: tuple[str, ...] = field(default_factory=tuple)
+    object_store_explicit: bool = True
 
     @property
     def ok(self) -> bool:
@@ -311,6 +312,9 @@ class NodeSizing:
         elif self.max_model_len_fit:
             parts.append(f"largest --max-model-len {self.max_model_len_fit:,}")
         parts.append(f"host keeps {g(self.os_margin_bytes)} (floor {g(self.floor_bytes)})")
+        if not self.object_store_explicit:
+            # Ray's default object store is up to 30 % of memory, used as objects are stored.
+            parts.append("Ray's object store unsized (set --object-store-memory in engine.ray_start_args)")
         return ", ".join(parts)
 
 
@@ -380,6 +384,7 @@ def size_node(
         kv_bytes_per_token=per_token, sequence_state_bytes=state, kv_tokens=int(kv_tokens),
         max_model_len_fit=int(fit), concurrency=concurrency, os_margin_bytes=margin,
         floor_bytes=floor_bytes, max_model_len=mml, problems=tuple(problems),
+        object_store_explicit=settings.object_store_bytes > 0,
     )
 
 

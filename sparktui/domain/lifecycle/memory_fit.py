@@ -11,6 +11,7 @@ the last word), never a silent pass.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import StepStatus, StepView
@@ -56,6 +57,8 @@ def check_memory_fit(config: SparkConfig, facts: Mapping[str, NodeFacts],
             continue
         s = size_node(node, shape, weights, nf.mem_total_kb * 1024, nf.mem_available_kb * 1024, settings,
                       floor_bytes=floor)
+        if config.engine.executor == "mp":
+            s = replace(s, object_store_explicit=True)   # no Ray, no object store
         if s.ok:
             views.append(StepView(name=NAME, node=node, status=StepStatus.OK, message=s.summary()))
         else:
