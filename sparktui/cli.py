@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)   # --web runs the same command per browser tab
     verb = args.verb or "dashboard"
     module = importlib.import_module(f"sparktui.commands.{verb}")
     try:

@@ -138,6 +138,8 @@ class UIConfig(_Model):
     theme: str = "textual-dark"
     #: Binding id → keys, e.g. ``start = "s"`` or ``stop = "x,ctrl+x"``.
     keys: dict[str, str] = Field(default_factory=dict)
+    #: Where screenshots and saved logs go; empty = the local state directory (``~/.local/state/sparktui``).
+    screenshot_dir: str = ""
 
 
 class SparkConfig(_Model):

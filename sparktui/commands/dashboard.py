@@ -40,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--demo-frozen-at", metavar="SECONDS", type=float, default=None,
                         help=argparse.SUPPRESS)
     parser.add_argument("--size", metavar="COLSxROWS", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--web", action="store_true",
+                        help="serve the dashboard to a browser (textual-serve) instead of this terminal")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="with --web: the address to listen on (default 127.0.0.1, loopback only)")
+    parser.add_argument("--port", type=int, default=8566, help="with --web: the port (default 8566)")
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    if getattr(args, "web", False):
+        from sparktui.ui.web import serve
+
+        return serve(getattr(args, "argv", sys.argv[1:]), args.host, args.port)
     readonly = bool(getattr(args, "readonly", False))
     ui = choice.config.ui if choice.config is not None else UIConfig()
     readonly = readonly or ui.readonly

@@ -580,6 +580,9 @@ class DemoBackend:
     """A ``ClusterBackend`` over ``DemoSimulation``. ``frozen_at``: run the simulation instantly to that
     many seconds after launch, post the picture, and stop time there (screenshots, snapshot tests)."""
 
+    #: Quitting the demo ends its simulated engine (a real one keeps running on the nodes).
+    detached = False
+
     node_names: Sequence[str] = NODES
     node_roles = ROLES
 

@@ -117,6 +117,7 @@ class EnginePanel(Vertical):
             yield Button("Restart", id="btn-restart", variant="warning", compact=True)
             yield Button("Stop", id="btn-stop", variant="error", compact=True)
             yield Button("Smoke test", id="btn-smoke", compact=True)
+            yield Label(" READ-ONLY ", id="readonly-badge")
         yield Static(id="operation-steps")
         with Vertical(id="stages"):
             for name in STAGE_ORDER:
@@ -140,7 +141,8 @@ class EnginePanel(Vertical):
         with self.app.batch_update():
             for view in views:
                 self.query_one(f"#stage-{view.name}", StageRow).show(view, self.elapsed(view, now), stalled)
-        show(self.query_one("#engine-facts", Static), facts_text(facts_of(engine.timeline), engine))
+        facts_box = self.query_one("#engine-facts", Static)
+        show(facts_box, facts_text(facts_of(engine.timeline), engine, facts_box.content_size.width))
         failure = failure_of(engine.timeline)
         failure_box = self.query_one("#engine-failure", Static)
         failure_box.display = failure is not None or engine.state is EngineState.FAILED
@@ -252,11 +254,12 @@ def stage_summary(views: list[StageView]) -> Text:
     return t
 
 
-def facts_text(facts: dict[str, Any], engine: EngineChanged) -> Text:
+def facts_text(facts: dict[str, Any], engine: EngineChanged, width: int = 0) -> Text:
+    """The facts as ``caption value`` items joined by `` · ``; with a ``width``, lines break between items,
+    never inside one (Rich would wrap at any space, ``max`` on one line and ``conc 3.1×`` on the next)."""
     if engine.vllm_version and "vllm_version" not in facts:
         facts = {"vllm_version": engine.vllm_version, **facts}
-    t = Text()
-    first = True
+    items: list[Text] = []
     for key, caption, unit in FACT_CAPTIONS:
         value = facts.get(key)
         if value is None or value == "":
@@ -267,11 +270,22 @@ def facts_text(facts: dict[str, Any], engine: EngineChanged) -> Text:
             value = f"{value:,}"
         if key == "model":
             value = str(value).rstrip("/").rsplit("/", 1)[-1]
-        if not first:
-            t.append(" · ", style="dim")
-        t.append(f"{caption} ", style="dim")
-        t.append(f"{value}{unit}", style="bold")
-        first = False
+        item = Text()
+        item.append(f"{caption} ", style="dim")
+        item.append(f"{value}{unit}", style="bold")
+        items.append(item)
+    t = Text(no_wrap=True, overflow="ellipsis")
+    used = 0
+    for item in items:
+        if used:
+            if width and used + 3 + item.cell_len > width:
+                t.append("\n")
+                used = 0
+            else:
+                t.append(" · ", style="dim")
+                used += 3
+        t.append_text(item)
+        used += item.cell_len
     return t
 
 

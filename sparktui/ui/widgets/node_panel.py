@@ -109,6 +109,39 @@ class NodeSummary(Widget):
         return out
 
 
+def compact_readings(n: NodeState) -> Text:
+    """The node's readings on one line, for the compact layout: ``│ mem 70/122 GiB │ gpu 97% 44°C 26 W …``."""
+    r = n.reading
+    t = Text()
+    if r is None:
+        return t
+    sep = ("  │ ", "dim")
+    t.append(*sep)
+    t.append("mem ", style="bold")
+    if r.mem_total_gib is None or r.mem_used_gib is None:
+        t.append("unknown", style="yellow")
+    else:
+        t.append(f"{r.mem_used_gib:.0f}/{r.mem_total_gib:.0f} GiB")
+    t.append(*sep)
+    t.append("gpu ", style="bold")
+    if r.gpu_missing and r.gpu_util is None:
+        t.append(r.gpu_missing, style="yellow")
+    else:
+        temp, power = fmt.number(r.gpu_temp_c, "°C"), fmt.number(r.gpu_power_w, " W")
+        t.append(f"{fmt.percent(r.gpu_util)} {temp} {power}")
+    for cable in r.cables:
+        t.append(*sep)
+        up = (cable.state or "").upper().endswith("ACTIVE")
+        t.append("net ", style="bold")
+        t.append("▲ " if up else "▼ ", style="green" if up else "bold red")
+        t.append(f"{fmt.rate_gbps(cable.rx_gbps)}/{fmt.rate_gbps(cable.tx_gbps)} Gb/s")
+        if cable.errors_rising:
+            t.append(" errors", style="bold white on red")
+    if n.stale_seconds is not None:
+        t.append(f"  no sample for {fmt.duration(n.stale_seconds)}", style="bold yellow")
+    return t
+
+
 def short_rate(rate: str) -> str:
     """``"200 Gb/sec (4X HDR)"`` → ``"200G"`` (the link's nominal rate)."""
     head = rate.split(" ", 1)[0]
@@ -139,7 +172,12 @@ class NodePanel(Vertical):
         title.append(n.name, style="bold")
         title.append(f"  {n.role}", style="dim" if n.role != "head" else "bold magenta")
         title.append("  ")
-        title.append(n.link_text(), style=_LINK_STYLE.get(n.link_phase, ""))
+        compact = self.screen.has_class("-compact")
+        # On one compact line a healthy link is a green dot; anything else keeps its words.
+        link = "●" if compact and n.link_phase == "connected" else n.link_text()
+        title.append(link, style=_LINK_STYLE.get(n.link_phase, ""))
+        if compact:
+            title.append_text(compact_readings(n))
         show(self.query_one("#node-title", Label), title, layout=False)
         self.set_class(n.link_phase not in ("connected",), "-link-down")
         self.query_one(NodeSummary).update_from_state()
