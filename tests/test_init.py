@@ -148,6 +148,22 @@ def test_helpers():
         parse_set("runtime=host")
 
 
+def test_vllm_images_from_docker_images_lines():
+    from sparktui.domain.init_setup import vllm_images
+
+    text = ("nvcr.io/nvidia/vllm:25.11-py3\tsha256:1111\n"
+            "vllm/vllm-openai:v0.17.1\tsha256:2222\n"
+            "eugr/spark-vllm:latest\tsha256:3333\n"
+            "<none>:<none>\tsha256:4444\n"
+            "ubuntu:24.04\tsha256:5555\n"
+            "registry.local:5000/team/vllm-node:dev\tsha256:6666\n"
+            "garbage line\n")
+    assert vllm_images(text) == [("nvcr.io/nvidia/vllm:25.11-py3", "sha256:1111"),
+                                 ("vllm/vllm-openai:v0.17.1", "sha256:2222"),
+                                 ("eugr/spark-vllm:latest", "sha256:3333"),
+                                 ("registry.local:5000/team/vllm-node:dev", "sha256:6666")]
+
+
 def test_init_needs_hosts(tmp_path):
     out = run_sparktui("init", env={"HOME": str(tmp_path)})
     assert out.returncode == 2 and "no hosts" in out.stderr

@@ -238,6 +238,25 @@ def node_name(h: HostFacts, taken: set[str]) -> str:
     return out
 
 
+#: Images whose repository names one of these are asked for their vLLM version.
+VLLM_IMAGE_HINTS = ("vllm",)
+#: ``docker images`` format whose lines ``vllm_images`` reads.
+DOCKER_IMAGES_FORMAT = "{{.Repository}}:{{.Tag}}\t{{.ID}}"
+
+
+def vllm_images(text: str) -> list[tuple[str, str]]:
+    """(repo:tag, image ID) of the ``docker images --no-trunc --format DOCKER_IMAGES_FORMAT`` lines whose
+    repository names vLLM (``nvcr.io/nvidia/vllm``, ``vllm/vllm-openai``, ``eugr/spark-vllm``, …);
+    untagged images are left out."""
+    out = []
+    for line in text.splitlines():
+        ref, _, iid = line.strip().partition("\t")
+        repo = ref.rpartition(":")[0]
+        if iid and "<none>" not in ref and any(k in repo.lower() for k in VLLM_IMAGE_HINTS):
+            out.append((ref, iid))
+    return out
+
+
 def ssh_config_hosts(text: str) -> list[str]:
     """The aliases of ``~/.ssh/config`` (``Host`` lines without wildcards or negations)."""
     out: list[str] = []

@@ -14,7 +14,16 @@ import asyncio
 from collections.abc import Sequence
 
 from sparktui.config import NodeConfig
-from sparktui.domain.init_setup import HOST_PY, REACH_PY, HostFacts, Image, InitOptions, choose_cable
+from sparktui.domain.init_setup import (
+    DOCKER_IMAGES_FORMAT,
+    HOST_PY,
+    REACH_PY,
+    HostFacts,
+    Image,
+    InitOptions,
+    choose_cable,
+    vllm_images,
+)
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import vllm_help
 from sparktui.domain.lifecycle.output import last_json_object
@@ -23,8 +32,6 @@ from sparktui.remote.cluster import make_transport
 from sparktui.remote.probe_runner import probe_argv, probe_source
 from sparktui.remote.transport import LinkPhase, Transport, TransportError
 
-#: Images whose repository names one of these are asked for their vLLM version.
-VLLM_IMAGE_HINTS = ("vllm", "spark-vllm")
 #: At most this many images per node are started to ask for their vLLM version.
 MAX_IMAGES = 4
 
@@ -73,13 +80,8 @@ async def _docker(t: Transport, h: HostFacts) -> None:
         h.docker_error = f"docker not usable: {last[0]}"
         return
     h.docker = ver.stdout.strip()
-    res = await t.run(["docker", "images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}}\t{{.ID}}"],
-                      timeout=30)
-    images = []
-    for line in res.stdout.splitlines():
-        ref, _, iid = line.partition("\t")
-        if iid and "<none>" not in ref and any(k in ref.lower() for k in VLLM_IMAGE_HINTS):
-            images.append((ref, iid))
+    res = await t.run(["docker", "images", "--no-trunc", "--format", DOCKER_IMAGES_FORMAT], timeout=30)
+    images = vllm_images(res.stdout)
 
     async def version(ref: str, iid: str) -> Image:
         out = await t.run(A.docker_run_once(ref, A.vllm_version(["vllm"])), timeout=180)
