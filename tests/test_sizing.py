@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import struct
 from pathlib import Path
 
@@ -370,6 +371,13 @@ def test_model_info_script_resolves_a_hugging_face_id_in_the_cache(tmp_path):
     _, models = parse_model_scan(scan.stdout)
     assert [(m.hf_id, m.name, m.weights_bytes) for m in models] == [
         ("Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen3-Next-80B-A3B-Instruct", 16)]
+    # the cache docker mounts into the container, named explicitly
+    elsewhere = tmp_path / "hf"
+    shutil.copytree(tmp_path / ".cache" / "huggingface", elsewhere)
+    shutil.rmtree(tmp_path / ".cache")
+    argv = model_info_argv(sys.executable, hf_id="Qwen/Qwen3-Next-80B-A3B-Instruct", hf_home="~/hf")
+    moved = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
+    assert parse_model_info(moved.stdout).path == str(elsewhere / "hub" / repo.name / "snapshots/9c7f2fbe")
     missing = subprocess.run(model_info_argv(sys.executable, hf_id="org/absent"), capture_output=True,
                              text=True, check=True, env=env)
     assert not parse_model_info(missing.stdout).exists

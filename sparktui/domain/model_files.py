@@ -93,12 +93,15 @@ def parse_safetensors_header(data: bytes) -> SafetensorsHeader:
 
 
 # ---- the node side -------------------------------------------------------------------------------
-#: argv: one JSON object: {"path": DIR} | {"hf_id": "org/name"} | {"scan": true}. Prints one JSON object.
+#: argv: one JSON object: {"path": DIR} | {"hf_id": "org/name", "hf_home": DIR?} | {"scan": true}.
+#: Prints one JSON object. The HF cache is ``hf_home`` (the directory docker mounts as the container's
+#: cache), else $HF_HOME, else ~/.cache/huggingface.
 MODEL_INFO_PY = r"""
 import json, os, struct, sys
 req = json.loads(sys.argv[1])
 home = os.path.expanduser("~")
-hub = os.path.join(os.environ.get("HF_HOME") or os.path.join(home, ".cache", "huggingface"), "hub")
+hf_home = os.path.expanduser(req.get("hf_home") or os.environ.get("HF_HOME") or "~/.cache/huggingface")
+hub = os.path.join(hf_home, "hub")
 
 def snapshot(repo_dir):
     # refs/main names the snapshot the hub client uses; else the newest snapshot with a config.json.
@@ -191,8 +194,10 @@ else:
 
 
 def model_info_argv(python: str, *, path: str | None = None, hf_id: str | None = None,
-                    scan: bool = False) -> list[str]:
+                    hf_home: str | None = None, scan: bool = False) -> list[str]:
     req: dict[str, Any] = {"scan": True} if scan else ({"path": path} if path else {"hf_id": hf_id})
+    if hf_home:
+        req["hf_home"] = hf_home
     return [python, "-c", MODEL_INFO_PY, json.dumps(req)]
 
 

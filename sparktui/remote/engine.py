@@ -586,9 +586,13 @@ class EngineController:
     async def _model_for_sizing(self, node: str, model_path: str | None, out: list[ModelDir | str]) -> None:
         """The head's view of the model directory (or the HF cache's snapshot of a model id) into ``out``;
         a failure is kept as its reason (sizing is then skipped, never the start)."""
+        e = self.config.engine
         python = self.config.node(node).python
+        # docker: the container's HF cache is whatever the mounts put at /root/.cache/huggingface.
+        hf_home = next((m.source for m in e.mounts if m.target.rstrip("/") == "/root/.cache/huggingface"),
+                       None) if e.runtime == "docker" else None
         argv = (model_info_argv(python, path=model_path) if model_path
-                else model_info_argv(python, hf_id=self.config.engine.model))
+                else model_info_argv(python, hf_id=e.model, hf_home=hf_home))
         try:
             res = await self._run(node, argv, 60)
             out.append(parse_model_info(res.stdout) if res.ok else "reading the model: " + _failure_text(res))
