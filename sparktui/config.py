@@ -125,6 +125,9 @@ class Mount(_Model):
 
 
 class EngineConfig(_Model):
+    #: A recipe id (``sparktui recipes`` lists them): its settings are merged under this table, whose
+    #: explicit keys win (``sparktui.domain.recipes``).
+    recipe: str | None = None
     runtime: Literal["docker", "host"] = "docker"
     image: str = "nvcr.io/nvidia/vllm:25.11-py3"
     #: Prefix of every container and process name sparktui creates, so it finds (and only stops) its own.
@@ -330,11 +333,15 @@ def _key_binding_problems(data: Mapping[str, Any]) -> list[ConfigProblem]:
 
 
 def parse_config(data: Mapping[str, Any], path: Path | str | None = None) -> SparkConfig:
+    # Imported here: recipes reuse this module's error types.
+    from sparktui.domain.recipes import apply_recipe
+
     controls = _control_characters(data)
     if controls:
         # Reported alone: the same value's other faults would only repeat it.
         raise ConfigError(path, controls)
     keys = _key_binding_problems(data)
+    data = apply_recipe(data, path)
     try:
         config = SparkConfig.model_validate(data)
     except ValidationError as exc:
