@@ -121,6 +121,18 @@ def default_history_path(environ: Mapping[str, str] | None = None) -> Path:
     return state_dir(environ) / HISTORY_FILE
 
 
+def append_line(path: Path, line: str) -> None:
+    """Append one JSON line to a history file, creating it (and its folder) when missing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (line + "\n").encode("utf-8")
+    # One write on an O_APPEND descriptor: concurrent writers never interleave inside a line.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 class HistoryStore:
     """The runs file. Reading skips lines it cannot parse (a crash mid-write, a newer schema)."""
 
@@ -128,14 +140,7 @@ class HistoryStore:
         self.path = path if path is not None else default_history_path()
 
     def append(self, record: RunRecord) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = (record.to_json() + "\n").encode("utf-8")
-        # One write on an O_APPEND descriptor: concurrent writers never interleave inside a line.
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+        append_line(self.path, record.to_json())
 
     def load(self) -> list[RunRecord]:
         """All runs, oldest first."""
