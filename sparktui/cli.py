@@ -22,6 +22,8 @@ VERBS: dict[str, str] = {
     "logs": "print the head's vLLM log (--follow to keep streaming)",
     "timeline": "read a vLLM log and print its init-stage timeline, facts and failure",
     "history": "list earlier engine starts with their stage durations",
+    "bench": "benchmark the running engine at several concurrencies, with energy per token, and compare",
+    "export": "serve node telemetry, engine state and bench results as Prometheus metrics",
 }
 #: Verbs that read a file given to them and never the config: no --config in their usage.
 WITHOUT_CONFIG = frozenset({"timeline", "history"})

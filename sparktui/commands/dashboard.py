@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--demo-frozen-at", metavar="SECONDS", type=float, default=None,
                         help=argparse.SUPPRESS)
     parser.add_argument("--size", metavar="COLSxROWS", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--export", metavar="HOST:PORT", default=None,
+                        help="also serve Prometheus metrics from the dashboard (see `sparktui export`)")
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
         def history() -> list[RunRecord]:  # earlier starts of the same model and image, for ETAs
             return HistoryStore().runs_for(engine.model, engine.image)
 
+    backend, stop_exporter = _observed(backend, choice.config, getattr(args, "export", None))
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
                    screenshot=screenshot, readonly=readonly, node_addresses=addresses,
                    history=history)
@@ -117,7 +120,38 @@ def run(args: argparse.Namespace) -> int:
         app.run(headless=True, size=size or (160, 48))
     else:
         app.run(size=size)
+    stop_exporter()
     return int(app.return_code or 0)
+
+
+def _observed(backend: Any, config: SparkConfig | None, export: str | None) -> tuple[Any, Callable[[], None]]:
+    """The backend with the event stream's observers: ``[notify]`` (real nodes) and the exporter (with
+    ``--export``). Returns it and a function that stops the exporter."""
+    from sparktui.remote.event_tap import TappedBackend
+
+    observers: list[Any] = []
+    stop: Callable[[], None] = lambda: None  # noqa: E731
+    if export:
+        from sparktui.commands.export import start_exporter
+
+        try:
+            state, exporter = start_exporter(config, export, tuple(getattr(backend, "node_names", ())))
+        except (ValueError, OSError) as exc:
+            print(f"sparktui: --export {export}: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        observers.append(state)
+        stop = exporter.stop
+    if config is not None and config.notify.enabled and not isinstance(backend, _demo_type()):
+        from sparktui.remote.notifier import Notifier
+
+        observers.append(Notifier(config.notify, config.cluster.name))
+    return (TappedBackend(backend, *observers) if observers else backend), stop
+
+
+def _demo_type() -> type:
+    from sparktui.sim.demo import DemoBackend
+
+    return DemoBackend
 
 
 def _size(text: str | None) -> tuple[int, int] | None:

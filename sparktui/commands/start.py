@@ -108,10 +108,15 @@ def view_json(view: OperationView | None) -> dict[str, Any] | None:
 
 
 async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> int:
+    from sparktui.domain.events import EngineChanged, EngineState
     from sparktui.remote.cluster import close_cluster, open_cluster
     from sparktui.remote.engine import EngineController
+    from sparktui.remote.notifier import Notifier
 
     printer = ProgressPrinter(quiet=args.json)
+    # [notify] hears the same engine events the dashboard would post for this operation.
+    notify = Notifier(config.notify, config.cluster.name)
+    notify(EngineChanged(EngineState.STOPPING if kind == "stop" else EngineState.STARTING))
     transports = await open_cluster(config)
     try:
         controller = EngineController(config, transports, on_progress=printer)
@@ -124,6 +129,8 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
             view = await controller.stop()
         report: dict[str, Any] = {"operation": view_json(view), "vllm_version": controller.vllm_version}
         code = 0 if view.ok else 1
+        if kind == "stop" or not view.ok:
+            notify(EngineChanged(EngineState.STOPPED if view.ok else EngineState.FAILED, view.message))
         if not args.json:
             print(f"{kind}: {'done' if view.ok else 'FAILED'}: {view.message}", flush=True)
         if view.ok and getattr(args, "wait", False):
@@ -138,8 +145,10 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
             if not args.json:
                 print(f"engine: {result.outcome}: {result.detail} ({result.seconds:.1f} s)", flush=True)
             code = 0 if result.outcome == "ready" else 1
+            notify(EngineChanged(EngineState.READY if code == 0 else EngineState.FAILED, result.detail))
         if args.json:
             print_json(report)
         return code
     finally:
+        await notify.drain()
         await close_cluster(transports)

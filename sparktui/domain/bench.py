@@ -85,6 +85,52 @@ class RequestResult:
     error: str = ""
 
 
+@dataclass(frozen=True)
+class BenchPlan:
+    """What a sweep sends: per level ``requests_for(c)`` requests, at most ``c`` in flight."""
+
+    concurrency: tuple[int, ...] = (1, 4, 16)
+    input_len: int = 128
+    output_len: int = 64
+    #: requests per level; 0 = four per concurrent stream (at least 8)
+    requests: int = 0
+    warmup: int = 2
+    #: prompts read from a file (cycled); empty = synthetic prompts of ``input_len`` words
+    prompts: tuple[str, ...] = ()
+
+    def requests_for(self, concurrency: int) -> int:
+        return self.requests if self.requests > 0 else max(8, 4 * concurrency)
+
+    def prompt(self, index: int) -> str:
+        """The ``index``-th prompt: from the file, or ``input_len`` words that differ from the first word
+        on (so no request hits another's prefix cache)."""
+        if self.prompts:
+            return self.prompts[index % len(self.prompts)]
+        words = [f"r{index}"] + [_WORDS[(index + i) % len(_WORDS)] for i in range(max(0, self.input_len - 1))]
+        return " ".join(words)
+
+
+_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+          "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
+
+
+def read_prompt_file(text: str) -> tuple[str, ...]:
+    """Prompts from a file: one per line (blank lines skipped), or a JSON list of strings."""
+    stripped = text.strip()
+    if stripped.startswith("["):
+        import json
+
+        data = json.loads(stripped)
+        if not isinstance(data, list) or not all(isinstance(p, str) for p in data):
+            raise ValueError("a JSON prompt file must be a list of strings")
+        prompts = tuple(p for p in data if p.strip())
+    else:
+        prompts = tuple(line for line in text.splitlines() if line.strip())
+    if not prompts:
+        raise ValueError("no prompts in the file")
+    return prompts
+
+
 # ---- energy ---------------------------------------------------------------------------------------
 PowerPoint = tuple[float, float]   # (time in seconds on the bench's clock, watts)
 
@@ -351,8 +397,10 @@ class Comparison:
 
 
 def comparable(current: BenchRecord, earlier: BenchRecord) -> bool:
-    """Runs worth comparing: same model and the same request shape (lengths, prompt file)."""
-    return (earlier.model == current.model and earlier.input_len == current.input_len
+    """Runs worth comparing: same model, same client (vLLM's tool and the built-in one time differently)
+    and the same request shape (lengths, prompt file)."""
+    return (earlier.model == current.model and earlier.client == current.client
+            and earlier.input_len == current.input_len
             and earlier.output_len == current.output_len and earlier.prompt_file == current.prompt_file
             and earlier.started_at < current.started_at)
 
@@ -414,7 +462,7 @@ def level_from_vllm_bench(
     window: tuple[float, float] | None = None,
 ) -> LevelResult:
     """A level from ``vllm bench serve``'s figures (milliseconds → seconds). ``window``: when the tool
-    ran, on the power series' clock (the tool's own duration is inside it)."""
+    ran, on the power series' clock; the energy covers its last "Benchmark duration" seconds."""
 
     def ms(name: str) -> float | None:
         value = figures.get(name)
@@ -430,7 +478,9 @@ def level_from_vllm_bench(
     seconds = float(figures.get("Benchmark duration (s)", 0.0))
     energy = None
     if power and window is not None:
-        energy = energy_over(power, window[0], window[1], tokens)
+        # The tool's start-up (tokenizer, warm-ups) is inside the window; its measured part is the end.
+        start = max(window[0], window[1] - seconds) if seconds > 0 else window[0]
+        energy = energy_over(power, start, window[1], tokens)
     return LevelResult(
         concurrency=concurrency, requests=requests, completed=completed, failed=max(0, requests - completed),
         seconds=seconds, output_tokens=tokens, input_tokens=int(figures.get("Total input tokens", 0)),
