@@ -80,6 +80,8 @@ class ServedModel:
 class StandinHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    #: uvicorn listens with a backlog of 2048; socketserver's 5 resets a burst of concurrent clients.
+    request_queue_size = 2048
 
     def __init__(self, host: str, port: int, model: ServedModel) -> None:
         self.model = model
