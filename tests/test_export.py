@@ -113,3 +113,63 @@ def test_listen_address() -> None:
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
     with pytest.raises(ValueError):
         parse_listen("9866x")
+
+
+def test_sparktui_export_serves_the_cluster(tmp_path: Path) -> None:
+    """The real verb: a local node (probe with the GB10 NVML double), scraped and parsed back."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.cli_helpers import REPO
+
+    config = tmp_path / "config.toml"
+    config.write_text(f"""
+[cluster]
+name = "export-test"
+[[nodes]]
+name = "local"
+host = "localhost"
+local = true
+role = "head"
+[engine]
+model = "/models/none"
+runtime = "host"
+name_prefix = "exporttest{os.getpid()}"
+state_dir = {json.dumps(str(tmp_path / "state"))}
+""")
+    env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_CONFIG"}
+    env.update(PYTHONPATH=str(FIXTURES / "nvml"), SPARKTUI_PROBE_NVML_MODULE="gb10_pynvml",
+               XDG_STATE_HOME=str(tmp_path / "xdg"))
+    proc = subprocess.Popen([sys.executable, "-m", "sparktui", "export", "--config", str(config),
+                             "--listen", "127.0.0.1:0"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("serving Prometheus metrics on http://127.0.0.1:"), line
+        url = line.split()[-1]
+        deadline = time.monotonic() + 60
+        names: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+        while time.monotonic() < deadline:
+            names = {}
+            for family in text_string_to_metric_families(httpx.get(url, timeout=10).text):
+                for s in family.samples:
+                    names.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+            if "sparktui_gpu_power_watts" in names and names["sparktui_engine_state"].get(
+                    (("state", "stopped"),)) == 1.0:
+                break
+            time.sleep(0.5)
+        assert names["sparktui_node_up"] == {(("node", "local"),): 1.0}
+        assert names["sparktui_gpu_power_watts"][(("gpu", "0"), ("node", "local"))] > 0
+        assert names["sparktui_engine_state"][(("state", "stopped"),)] == 1.0
+        assert "sparktui_bench_output_tokens_per_second" not in names   # no sweep yet: absent, not 0
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -153,3 +154,35 @@ def test_config_table() -> None:
         parse_config({**base, "notify": {"events": ["exploded"]}})
     with pytest.raises(ConfigError, match=r"notify.command"):
         parse_config({**base, "notify": {"command": "notify-send hi"}})
+
+
+def test_headless_stop_notifies_once(tmp_path: Path) -> None:
+    """`sparktui stop` (the headless verb) posts the same engine events: one "stopped"."""
+    from tests.cli_helpers import run_sparktui
+
+    script = tmp_path / "record.py"
+    script.write_text(RECORDER)
+    received = tmp_path / "received.jsonl"
+    config = tmp_path / "config.toml"
+    # A local node with a prefix and state dir of its own: the stop plan only ever touches those.
+    config.write_text(f"""
+[cluster]
+name = "notify-test"
+[[nodes]]
+name = "local"
+host = "localhost"
+local = true
+role = "head"
+[engine]
+model = "/models/none"
+runtime = "host"
+name_prefix = "notifytest{os.getpid()}"
+state_dir = {json.dumps(str(tmp_path / "state"))}
+[notify]
+command = [{json.dumps(sys.executable)}, {json.dumps(str(script))}, {json.dumps(str(received))}]
+""")
+    result = run_sparktui("stop", "--config", str(config), timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (payload,) = [json.loads(line) for line in received.read_text().splitlines()]
+    assert payload["event"] == "stopped" and payload["cluster"] == "notify-test"
+    assert payload["previous_state"] == "stopping"
