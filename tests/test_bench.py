@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.domain.bench import (
+    BenchPlan,
     BenchRecord,
     LevelResult,
     Quantiles,
@@ -21,6 +22,7 @@ from sparktui.domain.bench import (
     parse_vllm_bench_output,
     percentile,
     power_series,
+    read_prompt_file,
     summarize_level,
 )
 from sparktui.domain.bench_history import BenchStore
@@ -161,5 +163,36 @@ def test_vllm_bench_output() -> None:
     assert (level.completed, level.output_tokens, level.seconds) == (16, 1024, 4.55)
     assert level.ttft.p95 == pytest.approx(0.0801)
     assert level.itl.p99 == pytest.approx(0.0215)
-    assert level.energy is not None and level.energy.joules_per_token == pytest.approx(500.0 / 1024)
+    # The tool ran 5 s (start-up included); the energy covers its measured last 4.55 s: 455 J.
+    assert level.energy is not None and level.energy.joules_per_token == pytest.approx(455.0 / 1024)
     assert parse_vllm_bench_output("Traceback …\nValueError: no") == {}
+
+
+def test_vllm_bench_argv_word_for_word() -> None:
+    from sparktui.remote.bench_runner import vllm_bench_argv
+
+    plan = BenchPlan(concurrency=(4,), input_len=128, output_len=64, requests=16, warmup=2)
+    argv = vllm_bench_argv(["vllm"], base_url="http://127.0.0.1:8000", model="qwen", plan=plan,
+                           concurrency=4, tokenizer="/models/qwen")
+    assert argv == [
+        "vllm", "bench", "serve", "--backend", "openai-chat", "--base-url", "http://127.0.0.1:8000",
+        "--endpoint", "/v1/chat/completions", "--model", "qwen", "--dataset-name", "random",
+        "--random-input-len", "128", "--random-output-len", "64", "--num-prompts", "16",
+        "--max-concurrency", "4", "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl",
+        "--metric-percentiles", "50,95,99", "--disable-tqdm", "--num-warmups", "2",
+        "--tokenizer", "/models/qwen",
+    ]
+    assert "--num-warmups" not in vllm_bench_argv(["vllm"], base_url="u", model="m", plan=plan,
+                                                  concurrency=1, warmups=False)
+
+
+def test_prompts_and_plan() -> None:
+    plan = BenchPlan(input_len=5)
+    assert plan.prompt(3).split()[0] == "r3" and len(plan.prompt(3).split()) == 5
+    assert plan.prompt(1) != plan.prompt(2)
+    assert plan.requests_for(1) == 8 and plan.requests_for(16) == 64
+    assert read_prompt_file("a\n\nb\n") == ("a", "b")
+    assert read_prompt_file('["x", "y"]') == ("x", "y")
+    with pytest.raises(ValueError):
+        read_prompt_file("\n\n")
+    assert BenchPlan(prompts=("p",)).prompt(7) == "p"

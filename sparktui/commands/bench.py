@@ -107,9 +107,9 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
     from sparktui.remote.bench_runner import (
         PowerRecorder,
         VllmBenchError,
-        has_vllm_bench,
         run_builtin_sweep,
         run_vllm_bench_sweep,
+        vllm_bench_help,
     )
     from sparktui.remote.cluster import close_cluster, open_cluster
     from sparktui.remote.transport import TransportError
@@ -139,9 +139,14 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
         await power.wait_first()
         runtime = P.runtimes(config)[head.name]
         client = args.client
-        if client == "auto":
-            found = await has_vllm_bench(transport, runtime.wrap, engine.vllm_command)
-            client = "vllm" if found else "builtin"
+        tool_help = None
+        if client != "builtin":
+            tool_help = await vllm_bench_help(transport, runtime.wrap, engine.vllm_command)
+            if tool_help is None and client == "vllm":
+                print(f"sparktui bench: `{' '.join(engine.vllm_command)} bench serve` is not available on "
+                      f"{head.name} (vLLM before 0.10?); use --client builtin", file=sys.stderr)
+                return 1
+            client = "vllm" if tool_help is not None else "builtin"
         if not args.json:
             levels = ",".join(map(str, plan.concurrency))
             print(f"bench {model} on {config.cluster.name}: concurrency {levels}, "
@@ -152,7 +157,8 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
                 outcome = await run_vllm_bench_sweep(
                     transport, runtime.wrap, engine.vllm_command, base_url=f"http://127.0.0.1:{engine.api_port}",
                     model=model, plan=plan, tokenizer=args.tokenizer or engine.model, power=power,
-                    on_progress=progress, on_level=progress.level)
+                    on_progress=progress, on_level=progress.level,
+                    warmups="--num-warmups" in (tool_help or ""))
             except (VllmBenchError, TransportError) as exc:
                 print(f"sparktui bench: {exc}", file=sys.stderr)
                 return 1

@@ -193,8 +193,9 @@ async def run_builtin_sweep(
 
 # ---- vLLM's own tool ------------------------------------------------------------------------------
 def vllm_bench_argv(vllm: Sequence[str], *, base_url: str, model: str, plan: BenchPlan, concurrency: int,
-                    tokenizer: str | None = None) -> list[str]:
-    """``vllm bench serve`` for one level, random prompts of the plan's lengths, percentiles we report."""
+                    tokenizer: str | None = None, warmups: bool = True) -> list[str]:
+    """``vllm bench serve`` for one level, random prompts of the plan's lengths, percentiles we report.
+    ``warmups``: this vLLM has ``--num-warmups`` (newer releases; older ones run one test prompt)."""
     argv = [
         *vllm, "bench", "serve", "--backend", "openai-chat", "--base-url", base_url,
         "--endpoint", "/v1/chat/completions", "--model", model,
@@ -202,22 +203,29 @@ def vllm_bench_argv(vllm: Sequence[str], *, base_url: str, model: str, plan: Ben
         "--random-output-len", str(plan.output_len), "--num-prompts", str(plan.requests_for(concurrency)),
         "--max-concurrency", str(concurrency), "--ignore-eos",
         "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", ",".join(map(str, PERCENTILES)),
-        "--num-warmups", str(plan.warmup), "--disable-tqdm",
+        "--disable-tqdm",
     ]
+    if warmups:
+        argv += ["--num-warmups", str(plan.warmup)]
     if tokenizer:
         argv += ["--tokenizer", tokenizer]
     return argv
 
 
-async def has_vllm_bench(transport: Transport, wrap: Callable[[Sequence[str]], list[str]],
-                         vllm: Sequence[str]) -> bool:
-    """Whether this vLLM has ``vllm bench serve`` (0.10+; the old ``benchmarks/`` scripts are not in the
-    image)."""
+async def vllm_bench_help(transport: Transport, wrap: Callable[[Sequence[str]], list[str]],
+                          vllm: Sequence[str]) -> str | None:
+    """``vllm bench serve --help`` when this vLLM has the tool with ``--max-concurrency`` (0.10+; the
+    old ``benchmarks/`` scripts are not in the images), else ``None``."""
     try:
         res = await transport.run(wrap([*vllm, "bench", "serve", "--help"]), timeout=60)
     except TransportError:
-        return False
-    return res.returncode == 0 and "--max-concurrency" in res.stdout
+        return None
+    return res.stdout if res.returncode == 0 and "--max-concurrency" in res.stdout else None
+
+
+async def has_vllm_bench(transport: Transport, wrap: Callable[[Sequence[str]], list[str]],
+                         vllm: Sequence[str]) -> bool:
+    return await vllm_bench_help(transport, wrap, vllm) is not None
 
 
 class VllmBenchError(Exception):
@@ -228,14 +236,14 @@ async def run_vllm_bench_sweep(
     transport: Transport, wrap: Callable[[Sequence[str]], list[str]], vllm: Sequence[str], *,
     base_url: str, model: str, plan: BenchPlan, tokenizer: str | None = None,
     power: PowerRecorder | None = None, on_progress: Progress | None = None,
-    on_level: Callable[[LevelResult], None] | None = None,
+    on_level: Callable[[LevelResult], None] | None = None, warmups: bool = True,
 ) -> SweepOutcome:
     """Each level is one ``vllm bench serve`` run on the head; its own warm-up (``--num-warmups``)."""
     outcome = SweepOutcome()
     try:
         for c in plan.concurrency:
             argv = wrap(vllm_bench_argv(vllm, base_url=base_url, model=model, plan=plan, concurrency=c,
-                                        tokenizer=tokenizer))
+                                        tokenizer=tokenizer, warmups=warmups))
             if on_progress is not None:
                 on_progress(c, 0, plan.requests_for(c))
             t0 = time.monotonic()
