@@ -165,19 +165,11 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
         else:
             outcome = await run_builtin_sweep(api, model, plan, power=power, on_progress=progress,
                                               on_level=progress.level)
-        record = BenchRecord(
-            started_at=started_at, model=engine.model,
-            image=engine.image if engine.runtime == "docker" else "",
-            levels=tuple(outcome.levels), input_len=plan.input_len, output_len=plan.output_len,
-            client="vllm-bench" if client == "vllm" else "builtin", flags=tuple(engine.extra_args),
-            recipe=getattr(engine, "recipe", None), vllm_version=version, cluster=config.cluster.name,
-            interrupted=outcome.interrupted, prompt_file=args.prompt_file,
-        )
+        record = make_record(config, plan, outcome.levels, client=client, vllm_version=version,
+                             started_at=started_at, interrupted=outcome.interrupted,
+                             prompt_file=args.prompt_file)
         store = _store(args)
-        earlier = baseline(record, store.load())
-        comparisons = compare(record, earlier) if earlier is not None else []
-        if record.levels and not args.no_save:
-            store.append(record)
+        comparisons = save_and_compare(record, store, save=not args.no_save)
         if args.json:
             print_json({**record.to_json(), "comparisons": [_comparison_json(c) for c in comparisons],
                         "saved_to": None if args.no_save or not record.levels else str(store.path)})
@@ -192,6 +184,68 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
         if api is not None:
             await api.aclose()
         await close_cluster(transports)
+
+
+def make_record(config: SparkConfig, plan: BenchPlan, levels: list[LevelResult], *, client: str,
+                vllm_version: str | None, started_at: float, interrupted: bool = False,
+                prompt_file: str | None = None) -> BenchRecord:
+    """The history record of a sweep, with what it ran against (recipe only when the config has one)."""
+    engine = config.engine
+    return BenchRecord(
+        started_at=started_at, model=engine.model, image=engine.image if engine.runtime == "docker" else "",
+        levels=tuple(levels), input_len=plan.input_len, output_len=plan.output_len,
+        client="vllm-bench" if client == "vllm" else "builtin", flags=tuple(engine.extra_args),
+        recipe=getattr(engine, "recipe", None), vllm_version=vllm_version, cluster=config.cluster.name,
+        interrupted=interrupted, prompt_file=prompt_file,
+    )
+
+
+def save_and_compare(record: BenchRecord, store: Any, *, save: bool = True) -> list[Comparison]:
+    """Compare with the newest comparable earlier sweep, then append this one (when it measured any)."""
+    earlier = baseline(record, store.load())
+    comparisons = compare(record, earlier) if earlier is not None else []
+    if record.levels and save:
+        store.append(record)
+    return comparisons
+
+
+#: The dashboard's quick sweep (key ``b``): short, so it never holds the engine for long.
+QUICK_PLAN = BenchPlan(concurrency=(1, 4), input_len=128, output_len=64, requests=8, warmup=1)
+
+
+async def quick_bench(config: SparkConfig, transport: Any, power: Any = None) -> str:
+    """The dashboard's bench: the built-in client through the head's transport, power from the
+    dashboard's own telemetry (``power``: a ``PowerTap``); saved and compared; one summary line."""
+    from sparktui.domain.bench_history import BenchStore
+    from sparktui.remote.api_client import EngineApi
+    from sparktui.remote.bench_runner import run_builtin_sweep
+
+    started_at = time.time()
+    api = await EngineApi.connect(transport, "127.0.0.1", config.engine.api_port)
+    try:
+        model = config.engine.served_model_name or (await api.models())[0]
+        version = await api.version()
+        outcome = await run_builtin_sweep(api, model, QUICK_PLAN, power=power)
+    finally:
+        await api.aclose()
+    record = make_record(config, QUICK_PLAN, outcome.levels, client="builtin", vllm_version=version,
+                         started_at=started_at, interrupted=outcome.interrupted)
+    comparisons = save_and_compare(record, BenchStore())
+    return summary(record, comparisons)
+
+
+def summary(record: BenchRecord, comparisons: list[Comparison]) -> str:
+    """One line: "c=1 17.0 tok/s · c=4 36.2 tok/s (2.10 J/token) — output tok/s at c=4: …"."""
+    parts = []
+    for lv in record.levels:
+        energy = lv.energy.joules_per_token if lv.energy is not None else None
+        jpt = f" ({energy:.2f} J/token)" if energy is not None else ""
+        parts.append(f"c={lv.concurrency} {_rate(lv.output_tok_s)} tok/s{jpt}")
+    text = " · ".join(parts) or "no request finished"
+    if comparisons:
+        last = comparisons[-1]
+        text += " — " + last.describe(_date(last.earlier_started_at))
+    return text
 
 
 def _comparison_json(c: Comparison) -> dict[str, Any]:

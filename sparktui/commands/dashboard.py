@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sparktui.config import ConfigError, SparkConfig, UIConfig, find_config, load_config
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from sparktui.domain.history import RunRecord
 
@@ -110,10 +110,22 @@ def run(args: argparse.Namespace) -> int:
         def history() -> list[RunRecord]:  # earlier starts of the same model and image, for ETAs
             return HistoryStore().runs_for(engine.model, engine.image)
 
-    backend, stop_exporter = _observed(backend, choice.config, getattr(args, "export", None))
+    bench = None
+    power_tap = None
+    if not choice.demo and choice.config is not None:
+        from sparktui.commands.bench import quick_bench
+        from sparktui.domain.bench import PowerTap
+
+        power_tap = PowerTap()
+        real, config = backend, choice.config
+
+        def bench() -> Awaitable[str]:  # the `b` key: through the head's connection, power from our probe
+            return quick_bench(config, real.transports[config.head.name], power_tap)
+
+    backend, stop_exporter = _observed(backend, choice.config, getattr(args, "export", None), power_tap)
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
                    screenshot=screenshot, readonly=readonly, node_addresses=addresses,
-                   history=history)
+                   history=history, bench=bench)
     size = _size(getattr(args, "size", None))
     if screenshot is not None:
         # Headless: the screenshot is made by the app itself, at the size asked for (default 160×48).
@@ -124,12 +136,13 @@ def run(args: argparse.Namespace) -> int:
     return int(app.return_code or 0)
 
 
-def _observed(backend: Any, config: SparkConfig | None, export: str | None) -> tuple[Any, Callable[[], None]]:
-    """The backend with the event stream's observers: ``[notify]`` (real nodes) and the exporter (with
-    ``--export``). Returns it and a function that stops the exporter."""
+def _observed(backend: Any, config: SparkConfig | None, export: str | None,
+              *extra: Any) -> tuple[Any, Callable[[], None]]:
+    """The backend with the event stream's observers: ``[notify]`` (real nodes), the exporter (with
+    ``--export``) and ``extra`` ones. Returns it and a function that stops the exporter."""
     from sparktui.remote.event_tap import TappedBackend
 
-    observers: list[Any] = []
+    observers: list[Any] = [o for o in extra if o is not None]
     stop: Callable[[], None] = lambda: None  # noqa: E731
     if export:
         from sparktui.commands.export import start_exporter

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from sparktui.domain.events import NodeSampled
 
 if TYPE_CHECKING:
     from sparktui.domain.telemetry import Sample
@@ -152,6 +155,24 @@ def power_series(samples: Iterable[Sample], *, node_clock: bool = False) -> list
         if watts is not None:
             out.append((at, watts))
     return out
+
+
+class PowerTap:
+    """An event-stream observer that keeps each node's recent GPU power (arrival time, watts), for a
+    benchmark run inside a process that already streams telemetry (the dashboard): no second probe."""
+
+    def __init__(self, keep: int = 7200) -> None:
+        self._keep = keep
+        self._points: dict[str, deque[PowerPoint]] = {}
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, NodeSampled) and event.sample is not None:
+            points = power_series([event.sample])
+            if points:
+                self._points.setdefault(event.node, deque(maxlen=self._keep)).extend(points)
+
+    def series(self) -> dict[str, list[PowerPoint]]:
+        return {node: list(points) for node, points in self._points.items()}
 
 
 def _power_at(points: Sequence[PowerPoint], t: float) -> float:

@@ -19,6 +19,7 @@ import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sparktui.config import EngineConfig, NodeConfig
 from sparktui.domain.bench import (
@@ -38,6 +39,10 @@ from sparktui.remote.transport import Transport, TransportError
 
 #: Progress callback: (level's concurrency, requests done in the level, requests of the level).
 Progress = Callable[[int, int, int], None]
+
+
+class PowerSource(Protocol):
+    def series(self) -> Mapping[str, Sequence[PowerPoint]]: ...
 
 
 class PowerRecorder:
@@ -160,7 +165,7 @@ async def run_level(api: EngineApi, model: str, plan: BenchPlan, concurrency: in
 
 
 async def run_builtin_sweep(
-    api: EngineApi, model: str, plan: BenchPlan, *, power: PowerRecorder | None = None,
+    api: EngineApi, model: str, plan: BenchPlan, *, power: PowerSource | None = None,
     on_progress: Progress | None = None, on_level: Callable[[LevelResult], None] | None = None,
 ) -> SweepOutcome:
     """Warm-up requests (not counted), then each level in turn. Cancelled (Ctrl-C), it returns what was
@@ -235,7 +240,7 @@ class VllmBenchError(Exception):
 async def run_vllm_bench_sweep(
     transport: Transport, wrap: Callable[[Sequence[str]], list[str]], vllm: Sequence[str], *,
     base_url: str, model: str, plan: BenchPlan, tokenizer: str | None = None,
-    power: PowerRecorder | None = None, on_progress: Progress | None = None,
+    power: PowerSource | None = None, on_progress: Progress | None = None,
     on_level: Callable[[LevelResult], None] | None = None, warmups: bool = True,
 ) -> SweepOutcome:
     """Each level is one ``vllm bench serve`` run on the head; its own warm-up (``--num-warmups``)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -59,6 +59,8 @@ class SparkApp(App[int]):
         Binding("r", "restart", "Restart", id="restart", tooltip="Stop, then start (asks first)"),
         Binding("x", "stop", "Stop", id="stop", tooltip="Stop vLLM, Ray and our containers (asks first)"),
         Binding("t", "smoke_test", "Smoke test", id="smoke_test", tooltip="One streaming completion"),
+        Binding("b", "bench", "Bench", id="bench", show=False,
+                tooltip="A short benchmark (c=1 and 4), saved and compared with the last one"),
         Binding("slash", "find", "Find", id="find", tooltip="Find text in the log"),
         Binding("f", "filter", "Filter", id="filter", tooltip="Show only log lines containing a text"),
         Binding("l", "cycle_level", "Level", id="level", tooltip="Minimum log level: all/INFO/WARNING/ERROR"),
@@ -88,8 +90,11 @@ class SparkApp(App[int]):
         readonly: bool | None = None,
         node_addresses: Mapping[str, str] | None = None,
         history: Callable[[], Sequence[RunRecord]] | None = None,
+        bench: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         super().__init__()
+        #: Runs a short benchmark and returns its one-line summary (``sparktui.commands.bench``).
+        self.bench_runner = bench
         self.backend = backend
         self.ui_config = ui or UIConfig()
         self.readonly = bool(readonly if readonly is not None else
@@ -344,6 +349,27 @@ class SparkApp(App[int]):
             self.notify(result, title="smoke test", timeout=10)
         self.query_one(ServingView).show(self.state.serving, self.smoke_result)
 
+    def action_bench(self) -> None:
+        if self.bench_runner is None:
+            self.notify("the benchmark needs a real engine (`sparktui bench` on a configured cluster)",
+                        title="bench", severity="warning")
+            return
+        if self.state.engine.state is not EngineState.READY:
+            self.notify("the engine is not ready: nothing to measure yet", title="bench", severity="warning")
+            return
+        self.notify("a short benchmark: 8 requests at c=1, then at c=4…", title="bench", timeout=5)
+        self._bench()
+
+    @work(group="bench", exclusive=True, exit_on_error=False)
+    async def _bench(self) -> None:
+        assert self.bench_runner is not None
+        try:
+            result = await self.bench_runner()
+        except Exception as exc:
+            self.notify(f"failed: {exc}", title="bench", severity="error", timeout=15)
+        else:
+            self.notify(result, title="bench", timeout=30)
+
     # ---- log actions ------------------------------------------------------------------------------
     def action_find(self) -> None:
         self.query_one(LogPane).open_input("find")
@@ -394,6 +420,8 @@ class SparkApp(App[int]):
         yield SystemCommand("Stop engine", "Stop vLLM, Ray and our containers (x)", self.action_stop)
         yield SystemCommand("Smoke test", "One streaming completion against the engine (t)",
                             self.action_smoke_test)
+        yield SystemCommand("Benchmark", "A short benchmark, saved and compared with the last one (b)",
+                            self.action_bench)
         yield SystemCommand("Full-screen log", "Toggle the full-screen log (z)", self.action_toggle_full_log)
         yield SystemCommand("Log source", "vLLM log or a node's Ray worker log (w)", self.action_cycle_source)
         yield SystemCommand("Filter log", "Show only lines containing a text (f)", self.action_filter)
