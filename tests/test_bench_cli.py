@@ -19,6 +19,7 @@ from sparktui.sim.standin_http import ServedModel, StandinHTTPServer
 from sparktui.sim.standin_load import LoadShape
 from sparktui.sim.standin_metrics import ServingMetrics
 from tests.cli_helpers import REPO, run_sparktui
+from tests.local_node import write_local_config
 
 NVML_ENV = {"PYTHONPATH": str(REPO / "tests" / "fixtures" / "telemetry" / "nvml"),
             "SPARKTUI_PROBE_NVML_MODULE": "gb10_pynvml"}
@@ -32,18 +33,7 @@ def config(tmp_path: Path) -> Iterator[Path]:
     server.bind_early()
     server.start_serving()
     port = server.server_address[1]
-    path = tmp_path / "config.toml"
-    path.write_text(f"""
-[cluster]
-name = "bench-test"
-[[nodes]]
-name = "local"
-host = "localhost"
-local = true
-role = "head"
-[engine]
-model = "/models/standin-model"
-runtime = "host"
+    path = write_local_config(tmp_path / "config.toml", "bench-test", engine=f"""
 api_port = {port}
 extra_args = ["--max-model-len", "32768"]
 vllm_command = [{json.dumps(sys.executable)}, "-m", "sparktui.sim.vllm_standin"]

@@ -124,22 +124,9 @@ def test_sparktui_export_serves_the_cluster(tmp_path: Path) -> None:
     import time
 
     from tests.cli_helpers import REPO
+    from tests.local_node import write_local_config
 
-    config = tmp_path / "config.toml"
-    config.write_text(f"""
-[cluster]
-name = "export-test"
-[[nodes]]
-name = "local"
-host = "localhost"
-local = true
-role = "head"
-[engine]
-model = "/models/none"
-runtime = "host"
-name_prefix = "exporttest{os.getpid()}"
-state_dir = {json.dumps(str(tmp_path / "state"))}
-""")
+    config = write_local_config(tmp_path / "config.toml", "export-test")
     env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_CONFIG"}
     env.update(PYTHONPATH=str(FIXTURES / "nvml"), SPARKTUI_PROBE_NVML_MODULE="gb10_pynvml",
                XDG_STATE_HOME=str(tmp_path / "xdg"))

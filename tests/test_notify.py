@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -159,28 +158,14 @@ def test_config_table() -> None:
 def test_headless_stop_notifies_once(tmp_path: Path) -> None:
     """`sparktui stop` (the headless verb) posts the same engine events: one "stopped"."""
     from tests.cli_helpers import run_sparktui
+    from tests.local_node import write_local_config
 
     script = tmp_path / "record.py"
     script.write_text(RECORDER)
     received = tmp_path / "received.jsonl"
-    config = tmp_path / "config.toml"
-    # A local node with a prefix and state dir of its own: the stop plan only ever touches those.
-    config.write_text(f"""
-[cluster]
-name = "notify-test"
-[[nodes]]
-name = "local"
-host = "localhost"
-local = true
-role = "head"
-[engine]
-model = "/models/none"
-runtime = "host"
-name_prefix = "notifytest{os.getpid()}"
-state_dir = {json.dumps(str(tmp_path / "state"))}
-[notify]
-command = [{json.dumps(sys.executable)}, {json.dumps(str(script))}, {json.dumps(str(received))}]
-""")
+    command = [sys.executable, str(script), str(received)]
+    config = write_local_config(tmp_path / "config.toml", "notify-test",
+                                tables=f"[notify]\ncommand = {json.dumps(command)}\n")
     result = run_sparktui("stop", "--config", str(config), timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     (payload,) = [json.loads(line) for line in received.read_text().splitlines()]

@@ -134,6 +134,35 @@ def read_prompt_file(text: str) -> tuple[str, ...]:
     return prompts
 
 
+class StreamTimer:
+    """Times one streaming request as its chunks arrive: TTFT, and the gaps between content chunks
+    (the same for the built-in client and the stand-in's ``vllm bench serve``)."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.first: float | None = None
+        self.last: float | None = None
+        self.gaps: list[float] = []
+        self.chunks = 0
+
+    def token(self, now: float) -> None:
+        if self.first is None:
+            self.first = now
+        elif self.last is not None:
+            self.gaps.append(now - self.last)
+        self.last = now
+        self.chunks += 1
+
+    def result(self, ended: float, output_tokens: int | None = None, prompt_tokens: int = 0) -> RequestResult:
+        """The request's result; ``output_tokens`` from the usage chunk (else one per content chunk)."""
+        if self.first is None:
+            return RequestResult(self.started, ended, False, error="no token came back")
+        return RequestResult(self.started, ended, True,
+                             output_tokens=output_tokens if output_tokens is not None else self.chunks,
+                             prompt_tokens=prompt_tokens, ttft=self.first - self.started,
+                             itl=tuple(self.gaps))
+
+
 # ---- energy ---------------------------------------------------------------------------------------
 PowerPoint = tuple[float, float]   # (time in seconds on the bench's clock, watts)
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from sparktui.domain.bench import BenchRecord
-from sparktui.domain.history import append_line, state_dir
+from sparktui.domain.history import append_line, read_lines, state_dir
 
 BENCH_FILE = "bench.jsonl"
 
@@ -27,17 +27,6 @@ class BenchStore:
 
     def load(self) -> list[BenchRecord]:
         """All sweeps, oldest first."""
-        try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return []
-        out: list[BenchRecord] = []
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            try:
-                out.append(BenchRecord.from_json(json.loads(line)))
-            except ValueError:  # json.JSONDecodeError is one
-                continue
+        out = read_lines(self.path, lambda line: BenchRecord.from_json(json.loads(line)))
         out.sort(key=lambda r: r.started_at)
         return out

@@ -13,15 +13,16 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from sparktui.domain.logs.stages import StageSnapshot, TimelineSnapshot
 
 SCHEMA_VERSION = 1
+T = TypeVar("T")
 HISTORY_FILE = "runs.jsonl"
 
 #: The start-up stages in the order vLLM goes through them: ``sparktui.domain.logs.STAGES``, copied so that
@@ -133,6 +134,24 @@ def append_line(path: Path, line: str) -> None:
         os.close(fd)
 
 
+def read_lines(path: Path, parse: Callable[[str], T]) -> list[T]:
+    """Every line of a history file that ``parse`` accepts (it raises ``ValueError`` for the others: a
+    crash mid-write, a newer schema); no file = nothing yet."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    out: list[T] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            out.append(parse(line))
+        except ValueError:
+            continue
+    return out
+
+
 class HistoryStore:
     """The runs file. Reading skips lines it cannot parse (a crash mid-write, a newer schema)."""
 
@@ -144,18 +163,7 @@ class HistoryStore:
 
     def load(self) -> list[RunRecord]:
         """All runs, oldest first."""
-        try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return []
-        runs: list[RunRecord] = []
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            try:
-                runs.append(RunRecord.from_json(line))
-            except ValueError:
-                continue
+        runs = read_lines(self.path, RunRecord.from_json)
         runs.sort(key=lambda r: r.started_at)
         return runs
 

@@ -28,6 +28,7 @@ from sparktui.domain.bench import (
     LevelResult,
     PowerPoint,
     RequestResult,
+    StreamTimer,
     level_from_vllm_bench,
     parse_vllm_bench_output,
     power_series,
@@ -103,11 +104,7 @@ async def timed_request(api: EngineApi, model: str, prompt: str, max_tokens: int
         "model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
         "temperature": 0, "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True},
     }
-    t0 = time.monotonic()
-    first: float | None = None
-    last: float | None = None
-    gaps: list[float] = []
-    chunks = 0
+    timer = StreamTimer(time.monotonic())
     usage_out: int | None = None
     usage_in = 0
     try:
@@ -120,20 +117,10 @@ async def timed_request(api: EngineApi, model: str, prompt: str, max_tokens: int
                     usage_in = usage["prompt_tokens"]
             for choice in event.get("choices") or []:
                 if (choice.get("delta") or {}).get("content"):
-                    now = time.monotonic()
-                    if first is None:
-                        first = now
-                    elif last is not None:
-                        gaps.append(now - last)
-                    last = now
-                    chunks += 1
+                    timer.token(time.monotonic())
     except EngineApiError as exc:
-        return RequestResult(t0, time.monotonic(), False, error=str(exc))
-    end = time.monotonic()
-    if first is None:
-        return RequestResult(t0, end, False, error="no token came back")
-    return RequestResult(t0, end, True, output_tokens=usage_out if usage_out is not None else chunks,
-                         prompt_tokens=usage_in, ttft=first - t0, itl=tuple(gaps))
+        return RequestResult(timer.started, time.monotonic(), False, error=str(exc))
+    return timer.result(time.monotonic(), usage_out, usage_in)
 
 
 async def run_level(api: EngineApi, model: str, plan: BenchPlan, concurrency: int,

@@ -14,7 +14,7 @@ import time
 import urllib.parse
 from collections.abc import Sequence
 
-from sparktui.domain.bench import BenchPlan, RequestResult, percentile, summarize_level
+from sparktui.domain.bench import BenchPlan, RequestResult, StreamTimer, percentile, summarize_level
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,41 +45,31 @@ def _request(base: urllib.parse.SplitResult, endpoint: str, model: str, prompt: 
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
                        "max_tokens": max_tokens, "stream": True, "ignore_eos": ignore_eos,
                        "stream_options": {"include_usage": True}}).encode()
-    t0 = time.monotonic()
-    first: float | None = None
-    last: float | None = None
-    gaps: list[float] = []
-    tokens = prompt_tokens = 0
+    timer = StreamTimer(time.monotonic())
+    tokens: int | None = None
+    prompt_tokens = 0
     conn = http.client.HTTPConnection(base.hostname or "127.0.0.1", base.port or 80, timeout=600)
     try:
         conn.request("POST", endpoint, body, {"content-type": "application/json"})
         response = conn.getresponse()
         if response.status != 200:
-            return RequestResult(t0, time.monotonic(), False, error=f"HTTP {response.status}")
+            return RequestResult(timer.started, time.monotonic(), False, error=f"HTTP {response.status}")
         for raw in response:
             line = raw.decode("utf-8", "replace").strip()
             if not line.startswith("data:") or line == "data: [DONE]":
                 continue
             event = json.loads(line[5:])
             usage = event.get("usage") or {}
-            tokens = int(usage.get("completion_tokens") or tokens)
+            tokens = int(usage["completion_tokens"]) if "completion_tokens" in usage else tokens
             prompt_tokens = int(usage.get("prompt_tokens") or prompt_tokens)
             for choice in event.get("choices") or []:
                 if (choice.get("delta") or {}).get("content"):
-                    now = time.monotonic()
-                    if first is None:
-                        first = now
-                    elif last is not None:
-                        gaps.append(now - last)
-                    last = now
+                    timer.token(time.monotonic())
     except (OSError, ValueError, http.client.HTTPException) as exc:
-        return RequestResult(t0, time.monotonic(), False, error=str(exc))
+        return RequestResult(timer.started, time.monotonic(), False, error=str(exc))
     finally:
         conn.close()
-    if first is None:
-        return RequestResult(t0, time.monotonic(), False, error="no token")
-    return RequestResult(t0, time.monotonic(), True, output_tokens=tokens, prompt_tokens=prompt_tokens,
-                         ttft=first - t0, itl=tuple(gaps))
+    return timer.result(time.monotonic(), tokens, prompt_tokens)
 
 
 def _row(label: str, value: float | int) -> str:
