@@ -74,6 +74,11 @@ def test_bench_saves_compares_and_reports_energy(config: Path) -> None:
     assert f"% vs the run of {today}, same image)" in second.stdout
     history = (config.parent / "bench.jsonl").read_text().splitlines()
     assert len(history) == 2
+    listed = run_sparktui("bench", "--history", "--file", str(config.parent / "bench.jsonl"))
+    assert listed.returncode == 0, listed.stderr
+    rows = listed.stdout.splitlines()
+    assert rows[0].startswith("started") and len(rows) == 3
+    assert "standin-model  builtin" in rows[1] and " J/token" not in rows[1] and "at c=4" in rows[1]
 
 
 def test_bench_uses_vllm_bench_serve_when_the_engine_has_it(config: Path) -> None:

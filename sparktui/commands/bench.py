@@ -54,9 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-save", action="store_true", help="do not add this sweep to the history")
     parser.add_argument("--file", metavar="PATH", help="bench history file (default: "
                         "$XDG_STATE_HOME/sparktui/bench.jsonl)")
+    parser.add_argument("--history", action="store_true",
+                        help="list the saved sweeps (needs no config and no engine) and exit")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.history:
+        return list_history(args)
     config = config_from_args(args)
     if refuse_example(args, config, "bench", ""):
         return 2
@@ -246,6 +250,32 @@ def summary(record: BenchRecord, comparisons: list[Comparison]) -> str:
         last = comparisons[-1]
         text += " — " + last.describe(_date(last.earlier_started_at))
     return text
+
+
+def list_history(args: argparse.Namespace) -> int:
+    store = _store(args)
+    records = store.load()
+    if args.json:
+        print_json([r.to_json() for r in records])
+        return 0
+    if not records:
+        print(f"no bench sweeps saved yet ({store.path})")
+        return 0
+    rows = [("started", "model", "client", "image", "output tok/s by concurrency", "J/token")]
+    for r in records:
+        top = max(r.levels, key=lambda lv: lv.concurrency) if r.levels else None
+        jpt = top.energy.joules_per_token if top is not None and top.energy is not None else None
+        rows.append((
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at)),
+            r.model.rstrip("/").rsplit("/", 1)[-1], r.client, r.image or "–",
+            " · ".join(f"c={lv.concurrency} {_rate(lv.output_tok_s)}" for lv in r.levels)
+            + (" (interrupted)" if r.interrupted else ""),
+            "–" if jpt is None or top is None else f"{jpt:.2f} at c={top.concurrency}",
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
 
 
 def _comparison_json(c: Comparison) -> dict[str, Any]:
