@@ -26,6 +26,8 @@ VERBS: dict[str, str] = {
     "linktest": "measure the cable between the nodes (all_reduce_perf or ib_write_bw) against the pass mark",
     "image": "copy the head's engine image to the nodes that lack it (image sync)",
     "recipes": "list the known-good per-model settings and the vLLM flags each implies",
+    "bench": "benchmark the running engine at several concurrencies, with energy per token, and compare",
+    "export": "serve node telemetry, engine state and bench results as Prometheus metrics",
 }
 #: Verbs that read a file given to them and never the config: no --config in their usage.
 WITHOUT_CONFIG = frozenset({"timeline", "history", "recipes", "init"})
