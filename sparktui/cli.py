@@ -48,7 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"sparktui {__version__}")
     _add_config_option(parser)
-    parser.add_argument("--demo", action="store_true", help="run on a built-in simulated two-node cluster")
+    scenarios = importlib.import_module("sparktui.sim.demo_scenarios")
+    listing = "; ".join(f"{name}: {sc.summary}" for name, sc in scenarios.SCENARIOS.items())
+    listing = listing.replace("%", "%%")   # argparse formats help with %
+    parser.add_argument("--demo", nargs="?", const=scenarios.DEFAULT_SCENARIO, default=None,
+                        choices=list(scenarios.SCENARIOS), metavar="SCENARIO",
+                        help=f"run on a built-in simulated two-node cluster; SCENARIO (default "
+                        f"{scenarios.DEFAULT_SCENARIO}) shows what a start or a failure looks like — "
+                        f"{listing}")
     parser.add_argument("--readonly", action="store_true", help="watch only: start/stop/restart disabled")
     importlib.import_module("sparktui.commands.dashboard").add_arguments(parser)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")

@@ -1,4 +1,4 @@
-"""``sparktui [--config PATH] [--demo] [--readonly]``: the dashboard.
+"""``sparktui [--config PATH] [--demo [SCENARIO]] [--readonly]``: the dashboard.
 
 Which backend: ``--demo`` → the built-in simulation; an explicit config (``--config`` or
 ``$SPARKTUI_CONFIG``) → the real nodes over SSH; a config found by the default lookup that is still the
@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
         from sparktui.sim.demo import DemoBackend
 
         frozen = getattr(args, "demo_frozen_at", None)
-        backend = DemoBackend(readonly=readonly, frozen_at=frozen)
+        scenario = getattr(args, "demo", None) or "start"   # no config at all: the demo's default start
+        backend = DemoBackend(readonly=readonly, frozen_at=frozen, scenario=scenario)
         roles: dict[str, str] = dict(backend.node_roles)
         addresses: dict[str, str] = {}
         name = "demo: two simulated DGX Sparks"
