@@ -94,6 +94,12 @@ def test_facts_the_parser_does_not_read_agree_too() -> None:
     assert bootstrap == {f"{STORY.interface}:{ip}" for ip in STORY.ips}
     assert set(re.findall(r"\[\d\](\w+):1/RoCE", text)) == set(STORY.rdma_devices)
     assert "Using network IB" in text and "NET/Socket" not in text
+    # The parser's NCCL verdict (domain/logs/nccl.py) reads the same lines: RoCE on both HCAs of both hosts.
+    facts = timeline_from_bytes(text.encode(), expected_nodes=2).facts
+    assert facts["nccl_verdict_level"] == "ok" and "RoCE" in facts["nccl_verdict"]
+    assert facts["nccl_nets"] == {host: "IB" for host in STORY.hostnames}
+    assert facts["nccl_ib_devices"] == {host: {"0": [STORY.rdma_devices[0]], "1": [STORY.rdma_devices[1]]}
+                                        for host in STORY.hostnames}
     assert f"'gpu_memory_utilization': {STORY.gpu_memory_utilization}" in text
     assert f"'max_model_len': {STORY.max_model_len}" in text
     gmu = STORY.gpu_memory_utilization
@@ -213,10 +219,12 @@ def test_oom_scenario_fails_with_the_diagnosis() -> None:
 def test_nccl_socket_fallback_is_ready_with_a_warning() -> None:
     text = start_log(nccl="socket")
     assert "NET/Socket : Using [0]" in text and "via NET/Socket/0" in text and "Using network IB" not in text
+    facts = timeline_from_bytes(text.encode(), expected_nodes=2).facts
+    assert facts["nccl_verdict_level"] == "warning" and "sockets" in facts["nccl_verdict"]
     sim, events = _run("nccl-socket-fallback", 80)
     assert sim.state is EngineState.READY
     warnings = [e for e in events if isinstance(e, Notice) and e.severity == "warning"]
-    assert len(warnings) == 1 and "NET/Socket" in warnings[0].message
+    assert len(warnings) == 1 and "fell back to sockets" in warnings[0].message
     ready = [e for e in events if isinstance(e, EngineChanged) and e.state is EngineState.READY]
     assert ready and ready[-1].detail.startswith("NCCL over TCP sockets (NET/Socket)")   # stays on screen
 

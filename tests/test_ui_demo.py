@@ -178,4 +178,4 @@ def test_a_demo_scenario_from_the_command_line(tmp_path: Path) -> None:
         cwd=tmp_path, env=env, check=True, timeout=60, capture_output=True,
     )
     svg = out.read_text().replace("&#160;", " ")
-    assert "failed" in svg and "oom" in svg
+    assert "failed" in svg and "OutOfMemoryError" in svg   # the state and, in the log, the cause

@@ -327,7 +327,7 @@ class Evidence:
     stalled_seconds: float = 0.0      # seconds since the last generated token while requests run
     gpu_util: float = 0.0
     gpu_power: float = 0.0
-    nccl_socket: bool = False         # NCCL said "Using network Socket": tensor parallel runs over TCP
+    nccl_socket: bool = False         # the NCCL verdict: it fell back to TCP sockets
 
 
 def decide(e: Evidence) -> tuple[EngineState, str] | None:
@@ -605,20 +605,21 @@ class DemoSimulation:
             for n in NODES:   # while the engine runs its memory only grows (it never halves at ready)
                 if n != NODES[1] or self.ray_lost_at is None:
                     self.engine_gib[n] = max(self.engine_gib[n], target)
-        self._nccl_notice(batch)
+        self._nccl_notice()
         if self.state is EngineState.STARTING and self.feed.snapshot().outcome == "incomplete":
             self._set_state(EngineState.STARTING, "")
 
-    def _nccl_notice(self, batch: Sequence[ReplayLine]) -> None:
-        """NCCL said it runs over TCP sockets: tell the person (until the parser's NCCL verdict is on main,
-        the demo reads NCCL's own line here)."""
-        if self.nccl_warned or not any("NCCL INFO Using network Socket" in line.text for line in batch):
+    def _nccl_notice(self) -> None:
+        """The parser's NCCL verdict (``sparktui.domain.logs.nccl``) says NCCL fell back: tell the person."""
+        assert self.feed is not None
+        facts = self.feed.snapshot().facts
+        if self.nccl_warned or facts.get("nccl_verdict_level") != "warning":
             return
         self.nccl_warned = True
         self._out.append(Notice(
-            "NCCL fell back to TCP sockets (NET/Socket): no RDMA device found, so tensor-parallel traffic "
-            f"goes through the kernel, not RoCE — check NCCL_IB_HCA ({'+'.join(RDMA_DEVICES)}) and that "
-            "/dev/infiniband is passed into the container", severity="warning"))
+            f"{facts.get('nccl_verdict')}: tensor-parallel traffic goes through the kernel, not RoCE — check "
+            f"NCCL_IB_HCA ({'+'.join(RDMA_DEVICES)}) and that /dev/infiniband is passed into the container",
+            severity="warning"))
 
     def _emit_log(self, records: Sequence[LogRecord]) -> None:
         """The head's vLLM log always; a node's Ray worker log too while it is the one selected."""
