@@ -66,6 +66,9 @@ async def wait_guarded(
     watching = asyncio.create_task(watch_memory(controller, guard, interval))
     try:
         await asyncio.wait({waiting, watching}, return_when=asyncio.FIRST_COMPLETED)
+        if not waiting.done() and watching.exception() is not None:
+            # The guard could not watch (a fault of its own): the wait still decides, unguarded.
+            await asyncio.wait({waiting})
     finally:
         for task in (waiting, watching):
             if not task.done():
