@@ -109,3 +109,11 @@ def test_ctrl_c_gives_partial_results(config: Path) -> None:
     assert data["interrupted"] is True
     (level,) = data["levels"]
     assert level["partial"] is True and 0 < level["completed"] < 400
+
+
+def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
+    config = write_local_config(tmp_path / "config.toml", "bench-test", engine="api_port = 9")
+    result = run_sparktui("bench", "--config", str(config), "--file", str(tmp_path / "bench.jsonl"))
+    assert result.returncode == 1
+    assert "the engine does not answer on local:9: connection refused" in result.stderr
+    assert not (tmp_path / "bench.jsonl").exists()

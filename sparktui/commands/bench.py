@@ -135,6 +135,10 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
             print(f"sparktui bench: the engine does not answer on {head.name}:{engine.api_port}: {exc}",
                   file=sys.stderr)
             return 1
+        if not models and not engine.served_model_name:
+            print(f"sparktui bench: the engine on {head.name} serves no model (/v1/models is empty)",
+                  file=sys.stderr)
+            return 1
         model = engine.served_model_name or models[0]
         version = await api.version()
         power = PowerRecorder({n.name: (transports[n.name], n) for n in config.nodes}, engine,
