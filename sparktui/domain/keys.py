@@ -24,6 +24,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "log_source": "w",
     "full_log": "z",
     "pause": "p",
+    "processes": "P",
     "find_next": "n",
     "find_previous": "N",
     "log_down": "j",

@@ -81,6 +81,7 @@ class SparkApp(App[int]):
         _binding("log_source", "cycle_source", "Source",
                  "Switch between the vLLM log and each node's Ray worker log"),
         _binding("full_log", "toggle_full_log", "Full log", "Full-screen log"),
+        _binding("processes", "processes", "Processes", "Our processes on every node, sortable", show=False),
         _binding("pause", "toggle_pause", "Pause charts", "Hold the node charts and readings still",
                  show=False),
         _binding("find_next", "find_next(True)", "Next match", show=False),
@@ -467,6 +468,11 @@ class SparkApp(App[int]):
 
     def action_log_top(self) -> None:
         self.query_one(LogPane).go_top()
+
+    def action_processes(self) -> None:
+        from sparktui.ui.screens.processes import ProcessScreen
+
+        self.push_screen(ProcessScreen(self.state.nodes))
 
     def action_toggle_pause(self) -> None:
         """Hold the node charts and readings still (samples keep arriving and are kept); again: live."""
