@@ -127,8 +127,9 @@ class EnginePanel(Vertical):
             for name in STAGE_ORDER:
                 yield StageRow(name)
         yield Static(id="stage-summary")
-        yield Static(id="engine-facts")
+        # The diagnosis before the facts: at 120×40 whatever comes last is below the fold.
         yield Static(id="engine-failure")
+        yield Static(id="engine-facts")
         yield ServingView(id="serving")
 
     def show(self, engine: EngineChanged, operation: OperationView | None, now: float,
