@@ -823,7 +823,9 @@ class Processes:
                     rss = int(statm.split()[1]) * os.sysconf("SC_PAGE_SIZE")
                 except (IndexError, ValueError):
                     rss = None
-            out.append({**info, "rss": rss})
+            stat = read_once(os.path.join(self.root, str(pid), "stat"), 1024)
+            # CPU seconds and when they were read (this node's monotonic clock): CPU % = their deltas.
+            out.append({**info, "rss": rss, "cpu_s": cpu_seconds(stat), "at": round(self.scanned_at, 3)})
         self.result = out
 
     def _identify(self, pid: int) -> dict[str, Any] | None:
@@ -838,6 +840,18 @@ class Processes:
             return None
         return {"pid": pid, "name": comm or (os.path.basename(argv[0]) if argv else ""), "kind": kind,
                 "cmdline": " ".join(argv)[:300]}
+
+
+def cpu_seconds(stat: bytes | None) -> float | None:
+    """utime + stime of a ``/proc/PID/stat`` line, in seconds (the controller turns deltas into CPU %).
+    Fields are counted after the command's closing parenthesis: a command may hold spaces and ``)``."""
+    if not stat:
+        return None
+    try:
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (ValueError, IndexError, OSError):
+        return None
 
 
 class Containers:

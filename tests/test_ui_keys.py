@@ -234,3 +234,20 @@ async def test_screenshots_go_to_the_configured_folder(tmp_path: Path) -> None:
         await settle(pilot, app)
         assert saved is not None and Path(saved).parent == tmp_path / "shots" and Path(saved).exists()
         assert any(saved in n for n in notifications(app))
+
+
+async def test_charts_say_their_scale_and_window_and_p_pauses_them() -> None:
+    app, _ = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        panel = app.query_one("#node-spark1")
+        assert panel.border_subtitle == "charts: last 2 min"   # 120 points at the default 1 s
+        assert str(app.query_one("#caption-gpu").render()) == "gpu\n100%"
+        assert str(app.query_one("#caption-roce").render()).startswith("net\n")
+        await pilot.press("p")
+        await settle(pilot, app)
+        assert all(p.paused for p in app.query(".node-panel"))
+        assert "paused" in str(panel.border_subtitle)
+        await pilot.press("p")
+        await settle(pilot, app)
+        assert not panel.paused and panel.border_subtitle == "charts: last 2 min"

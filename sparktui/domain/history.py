@@ -50,6 +50,9 @@ def format_duration(seconds: float) -> str:
 def format_remaining(seconds: float) -> str:
     """How a person says time left: ``about 40 s``, ``about 8 min``, ``about 1h 10m``."""
     seconds = max(0.0, seconds)
+    if seconds < 5:
+        # Not "about 5 s" for the last seconds (and after): a figure that stops moving reads as stuck.
+        return "a few seconds"
     if seconds < 55:
         return f"about {max(5, round(seconds / 5) * 5)} s"
     minutes = round(seconds / 60)

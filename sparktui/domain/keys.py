@@ -23,6 +23,8 @@ DEFAULT_KEYS: dict[str, str] = {
     "node": "o",
     "log_source": "w",
     "full_log": "z",
+    "pause": "p",
+    "processes": "P",
     "find_next": "n",
     "find_previous": "N",
     "log_down": "j",

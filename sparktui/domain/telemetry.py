@@ -241,6 +241,10 @@ class NodeProcess:
     kind: str                 # "vllm" | "ray-worker" | "raylet" | "gcs_server" | "ray"
     cmdline: str = ""
     rss: int | None = None
+    #: utime + stime so far (seconds) and when the probe read them (the node's monotonic clock): CPU % is
+    #: the delta between two readings (``NodeTelemetry.process_cpu``).
+    cpu_seconds: float | None = None
+    read_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -433,7 +437,8 @@ def _port(d: Mapping[str, Any]) -> RdmaPort:
 
 def _process(d: Mapping[str, Any]) -> NodeProcess:
     return NodeProcess(pid=int(d["pid"]), name=str(d.get("name") or ""), kind=str(d.get("kind") or ""),
-                       cmdline=str(d.get("cmdline") or ""), rss=_int(d.get("rss")))
+                       cmdline=str(d.get("cmdline") or ""), rss=_int(d.get("rss")),
+                       cpu_seconds=_float(d.get("cpu_s")), read_at=_float(d.get("at")))
 
 
 def _container(d: Mapping[str, Any]) -> Container:
@@ -716,6 +721,31 @@ class RateTracker:
         self._prev = None
 
 
+@dataclass(frozen=True)
+class ProcessRow:
+    """One of our processes as the process view lists it."""
+
+    pid: int
+    name: str
+    kind: str
+    cmdline: str
+    cpu_percent: float | None     # over the time between the last two samples that listed it
+    rss: int | None
+    gpu_memory: int | None        # what NVML reports for the pid (None where it reports nothing)
+
+
+def process_rows(sample: Sample, cpu_percent: Mapping[int, float]) -> tuple[ProcessRow, ...]:
+    """Our processes in ``sample``, with their CPU % (``NodeTelemetry.process_cpu``) and the GPU memory NVML
+    attributes to each pid."""
+    gpu_mem: dict[int, int] = {}
+    for g in sample.gpu.devices:
+        for gp in g.processes:
+            if gp.used_memory is not None:
+                gpu_mem[gp.pid] = gpu_mem.get(gp.pid, 0) + gp.used_memory
+    return tuple(ProcessRow(p.pid, p.name, p.kind, p.cmdline, cpu_percent.get(p.pid), p.rss,
+                            gpu_mem.get(p.pid)) for p in sample.processes)
+
+
 class NodeTelemetry:
     """Everything the dashboard shows about one node's telemetry, updated one sample at a time."""
 
@@ -731,6 +761,9 @@ class NodeTelemetry:
         #: (device, counter) → controller time of its last increase, for "rising" highlights.
         self.rising: dict[tuple[str, str], float] = {}
         self._tracker = RateTracker(rdma_devices)
+        #: pid → CPU % between its last two readings; pid → (cpu seconds, read at) of the last one.
+        self.process_cpu: dict[int, float] = {}
+        self._cpu_read: dict[int, tuple[float, float]] = {}
 
     def update(self, sample: Sample, now: float | None = None) -> Rates | None:
         if self.latest is not None and sample.seq <= self.latest.seq:
@@ -741,6 +774,7 @@ class NodeTelemetry:
             self.problems.pop(path, None)
         self.problems.update(sample.problems)
         rates = self._tracker.update(sample)
+        self._update_process_cpu(sample)
         self.latest = sample
         self.rates = rates
         when = now if now is not None else sample.received
@@ -758,6 +792,23 @@ class NodeTelemetry:
                     for name in pr.increases:
                         self.rising[(pr.device, name)] = when
         return rates
+
+    def _update_process_cpu(self, sample: Sample) -> None:
+        """The probe re-reads processes every few seconds and repeats the list in between: a new reading
+        is one with a new ``read_at``."""
+        seen = set()
+        for p in sample.processes:
+            seen.add(p.pid)
+            if p.cpu_seconds is None or p.read_at is None:
+                continue
+            last = self._cpu_read.get(p.pid)
+            if last is not None and p.read_at > last[1] and p.cpu_seconds >= last[0]:
+                self.process_cpu[p.pid] = 100.0 * (p.cpu_seconds - last[0]) / (p.read_at - last[1])
+            if last is None or p.read_at != last[1]:
+                self._cpu_read[p.pid] = (p.cpu_seconds, p.read_at)
+        for gone in set(self._cpu_read) - seen:
+            self._cpu_read.pop(gone, None)
+            self.process_cpu.pop(gone, None)
 
     def is_stale(self, now: float, interval: float | None = None) -> bool:
         """No sample yet, or the last one arrived too long ago (controller monotonic ``now``)."""

@@ -39,7 +39,7 @@ from sparktui.domain.history import RunRecord
 from sparktui.domain.history import state_dir as local_state_dir
 from sparktui.domain.keys import DEFAULT_KEYS
 from sparktui.ui.screens.confirm import ConfirmScreen
-from sparktui.ui.state import DashboardState
+from sparktui.ui.state import HISTORY_POINTS, DashboardState
 from sparktui.ui.widgets.engine_panel import EnginePanel, ServingView
 from sparktui.ui.widgets.log_pane import LogPane
 from sparktui.ui.widgets.node_panel import NodePanel
@@ -81,6 +81,9 @@ class SparkApp(App[int]):
         _binding("log_source", "cycle_source", "Source",
                  "Switch between the vLLM log and each node's Ray worker log"),
         _binding("full_log", "toggle_full_log", "Full log", "Full-screen log"),
+        _binding("processes", "processes", "Processes", "Our processes on every node, sortable", show=False),
+        _binding("pause", "toggle_pause", "Pause charts", "Hold the node charts and readings still",
+                 show=False),
         _binding("find_next", "find_next(True)", "Next match", show=False),
         _binding("find_previous", "find_next(False)", "Previous match", show=False),
         # The log's movement keys, as less and vim have them, from anywhere (a text field keeps its own).
@@ -144,6 +147,8 @@ class SparkApp(App[int]):
         self.events_applied = 0
         #: The line printed on the terminal after quitting (None: nothing to say).
         self.exit_message: str | None = None
+        #: ``p``: the node charts and readings hold still.
+        self.charts_paused = False
 
     # ---- layout -----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -182,6 +187,7 @@ class SparkApp(App[int]):
         self.query_one("#asymmetry", Static).display = False
         self._render_engine()
         self._update_controls()
+        self._show_chart_window()
         self.query_one(LogPane).log_widget.focus()
         if self.startup_notice:
             self.notify(self.startup_notice, title="sparktui", timeout=12)
@@ -462,6 +468,24 @@ class SparkApp(App[int]):
 
     def action_log_top(self) -> None:
         self.query_one(LogPane).go_top()
+
+    def action_processes(self) -> None:
+        from sparktui.ui.screens.processes import ProcessScreen
+
+        self.push_screen(ProcessScreen(self.state.nodes))
+
+    def action_toggle_pause(self) -> None:
+        """Hold the node charts and readings still (samples keep arriving and are kept); again: live."""
+        self.charts_paused = not self.charts_paused
+        self._show_chart_window()
+        for name in self.state.nodes:
+            self._render_node(name)
+        self.notify("charts paused — p resumes" if self.charts_paused else "charts live", timeout=2)
+
+    def _show_chart_window(self) -> None:
+        window = HISTORY_POINTS * self.ui_config.refresh_interval
+        for panel in self.query(NodePanel):
+            panel.set_window(window, self.charts_paused)
 
     def action_toggle_wrap(self) -> None:
         wrap = self.query_one(LogPane).toggle_wrap()

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparktui.domain.telemetry import NodeTelemetry, Sample, is_error_counter
+from sparktui.domain.telemetry import NodeTelemetry, ProcessRow, Sample, is_error_counter, process_rows
 
 GIB = 1024**3
 #: An error counter stays highlighted this long after it last rose, so a one-off is not missed.
@@ -53,6 +53,8 @@ class NodeReading:
     gpu_missing: str | None = None
     cables: tuple[CableReading, ...] = ()
     processes: tuple[str, ...] = ()
+    #: Our processes one by one, for the process view (pid, name, CPU %, RSS, GPU memory).
+    process_rows: tuple[ProcessRow, ...] = ()
     stale: bool = False
 
 
@@ -119,5 +121,6 @@ def reading_from(sample: Sample, telemetry: NodeTelemetry, now: float) -> NodeRe
         gpu_missing=None if gpu else (sample.gpu.reason or "no GPU"),
         cables=tuple(cables),
         processes=tuple(kinds),
+        process_rows=process_rows(sample, telemetry.process_cpu),
         stale=sample.is_stale(now),
     )

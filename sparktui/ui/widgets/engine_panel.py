@@ -44,6 +44,8 @@ _STATE_STYLE = {
     EngineState.STOPPED: "bold",
     EngineState.UNKNOWN: "dim",
 }
+#: The states of a start: the ETA row is kept through all of them.
+_STARTING_STATES = frozenset({EngineState.PREFLIGHT, EngineState.STARTING, EngineState.VERIFYING})
 _STEP_MARK = {
     StepStatus.PENDING: ("·", "dim"),
     StepStatus.RUNNING: ("⟳", "yellow"),
@@ -125,8 +127,9 @@ class EnginePanel(Vertical):
             for name in STAGE_ORDER:
                 yield StageRow(name)
         yield Static(id="stage-summary")
-        yield Static(id="engine-facts")
+        # The diagnosis before the facts: at 120×40 whatever comes last is below the fold.
         yield Static(id="engine-failure")
+        yield Static(id="engine-facts")
         yield ServingView(id="serving")
 
     def show(self, engine: EngineChanged, operation: OperationView | None, now: float,
@@ -144,7 +147,10 @@ class EnginePanel(Vertical):
             show(why, Text(engine.detail, style="yellow"))
         eta_label = self.query_one("#engine-eta", Label)
         eta = eta_text(views, running, self.elapsed(running, now) if running else None, runs)
-        eta_label.display = engine.state is EngineState.STARTING and bool(eta.plain)
+        # The row stays for the whole start (empty or not), so the buttons below never jump between stages.
+        eta_label.display = engine.state in _STARTING_STATES
+        if not eta.plain and engine.state is EngineState.STARTING and not runs:
+            eta = Text("no ETA: the first start of this model and image", style="dim")
         show(eta_label, eta, layout=False)
         with self.app.batch_update():
             for view in views:
@@ -245,7 +251,9 @@ def eta_text(views: list[StageView], running: StageView | None, elapsed: float |
         t.append(described, style="bold yellow" if eta.overdue else "")
     ready = ready_eta(runs, running.name, elapsed or 0.0, fraction,
                       done=[v.name for v in views if v.status in ("done", "skipped")])
-    if ready is not None:
+    # The overall figure only when it says more than the stage's (the last stage ahead: the same time).
+    if ready is not None and (eta.remaining_seconds is None
+                              or format_remaining(ready) != format_remaining(eta.remaining_seconds)):
         t.append(" · ready in ", style="dim")
         t.append(format_remaining(ready))
     return t

@@ -165,12 +165,18 @@ def short_rate(rate: str) -> str:
     return f"{head}G" if head.replace(".", "").isdigit() else rate
 
 
+#: Each chart's name (its caption's first line; the second is its scale).
+CAPTIONS = {"mem": "mem", "gpu": "gpu", "roce": "net"}
+
+
 class NodePanel(Vertical):
     """A node's column. ``refresh_from_state`` re-reads ``self.node`` (the app calls it after a change)."""
 
     def __init__(self, node: NodeState, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.node = node
+        #: Telemetry paused (``p``): the charts and readings keep the moment it was paused.
+        self.paused = False
 
     def compose(self) -> ComposeResult:
         yield Label(id="node-title")
@@ -179,7 +185,8 @@ class NodePanel(Vertical):
         yield NodeSummary(self.node)
         for key, caption, scale in (("mem", "mem", 100.0), ("gpu", "gpu", 100.0), ("roce", "net", 200.0)):
             with Horizontal(classes="spark-row"):
-                yield Label(caption, classes="spark-caption")
+                # The chart's name, and under it the value its top stands for (its scale).
+                yield Label(caption, id=f"caption-{key}", classes="spark-caption")
                 yield ScaledSparkline(scale, id=f"spark-{key}", classes=f"spark-{key}")
 
     def on_mount(self) -> None:
@@ -205,10 +212,24 @@ class NodePanel(Vertical):
         if down:
             show(reason, Text(n.link_reason, style=_LINK_STYLE.get(n.link_phase, "")))
         self.set_class(n.link_phase not in ("connected",), "-link-down")
+        if self.paused:
+            return   # the charts and readings hold still; the link state above stays live
         self.query_one(NodeSummary).update_from_state()
         # Memory and GPU on 0–100 %. Traffic on 0 to the window's peak (at least 10 Gb/s): a fixed 0–400
         # Gb/s scale would flatten a 30 Gb/s weight load into nothing; the text line gives the absolute value.
         self.query_one("#spark-mem", ScaledSparkline).show(n.mem_history)
         self.query_one("#spark-gpu", ScaledSparkline).show(n.gpu_history)
         peak = max(n.roce_history, default=0.0)
-        self.query_one("#spark-roce", ScaledSparkline).show(n.roce_history, scale=max(10.0, peak * 1.1))
+        net_scale = max(10.0, peak * 1.1)
+        self.query_one("#spark-roce", ScaledSparkline).show(n.roce_history, scale=net_scale)
+        r = n.reading
+        total = f"{r.mem_total_gib:.0f}G" if r is not None and r.mem_total_gib else "100%"
+        for key, scale in (("mem", total), ("gpu", "100%"), ("roce", f"{net_scale:.0f}G")):
+            label = self.query_one(f"#caption-{key}", Label)
+            show(label, Text(f"{CAPTIONS[key]}\n{scale}"), layout=False)
+
+    def set_window(self, seconds: float, paused: bool = False) -> None:
+        """The charts' time window (history length × sample interval), in the bottom border."""
+        self.paused = paused
+        window = f"last {fmt.duration(seconds)}" if seconds < 90 else f"last {seconds / 60:.0f} min"
+        self.border_subtitle = ("⏸ paused — p resumes · " if paused else "") + f"charts: {window}"
