@@ -60,3 +60,32 @@ def test_demo_wedged_120x40(snap_compare: Any) -> None:
 
 def test_demo_worker_lost_120x40(snap_compare: Any) -> None:
     assert snap_compare(demo_app(90.0, "worker-lost"), terminal_size=(120, 40), run_before=_settled)
+
+
+# Every terminal size at three moments (issue 15): starting, ready (serving), failed — 80×24 gets the compact
+# layout, 120×40 and 200×50 the full one. (120×40 starting and 200×50 serving are the two above.)
+MOMENTS = {"starting": (30.0, "start"), "ready": (75.0, "start"), "failed": (70.0, "oom")}
+
+
+def test_demo_starting_80x24(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(*MOMENTS["starting"]), terminal_size=(80, 24), run_before=_settled)
+
+
+def test_demo_ready_80x24(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(*MOMENTS["ready"]), terminal_size=(80, 24), run_before=_settled)
+
+
+def test_demo_failed_80x24(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(*MOMENTS["failed"]), terminal_size=(80, 24), run_before=_settled)
+
+
+def test_demo_ready_120x40(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(*MOMENTS["ready"]), terminal_size=(120, 40), run_before=_settled)
+
+
+def test_demo_starting_200x50(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(*MOMENTS["starting"]), terminal_size=(200, 50), run_before=_settled)
+
+
+def test_demo_failed_200x50(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(*MOMENTS["failed"]), terminal_size=(200, 50), run_before=_settled)
