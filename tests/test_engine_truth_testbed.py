@@ -43,8 +43,9 @@ def bed(make_testbed: Callable[..., Testbed]) -> Testbed:
     return bed
 
 
-def overrides(bed: Testbed, serving: dict[str, Any] | None = None, **engine: Any) -> dict[str, Any]:
-    out = lifecycle_overrides(bed, pace=3.0, **engine)
+def overrides(bed: Testbed, serving: dict[str, Any] | None = None, pace: float = 3.0,
+              **engine: Any) -> dict[str, Any]:
+    out = lifecycle_overrides(bed, pace=pace, **engine)
     out["serving"] = serving or {}
     return out
 
@@ -190,3 +191,24 @@ async def test_attach_to_a_stopped_engine_whose_log_reached_ready_stays_stopped(
     finally:
         runner.cancel()
         await asyncio.gather(runner, return_exceptions=True)
+
+
+async def test_link_cut_during_start_names_the_node(bed: Testbed) -> None:
+    """A cut cable during start: vLLM's collective times out ("workers did not answer within 30 seconds")
+    before Ray declares the node dead; the diagnosis names the node the evidence points at."""
+    config = bed.spark_config(**overrides(bed, pace=20.0))
+    transports = await open_cluster(config)
+    try:
+        controller = EngineController(config, transports)
+        view = await controller.start()
+        assert view.ok, view.message
+        bed.link_down("spark2")
+        try:
+            result = await wait_until_ready(controller, timeout=150)
+        finally:
+            bed.link_up("spark2")
+        assert result.outcome == "failed", result.detail
+        assert "spark2" in result.detail and bed.ip("spark2") in result.detail, result.detail
+    finally:
+        await controller.stop()
+        await close_cluster(transports)

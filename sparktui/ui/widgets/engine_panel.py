@@ -175,7 +175,8 @@ class EnginePanel(Vertical):
         self.show_operation(operation)
         # While preflight and launch steps run, every stage is still pending: show the steps in their place.
         steps_shown = self.query_one("#operation-steps", Static).display
-        ready = engine.state is EngineState.READY
+        # Ready, or was ready and cannot serve now: the serving figures are the evidence.
+        ready = engine.state in (EngineState.READY, EngineState.DEGRADED, EngineState.WEDGED)
         # Once ready, the bars have done their job: one line of stage times leaves room for serving.
         self.query_one("#stages").display = not ready and not (
             steps_shown and running is None and engine.timeline is None)
@@ -183,7 +184,7 @@ class EnginePanel(Vertical):
         summary.display = ready
         if ready:
             show(summary, stage_summary(views))
-        self.query_one(ServingView).display = engine.state is EngineState.READY
+        self.query_one(ServingView).display = ready
 
     @staticmethod
     def _state_text(engine: EngineChanged, running: StageView | None) -> Text:
