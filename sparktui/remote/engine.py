@@ -21,12 +21,15 @@ from typing import Any
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus, StepView
 from sparktui.domain.lifecycle import argv as A
+from sparktui.domain.lifecycle import gpus as G
 from sparktui.domain.lifecycle import oplock as L
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle import vllm_help
 from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, classify
 from sparktui.domain.lifecycle.docker_diag import docker_problem, image_problem
+from sparktui.domain.lifecycle.links import LinkFacts, link_argv, link_views
+from sparktui.domain.lifecycle.memory_fit import check_memory_fit
 from sparktui.domain.lifecycle.output import TAIL_LINES, last_json_object, output_tail
 from sparktui.domain.lifecycle.ray_state import (
     ProbeError,
@@ -37,6 +40,8 @@ from sparktui.domain.lifecycle.ray_state import (
     parse_probe_line,
     parse_ray_status,
 )
+from sparktui.domain.model_files import ModelDir, model_info_argv, parse_model_info
+from sparktui.domain.recipes import check_recipe_vllm
 from sparktui.remote.host_facts import read_home
 from sparktui.remote.transport import CommandResult, RemoteProcess, Transport, TransportError
 
@@ -410,7 +415,7 @@ class EngineController:
         try:
             outcome = await self._execute(step, lambda msg: tracker.update(idx, message=msg))
         except TransportError as exc:
-            outcome = _Outcome(StepStatus.FAILED, f"node unreachable: {exc}")
+            outcome = _Outcome(StepStatus.FAILED, str(exc))  # names the node, its address and why
         if outcome.status is StepStatus.FAILED and step.tolerate_failure:
             outcome.status = StepStatus.WARNING
         self.marks[f"done:{step.name}:{step.node}"] = time.time()
@@ -542,6 +547,9 @@ class EngineController:
         versions: dict[str, str | None] = {}
         containers: dict[str, tuple[F.Container, ...]] = {}
         help_text: list[str] = []
+        links: dict[str, LinkFacts | str] = {}
+        gpus_needed = {x.name: x.gpus for x in P.expected_nodes(cfg)}
+        model_read: list[ModelDir | str] = []
         self._rdma = {}
 
         def add(view: StepView) -> None:
@@ -554,7 +562,7 @@ class EngineController:
             try:
                 out = await work()
             except TransportError as exc:
-                out = _Outcome(StepStatus.FAILED, f"unreachable: {exc}")
+                out = _Outcome(StepStatus.FAILED, str(exc))  # names the node, its address and why
             tracker.update(idx, status=out.status, message=out.message, output_tail=out.tail,
                            seconds=round(time.monotonic() - t0, 3))
             summary.views.append(StepView(name, node, out.status, round(time.monotonic() - t0, 3),
@@ -588,7 +596,7 @@ class EngineController:
                 self._rdma[name] = facts[name].dev_infiniband
                 return _Outcome(StepStatus.OK, f"host {facts[name].hostname}")
 
-            jobs = [timed("node facts", name, gather_facts)]
+            jobs = [timed("node facts", name, gather_facts), self._link_facts(name, links)]
             rt = self._runtimes[name]
 
             # The image's vLLM is asked only once docker and the image are there (`docker run` of a missing
@@ -648,10 +656,21 @@ class EngineController:
                 help_text.append(res.stdout)
                 return _Outcome(StepStatus.OK, f"{len(vllm_help.flags_in_help(res.stdout))} flags known")
 
+            async def gpus() -> _Outcome:
+                cmd = list(e.gpu_list_command)
+                argv = G.gpu_list_docker_argv(e.image, cmd) if e.runtime == "docker" else rt.wrap(cmd)
+                res = await self._run(name, argv, 120)
+                view = G.check_gpus(name, res.returncode, res.stdout, res.stderr, gpus_needed[name],
+                                    e.runtime == "docker")
+                return _Outcome(view.status, view.message, view.output_tail)
+
             jobs.append(timed("vLLM version", name, version))
+            jobs.append(timed("GPUs", name, gpus))
             if node is cfg.head:
                 jobs.append(timed("vLLM help", name, flags))
-            await asyncio.gather(*jobs)
+            # The model's config.json and safetensors headers, read once on the head (memory sizing).
+            sizing = [self._model_for_sizing(name, model_path, model_read)] if node is cfg.head else []
+            await asyncio.gather(*jobs, *sizing)
 
         await asyncio.gather(*(node_checks(n.name) for n in cfg.nodes))
 
@@ -663,8 +682,14 @@ class EngineController:
             if name == head:
                 add(F.check_ports(name, nf, P.port_roles(cfg)))
             add(F.check_leftovers(name, nf, containers.get(name, ())))
+        for view in link_views(cfg, links):
+            add(view)
         if facts:
             for view in F.check_model(cfg, facts):
+                add(view)
+            found = model_read[0] if model_read else None
+            for view in check_memory_fit(cfg, facts, found if isinstance(found, ModelDir) else None,
+                                         found if isinstance(found, str) else None):
                 add(view)
         if e.runtime == "docker" and len(image_ids) > 1:
             for view in F.check_same("same image", image_ids, "image", head):
@@ -674,11 +699,37 @@ class EngineController:
                 add(view)
         self.vllm_version = versions.get(head)
         summary.vllm_version = self.vllm_version
+        recipe_view = check_recipe_vllm(cfg, self.vllm_version) if versions else None
+        if recipe_view is not None:
+            add(recipe_view)
         if help_text:
             check = vllm_help.check_flags(e.extra_args, vllm_help.flags_in_help(help_text[0]))
             add(StepView("vLLM flags", head, StepStatus.OK if check.ok else StepStatus.FAILED,
                          message=check.message(self.vllm_version)))
         return summary
+
+    async def _link_facts(self, name: str, into: dict[str, LinkFacts | str]) -> None:
+        """The cable's facts for preflight's link checks (``LINK_PY``); a reason string when unreadable."""
+        try:
+            res = await self._run(name, link_argv(self.config, self.config.node(name)), 60)
+            into[name] = LinkFacts.parse(res.stdout) if res.ok else _failure_text(res)
+        except (TransportError, ValueError) as exc:
+            into[name] = str(exc)
+    async def _model_for_sizing(self, node: str, model_path: str | None, out: list[ModelDir | str]) -> None:
+        """The head's view of the model directory (or the HF cache's snapshot of a model id) into ``out``;
+        a failure is kept as its reason (sizing is then skipped, never the start)."""
+        e = self.config.engine
+        python = self.config.node(node).python
+        # docker: the container's HF cache is whatever the mounts put at /root/.cache/huggingface.
+        hf_home = next((m.source for m in e.mounts if m.target.rstrip("/") == "/root/.cache/huggingface"),
+                       None) if e.runtime == "docker" else None
+        argv = (model_info_argv(python, path=model_path) if model_path
+                else model_info_argv(python, hf_id=e.model, hf_home=hf_home))
+        try:
+            res = await self._run(node, argv, 60)
+            out.append(parse_model_info(res.stdout) if res.ok else "reading the model: " + _failure_text(res))
+        except (TransportError, ValueError) as exc:
+            out.append(f"reading the model: {exc}")
 
     # -- helpers -----------------------------------------------------------------------------------
     def _reap(self, proc: RemoteProcess) -> None:

@@ -40,6 +40,8 @@ _PATH_DIRS = ("/usr/local/bin", "/usr/bin", "/usr/local/sbin", "/usr/sbin")
 #: All test beds live under this directory (one sub-directory per run id) unless overridden.
 DEFAULT_ROOT = Path("/var/tmp/sparktui-testbed")
 ROOT_ENV = "SPARKTUI_TESTBED_ROOT"
+#: The stand-in's "model" directory in every host's private /tmp (``up`` creates it; the config names it).
+MODEL_DIR = "/tmp/models/standin-model"
 _LOCK_NAME = ".subnet.lock"
 #: The bridge's (controller's) host number in the /24; hosts get 1, 2, …
 _BRIDGE_HOST = 254
@@ -275,6 +277,7 @@ class Testbed:
                 for name in self.names:
                     self.wait_dockerd(name)
             self._write_known_hosts()
+            self.make_model_dirs()
             self.write_config(self.config_path)
         except BaseException:
             self.teardown()
@@ -485,7 +488,7 @@ class Testbed:
             "nodes": nodes,
             "engine": {
                 "runtime": "host",
-                "model": "/models/standin-model",
+                "model": MODEL_DIR,
                 "served_model_name": "standin",
                 "tensor_parallel_size": len(self.hosts),
                 "executor": "ray",
@@ -518,6 +521,15 @@ class Testbed:
         from sparktui.config import parse_config
 
         return parse_config(self.config_dict(**overrides), "<testbed>")
+
+    def make_model_dirs(self, names: Sequence[str] | None = None) -> None:
+        """The same small "model" directory (``MODEL_DIR``, in each host's private /tmp) on every host, so
+        the config ``up`` writes passes preflight's model check as it is."""
+        for name in names or self.names:
+            root = self.host_tmp(name) / MODEL_DIR.removeprefix("/tmp/")
+            root.mkdir(parents=True, exist_ok=True)
+            (root / "config.json").write_text('{"architectures": ["StandinForCausalLM"]}\n')
+            (root / "model-00001-of-00001.safetensors").write_bytes(b"\0" * 4096)
 
     # -- driving the hosts -------------------------------------------------------------------------
     def _init_pid(self, name: str) -> int:

@@ -400,16 +400,112 @@ print(json.dumps({"dir": os.path.realpath(base), "files": files}))
 
 #: argv: PATH [MAX_BYTES]. Writes the file's last MAX_BYTES bytes (all by default); exit 3 if missing.
 READ_PY = r"""
-import os, sys
+import os, shutil, sys
 path = os.path.expanduser(sys.argv[1])
 limit = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 try:
     with open(path, "rb") as f:
         if limit:
             f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
-        sys.stdout.buffer.write(f.read())
+        shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
 except FileNotFoundError:
     sys.exit(3)
+"""
+
+#: argv: DROP_CACHES_PATH. Frees the page cache (``engine.drop_caches``) where permitted: as root, else
+#: through passwordless ``sudo -n``; otherwise exit 1 with the reason (the start goes on, warned).
+DROP_CACHES_SH = r"""
+path=$1
+sync
+before=$(awk '/^MemAvailable:/ {print int($2/1048576)}' /proc/meminfo 2>/dev/null)
+if [ -w "$path" ] && (echo 3 > "$path") 2>/dev/null; then how=root
+elif command -v sudo >/dev/null 2>&1 && echo 3 | sudo -n tee "$path" >/dev/null 2>&1; then how=sudo
+else
+    echo "page cache not freed: $path is not writable (needs root or passwordless sudo; engine.drop_caches)"
+    exit 1
+fi
+after=$(awk '/^MemAvailable:/ {print int($2/1048576)}' /proc/meminfo 2>/dev/null)
+echo "page cache freed ($how): MemAvailable ${before:-?} -> ${after:-?} GiB"
+"""
+
+#: argv: one JSON object {"sys_root", "interface", "peers": [address, …], "port"}. Prints one JSON object:
+#: every RDMA port (state, link layer, netdev, RoCE v2 GID indices), the netdevs' speed / MTU / operstate,
+#: and for each peer whether it answers from this node over the interface (a TCP connect from the
+#: interface's address: a reset counts as reachable, a timeout or "no route" does not). Preflight's link
+#: checks judge it (``sparktui.domain.lifecycle.links``).
+LINK_PY = r"""
+import errno, json, os, socket, struct, sys
+req = json.loads(sys.argv[1])
+root = req.get("sys_root") or "/sys"
+def text(*parts):
+    try:
+        with open(os.path.join(*parts)) as f:
+            return f.read().strip()
+    except (OSError, ValueError):
+        return None
+def listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+ib = os.path.join(root, "class", "infiniband")
+rdma, netdevs = [], set()
+for dev in listdir(ib):
+    for port in listdir(os.path.join(ib, dev, "ports")):
+        base = os.path.join(ib, dev, "ports", port)
+        types = {}
+        for n in listdir(os.path.join(base, "gid_attrs", "types")):
+            t = text(base, "gid_attrs", "types", n)
+            if t:
+                types[n] = t
+        netdev = text(base, "gid_attrs", "ndevs", "0")
+        if not netdev:
+            nets = listdir(os.path.join(ib, dev, "device", "net"))
+            netdev = nets[0] if nets else None
+        if netdev:
+            netdevs.add(netdev)
+        rdma.append({"device": dev, "port": port, "state": text(base, "state"),
+                     "link_layer": text(base, "link_layer"), "rate": text(base, "rate"), "netdev": netdev,
+                     "rocev2_gids": sorted((int(n) for n, t in types.items() if t == "RoCE v2"))})
+iface = req.get("interface")
+if iface:
+    netdevs.add(iface)
+nets = {}
+for name in sorted(netdevs):
+    d = os.path.join(root, "class", "net", name)
+    nets[name] = {"exists": os.path.isdir(d), "speed": text(d, "speed"), "mtu": text(d, "mtu"),
+                  "operstate": text(d, "operstate")}
+def if_addr(name):
+    try:
+        import fcntl
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            packed = struct.pack("256s", name[:15].encode())
+            return socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, packed)[20:24])   # SIOCGIFADDR
+        finally:
+            s.close()
+    except OSError:
+        return None
+source = if_addr(iface) if iface else None
+reach = {}
+for peer in req.get("peers") or []:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(3.0)
+    try:
+        if source:
+            s.bind((source, 0))
+        s.connect((peer, int(req.get("port") or 22)))
+        reach[peer] = "ok"
+    except ConnectionRefusedError:
+        reach[peer] = "ok"
+    except OSError as e:
+        if e.errno:
+            reach[peer] = errno.errorcode.get(e.errno, "") + " " + (e.strerror or str(e))
+        else:
+            reach[peer] = str(e) or "timed out"
+    finally:
+        s.close()
+print(json.dumps({"rdma": rdma, "netdevs": nets, "interface": iface, "source": source, "reach": reach}))
 """
 
 #: argv: ``take PATH HOLDER_JSON`` or ``show PATH``. The operation lock on the head (``state_dir``): one

@@ -111,12 +111,15 @@ class EnginePanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label("engine", id="engine-state")
+        # "unknown" says nothing alone: what is not known and why, whole and wrapped.
+        yield Static(id="engine-why")
         yield Label("", id="engine-eta")
         with Horizontal(id="engine-buttons"):
             yield Button("Start", id="btn-start", variant="success", compact=True)
             yield Button("Restart", id="btn-restart", variant="warning", compact=True)
             yield Button("Stop", id="btn-stop", variant="error", compact=True)
             yield Button("Smoke test", id="btn-smoke", compact=True)
+            yield Label(" READ-ONLY ", id="readonly-badge")
         yield Static(id="operation-steps")
         with Vertical(id="stages"):
             for name in STAGE_ORDER:
@@ -133,6 +136,12 @@ class EnginePanel(Vertical):
         stall = stall_seconds(engine.timeline, now) if running else None
         stalled = stall if stall is not None and stall >= STALL_WARN_S else None
         show(self.query_one("#engine-state", Label), self._state_text(engine, running), layout=False)
+        why = self.query_one("#engine-why", Static)
+        unknown = engine.state is EngineState.UNKNOWN and bool(engine.detail)
+        if why.display != unknown:
+            why.display = unknown
+        if unknown:
+            show(why, Text(engine.detail, style="yellow"))
         eta_label = self.query_one("#engine-eta", Label)
         eta = eta_text(views, running, self.elapsed(running, now) if running else None, runs)
         eta_label.display = engine.state is EngineState.STARTING and bool(eta.plain)
@@ -140,7 +149,8 @@ class EnginePanel(Vertical):
         with self.app.batch_update():
             for view in views:
                 self.query_one(f"#stage-{view.name}", StageRow).show(view, self.elapsed(view, now), stalled)
-        show(self.query_one("#engine-facts", Static), facts_text(facts_of(engine.timeline), engine))
+        facts_box = self.query_one("#engine-facts", Static)
+        show(facts_box, facts_text(facts_of(engine.timeline), engine, facts_box.content_size.width))
         failure = failure_of(engine.timeline)
         failure_box = self.query_one("#engine-failure", Static)
         failure_box.display = failure is not None or engine.state is EngineState.FAILED
@@ -178,7 +188,7 @@ class EnginePanel(Vertical):
             label = f"starting: {running.label}"
         t.append(f" {label} ", style=_STATE_STYLE.get(state, ""))
         # (A backend may put the stage name in the detail; it is in the label already.)
-        if engine.detail and state is not EngineState.FAILED and engine.detail not in (
+        if engine.detail and state not in (EngineState.FAILED, EngineState.UNKNOWN) and engine.detail not in (
                 getattr(running, "name", None), getattr(running, "label", None)):
             t.append(f"  {engine.detail}", style="dim")
         if state is EngineState.READY and engine.ttft_seconds is not None:
@@ -252,11 +262,12 @@ def stage_summary(views: list[StageView]) -> Text:
     return t
 
 
-def facts_text(facts: dict[str, Any], engine: EngineChanged) -> Text:
+def facts_text(facts: dict[str, Any], engine: EngineChanged, width: int = 0) -> Text:
+    """The facts as ``caption value`` items joined by `` · ``; with a ``width``, lines break between items,
+    never inside one (Rich would wrap at any space, ``max`` on one line and ``conc 3.1×`` on the next)."""
     if engine.vllm_version and "vllm_version" not in facts:
         facts = {"vllm_version": engine.vllm_version, **facts}
-    t = Text()
-    first = True
+    items: list[Text] = []
     for key, caption, unit in FACT_CAPTIONS:
         value = facts.get(key)
         if value is None or value == "":
@@ -267,11 +278,27 @@ def facts_text(facts: dict[str, Any], engine: EngineChanged) -> Text:
             value = f"{value:,}"
         if key == "model":
             value = str(value).rstrip("/").rsplit("/", 1)[-1]
-        if not first:
-            t.append(" · ", style="dim")
-        t.append(f"{caption} ", style="dim")
-        t.append(f"{value}{unit}", style="bold")
-        first = False
+        item = Text()
+        item.append(f"{caption} ", style="dim")
+        item.append(f"{value}{unit}", style="bold")
+        items.append(item)
+    t = Text(no_wrap=True, overflow="ellipsis")
+    used = 0
+    for item in items:
+        if used:
+            if width and used + 3 + item.cell_len > width:
+                t.append("\n")
+                used = 0
+            else:
+                t.append(" · ", style="dim")
+                used += 3
+        t.append_text(item)
+        used += item.cell_len
+    if facts.get("nccl_verdict"):
+        # The NCCL verdict (sparktui.domain.logs.nccl): RoCE with both HCAs, or the socket fallback.
+        t.append("\n")
+        ok = facts.get("nccl_verdict_level") == "ok"
+        t.append(str(facts["nccl_verdict"]), style="green" if ok else "bold yellow")
     return t
 
 
