@@ -344,9 +344,10 @@ async def test_dashboard_s_to_ready_and_x_to_stopped(docker_testbed: Testbed, tm
                    cluster_name=config.cluster.name)
     async with app.run_test(size=(160, 48)) as pilot:
         state = app.state
-        await wait_until(pilot, lambda: all(n.link_phase == "connected" for n in state.nodes.values()), 30,
+        # Generous: a loaded 2-core CI box (docker ps and the probes of two hosts at once).
+        await wait_until(pilot, lambda: all(n.link_phase == "connected" for n in state.nodes.values()), 90,
                          "both nodes connected")
-        await wait_until(pilot, lambda: state.engine.state is EngineState.STOPPED, 60, "discovered: stopped")
+        await wait_until(pilot, lambda: state.engine.state is EngineState.STOPPED, 180, "discovered: stopped")
         await pilot.press("s")
         await wait_until(pilot, lambda: state.engine.state is EngineState.READY, 240, "ready")
         assert "ready" in app.export_screenshot().lower()

@@ -756,7 +756,10 @@ class Testbed:
             return problems
         own_ns = _pid_ns(os.getpid())
         if self.with_docker:
-            self._stop_docker(problems)
+            try:
+                self._stop_docker(problems)
+            except Exception as exc:  # never keep the rest of the teardown from running
+                problems.append(f"stopping docker: {exc}")
         # 1. Ask each host's init to stop its processes, then make sure.
         inits: dict[str, tuple[int, str | None]] = {}
         for host in self.hosts.values():
@@ -805,7 +808,10 @@ class Testbed:
                 if done.returncode != 0 and "Cannot find device" not in done.stderr:
                     problems.append(f"ip link del {link}: {done.stderr.strip()}")
         if self.with_docker:
-            self._remove_cgroups(problems)
+            try:
+                self._remove_cgroups(problems)
+            except Exception as exc:
+                problems.append(f"removing cgroups: {exc}")
         # 4. Files (a data root holds read-only overlay layers: rmtree copes as root).
         if self.id and not keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
