@@ -228,8 +228,12 @@ class SSHTransport(Transport):
         reconnect_wait: float = 5.0,
         backoff: Backoff | None = None,
         permanent_retry: float = 60.0,
+        probe: bool = True,
     ) -> None:
         super().__init__(node.name)
+        #: Probe TCP reachability during backoff waits (``False``: the backoff alone decides, as before;
+        #: the reconnect benchmark's baseline).
+        self.probe = probe
         self.node = node
         self.keepalive_interval = keepalive_interval
         self.keepalive_count_max = keepalive_count_max
@@ -372,7 +376,7 @@ class SSHTransport(Transport):
         delay = self.backoff.delay(failures)
         deadline = time.monotonic() + delay
         self._set_state(LinkState(LinkPhase.RETRYING, deadline, error, failures))
-        target = self._probe_target() if probe else None
+        target = self._probe_target() if probe and self.probe else None
         if target is None:
             await asyncio.sleep(delay)
             return
