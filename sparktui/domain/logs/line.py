@@ -18,6 +18,7 @@ Everything here is defensive: :func:`parse_line` never raises, whatever bytes we
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass, replace
@@ -173,8 +174,48 @@ def parse_progress(message: str) -> Progress | None:
         return None
 
 
+# A record's start in the middle of a line: a process prefix (or a chain of them) right before a vLLM
+# header. Two processes writing to one pipe without a newline between them glue their records this way.
+_GLUED_START = re.compile(
+    r"\((?:[^()]{0,80}? )?pid=\d+(?:, ip=[^)\s]{1,64})?\) "
+    r"(?:\((?:[^()]{0,80}? )?pid=\d+(?:, ip=[^)\s]{1,64})?\) ){0,3}"
+    rf"(?:{_LEVELS}) \d\d-\d\d \d\d:\d\d:\d\d"
+)
+_LEVEL_TIME = re.compile(rf"(?:{_LEVELS}) \d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def split_glued_records(record: str) -> list[str]:
+    """Split a line holding two records glued together with a process prefix in the middle
+    (``... took 2.1 s(RayWorkerWrapper pid=2, ip=X) INFO 04-01 ...``) at that prefix. A prefix chain at the
+    start of the line, or after an outer wrapper, is no split: a record must already have begun."""
+    if record.count("pid=") < 2:
+        return [record]
+    first = _LEVEL_TIME.search(record)
+    if first is None or _LEVEL_TIME.search(record, first.end()) is None:
+        return [record]  # one header at most: nothing glued
+    cuts: list[int] = []
+    pos = 0
+    for m in _GLUED_START.finditer(record, 1):
+        start = m.start()
+        if record[start - 1] == " " and record[start - 2 : start] == ") ":
+            continue  # inside a prefix chain
+        if _LEVEL_TIME.search(record, pos, start) is None:
+            continue  # no record before it (an outer wrapper, free text)
+        cuts.append(start)
+        pos = start
+    if not cuts:
+        return [record]
+    bounds = [0, *cuts, len(record)]
+    return [record[a:b] for a, b in itertools.pairwise(bounds)]
+
+
 def split_glued(record: str) -> list[str]:
-    """Split a record whose tqdm bar has the next log line glued on (no newline in between)."""
+    """Split a record whose tqdm bar has the next log line glued on (no newline in between), and two
+    records glued at a process prefix."""
+    if "pid=" in record and record.count("pid=") > 1:
+        parts = split_glued_records(record)
+        if len(parts) > 1:
+            return [piece for part in parts for piece in split_glued(part)]
     if "/s]" not in record and "/it]" not in record:
         return [record]
     out: list[str] = []
