@@ -70,7 +70,8 @@ _DASH_HEADER = re.compile(
 )
 # glog / c10d: ``[W716 19:53:12.333618227 socket.cpp:764] `` or ``[rank2]:E0716 18:21:22.79 1 f.py:874] ``
 _GLOG_HEADER = re.compile(
-    r"(?:\[rank\d+\]:)?\[?(?P<lv>[IWEF])(?P<mm>\d\d)(?P<dd>\d\d) (?P<hms>\d\d:\d\d:\d\d)\.\d+ "
+    # c10's own MessageLogger prints the date as (tm_mon + 1) * 100 + tm_mday, unpadded: "E219" is Feb 19.
+    r"(?:\[rank\d+\]:)?\[?(?P<lv>[IWEF])(?P<mmdd>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d)\.\d+ "
     r"(?:\d+ )?(?P<file>[^\]\s]+:\d+)\] ?"
 )
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
@@ -358,7 +359,8 @@ def _parse(text: str) -> LogRecord:
         m2 = _GLOG_HEADER.match(rest)
         if m2 is not None:
             level, source = _GLOG_LEVEL[m2["lv"]], m2["file"]
-            time = f"{m2['mm']}-{m2['dd']} {m2['hms']}"
+            mmdd = m2["mmdd"].zfill(4)
+            time = f"{mmdd[:2]}-{mmdd[2:]} {m2['hms']}"
             seconds = seconds_in_year(time)
     message = rest[m2.end():] if m2 is not None else rest
 

@@ -800,7 +800,7 @@ class Timeline:
             # ValueError promoted to config_error below stays tentative: if the start goes on, it survived.)
             self._failure_confirmed = True
         if kind is None and rank == 2 and fl.is_config_exception(msg) and (
-            running in (None, "config") and self._furthest <= STAGE_INDEX["config"]
+            running in (None, "config") and self._furthest == STAGE_INDEX["config"]
         ):
             kind, rank = "config_error", 4
         if kind is not None or exc or marker:
@@ -812,10 +812,12 @@ class Timeline:
         k = kind or "unknown"
         if self._ready_s is not None or self._ready_wall is not None:
             stage = "engine"  # it had served: a crash while serving, whatever the traceback shows
-        elif current is not None and kind is None:
+        elif current is not None and kind is None and self._framed_stage(rec) is None:
             stage = current[1]
         else:
             stage = fl.failure_stage(k, running, msg)
+            if kind is None and current is not None and stage != current[1]:
+                self._failure = (current[0], stage, current[2], current[3])  # the frames moved it
         if current is None:
             # Kept so that an unexplained exception the start survives can be taken back (see _recover).
             self._before_failure = ({n: replace(st) for n, st in self._stages.items()}, self._furthest)
@@ -832,7 +834,7 @@ class Timeline:
         that stage is over and a later one runs; else the running stage, the stage of a failure already
         found, or the worker method an "Error executing method" line names."""
         running = self._running_stage()
-        framed = fl.frames_stage(self._frames.get((rec.node, rec.pid), []))
+        framed = self._framed_stage(rec)
         if framed is not None and not (
             running is not None and STAGE_INDEX[running] > STAGE_INDEX[framed]
             and self._stages[framed].status == "done"
@@ -843,6 +845,9 @@ class Timeline:
         if current is not None and current[1] in STAGE_INDEX:
             return current[1]
         return fl.method_stage(msg)
+
+    def _framed_stage(self, rec: LogRecord) -> str | None:
+        return fl.frames_stage(self._frames.get((rec.node, rec.pid), []))
 
     def _take_detail(self, msg: str) -> bool:
         """A line after a message that announced detail ("Reasons:"): appended to the failure's message
