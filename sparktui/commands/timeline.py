@@ -13,8 +13,8 @@ from sparktui.commands.common import positive_int, print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = "exit status: 0 ready, stopped or still starting, 1 the log shows a failure, 2 cannot read it or it is " \
-                    "not a vLLM log"
+    parser.epilog = ("exit status: 0 ready, stopped or still starting, 1 the log shows a failure, 2 cannot "
+                     "read it or it is not a vLLM log")
     parser.add_argument("logfile", metavar="LOGFILE", help="the vLLM log to read (- for stdin)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--nodes", type=positive_int, default=None, metavar="N",

@@ -683,7 +683,8 @@ class Timeline:
                 self._finish(est)
             elif est.status == "pending":
                 est.status = "skipped"
-            elif est.status == "done" and est.end_s is None and est.end_t is None and est.end_wall is None:
+            elif (est.status == "done" and est.end_s is None and est.end_t is None and est.end_wall is None
+                  and est.start_s is not None):
                 # Done on an untimed line (a shard bar at its total): it ended by the time this one began.
                 est.end_s, est.end_t = self._last_s, self._last_t
         st = self._stages[name]
