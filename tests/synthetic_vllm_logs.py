@@ -2139,6 +2139,57 @@ def _benign_tb(L: Log) -> None:
     s9_api(L)
 
 
+# ---- issue 12's failure classes ----------------------------------------------------------------------
+
+@scenario(Spec("fail_driver_mismatch_v0.26.0_mp-error803_plain", "0.26.0", executor="mp",
+               description="the image's CUDA runtime needs a newer driver: torch's cudaGetDeviceCount() error "
+               "803 in the worker's init_device",
+               expect=dict(outcome="failed", failure_kind="driver_mismatch", failure_stage="distributed",
+                           root_cause="Error 803: system has unsupported display driver / cuda driver combination",
+                           hint="sm_121", stages=stages(config="done", distributed="failed", weights="pending"))))
+def _f_driver(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    mp_worker_failed(L, 0, [
+        ("v1/worker/gpu_worker.py", 190, "init_device", "torch.cuda.set_device(self.device)"),
+        ("../torch/cuda/__init__.py", 412, "_lazy_init", "torch._C._cuda_init()"),
+    ], "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
+       "NumCudaDevices() that might have already set an error? Error 803: system has unsupported display driver / "
+       "cuda driver combination")
+
+
+@scenario(Spec("happy_v0.33.0_stopped-by-sigterm_plain", "0.33.0",
+               description="ready, served, then SIGTERM: '[shutdown] EngineCore: trigger received signal=SIGTERM', "
+               "the API server's EngineDeadError and uvicorn's shutdown are the stop, not a failure",
+               expect=dict(outcome="stopped", facts=dict(stop_signal="SIGTERM", served_seconds=330.0),  # 30 s to the stats line + 300
+                           stages=HAPPY_STAGES)))
+def _stopped(L: Log) -> None:
+    happy(L)
+    L.tick(300)
+    L.info("ec", "core.py:1011", "[shutdown] EngineCore: trigger received signal=SIGTERM")
+    L.info("ec", "core.py:1074", "[shutdown] EngineCore: start mode=abort timeout=0s")
+    L.log("api", "ERROR", "async_llm.py:693", "AsyncLLM output_handler failed.")
+    L.raw("api", "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace "
+          "(above) for the root cause.")
+    L.uvicorn("Shutting down")
+
+
+@scenario(Spec("fail_kernel_unsupported_v0.26.0_triton-smem-after-ready_plain", "0.26.0", executor="mp",
+               description="serves, then a Triton kernel needs more shared memory than GB10 has: "
+               "'EngineCore encountered a fatal error.' + triton.runtime.errors.OutOfResources",
+               expect=dict(outcome="failed", failure_kind="kernel_unsupported", failure_stage="engine",
+                           root_cause="crashed after serving 2m30s", hint="sm_121")))  # stats line at +30 s, crash +120 s
+def _f_smem(L: Log) -> None:
+    happy(L)
+    L.tick(120)
+    L.log("ec", "ERROR", "core.py:1027", "EngineCore encountered a fatal error.\n" + tb_lines([
+        ("v1/engine/core.py", 1018, "run_engine_core", "engine_core.run_busy_loop()"),
+        ("../triton/runtime/jit.py", 419, "run", "kernel = self.compile(src, target=target, options=options.__dict__)"),
+    ], "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 147456, Hardware limit: "
+       "101376. Reducing block sizes or `num_stages` may help.").replace("/vllm/../", "/"))
+    L.log("api", "ERROR", "core_client.py:564", "Engine core proc EngineCore died unexpectedly, shutting down client.")
+
+
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:
     log = Log(spec)
     fn(log)

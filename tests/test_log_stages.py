@@ -188,7 +188,9 @@ def test_serving_flood_after_ready_is_ignored_but_engine_death_is_not() -> None:
     assert parse_log_text(ready + flood).outcome == "ready"
     snap = parse_log_text(ready + flood + death)
     assert snap.outcome == "failed" and snap.failure is not None
-    assert snap.failure.kind == "oom" and snap.failure.message.startswith("torch.OutOfMemoryError")
+    assert snap.failure.kind == "oom" and "torch.OutOfMemoryError" in snap.failure.message
+    # It had served for a minute past the last stats line: the message says so (issue 12).
+    assert snap.failure.message.startswith("crashed after serving ")
 
 
 # One startup context + the failing lines, written from vLLM's format strings (reference §6).
@@ -219,6 +221,7 @@ CASES = [
     ("port_in_use", "config", "(APIServer pid=1) INFO 03-01 10:00:00 [utils.py:1] non-default args: {'model': 'm'}\n(APIServer pid=1) OSError: [Errno 98] Address already in use\n"),
     ("worker_died", "weights", _CTX + _WEIGHTS + "(EngineCore pid=7) ERROR 03-01 10:03:00 [multiproc_executor.py:1] Worker proc VllmWorker-1 died unexpectedly, shutting down executor.\n"),
     ("engine_timeout", "weights", _CTX + _WEIGHTS + "(APIServer pid=6) TimeoutError: Timed out waiting for engine core processes to start. This is often caused by slow weight loading for large models. Waited 600s (configured by VLLM_ENGINE_READY_TIMEOUT_S).\n"),
+    ("driver_mismatch", "config", "(APIServer pid=1) INFO 03-01 10:00:00 [utils.py:1] non-default args: {'model': 'm'}\n(APIServer pid=1) RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 803: system has unsupported display driver / cuda driver combination\n"),
     ("unknown", "weights", _CTX + _WEIGHTS + _FAIL + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] KeyError: 'model.layers.0.foo'\n" + _FINAL),
 ]
 

@@ -1,6 +1,7 @@
 """`sparktui timeline LOGFILE [--json]`: read a vLLM log, print its init-stage timeline, facts, failure.
 
-Exit status: 0 when the log shows a ready server or a start still under way, 1 when it failed.
+Exit status: 0 when the log shows a ready (or cleanly stopped) server or a start still under way, 1 when it
+failed, 2 when the file cannot be read or is not a vLLM log.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from sparktui.commands.common import positive_int, print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = "exit status: 0 ready or still starting, 1 the log shows a failure, 2 cannot read it"
+    parser.epilog = ("exit status: 0 ready, stopped or still starting, 1 the log shows a failure, 2 cannot "
+                     "read it or it is not a vLLM log")
     parser.add_argument("logfile", metavar="LOGFILE", help="the vLLM log to read (- for stdin)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--nodes", type=positive_int, default=None, metavar="N",
@@ -32,6 +34,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"sparktui timeline: cannot read {args.logfile}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     snap = timeline_from_bytes(data, expected_nodes=args.nodes)
+    if not snap.is_vllm_log:
+        print(f"sparktui timeline: {args.logfile} is not a vLLM log (no line in it is one vLLM prints)",
+              file=sys.stderr)
+        return 2
     if args.json:
         print_json(snap.to_json())
     else:

@@ -27,6 +27,7 @@ FAILURE_KINDS = (
     "port_in_use",
     "worker_died",
     "engine_timeout",
+    "driver_mismatch",
     "unknown",
 )
 
@@ -83,6 +84,18 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("nccl", "DistStoreError"),  # torch rendezvous: "1/2 clients joined"
     _sig("nccl", "Failed to load NCCL library"),
     _sig("nccl", "nccl", r"\bnccl(?:SystemError|InternalError|UnhandledCudaError|RemoteError)\b"),
+    # PyTorch c10d ProcessGroupNCCL.cpp (LOG(ERROR) behind a glog header, "[rank3]:[E219 ...]"):
+    # "[Rank %d] Watchdog caught collective operation timeout: WorkNCCL(...) ran for %d milliseconds before
+    # timing out.", "... Exception (either an error or timeout) detected by watchdog at work: %d, ...",
+    # "ProcessGroupNCCL's watchdog got stuck for %d seconds ...", "Process group watchdog thread terminated
+    # with exception: ...", "Some NCCL operations have failed or timed out. ...", "NCCL communicator was
+    # aborted on rank %d."
+    _sig("nccl", "Watchdog caught collective operation timeout"),
+    _sig("nccl", "detected by watchdog"),
+    _sig("nccl", "watchdog got stuck"),
+    _sig("nccl", "watchdog thread terminated with exception"),
+    _sig("nccl", "Some NCCL operations have failed or timed out"),
+    _sig("nccl", "NCCL communicator was aborted"),
     _sig("engine_timeout", "Timed out waiting for engine core"),
     _sig("compile", "vLLM failed to compile the model"),
     _sig("compile", "BackendCompilerFailed"),
@@ -94,6 +107,23 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("kernel_unsupported", "no kernel image is available"),
     _sig("kernel_unsupported", "not supported on this", r"not supported on this (?:GPU|device|platform)"),
     _sig("kernel_unsupported", "No compiled cutlass"),
+    # Triton's OutOfResources: "out of resource: {name}, Required: {required}, Hardware limit: {limit}.
+    # Reducing block sizes or `num_stages` may help." (class triton.runtime.errors.OutOfResources)
+    _sig("kernel_unsupported", "out of resource: "),
+    _sig("kernel_unsupported", "OutOfResources"),
+    # HIP's hipErrorInvalidKernelFile / hipErrorNoBinaryForGpu ("HIP error: invalid kernel file",
+    # "no kernel image is available" on ROCm too) and CUDA's cudaErrorInvalidDeviceFunction.
+    _sig("kernel_unsupported", "invalid kernel file"),
+    _sig("kernel_unsupported", "invalid device function"),
+    # CUDA runtime vs driver: cudaErrorSystemDriverMismatch 803 ("system has unsupported display driver /
+    # cuda driver combination"), cudaErrorCompatNotSupportedOnDevice 804 ("forward compatibility was attempted
+    # on non supported HW"), cudaErrorInsufficientDriver 35 ("CUDA driver version is insufficient for CUDA
+    # runtime version"), torch's "The NVIDIA driver on your system is too old (found version %d)."
+    _sig("driver_mismatch", "unsupported display driver / cuda driver combination"),
+    _sig("driver_mismatch", "Error 803"),
+    _sig("driver_mismatch", "forward compatibility was attempted on non supported HW"),
+    _sig("driver_mismatch", "CUDA driver version is insufficient"),
+    _sig("driver_mismatch", "driver on your system is too old"),
     _sig("unsupported_architecture", "are not supported for now"),
     _sig("unsupported_architecture", "Error in inspecting model architecture"),
     _sig("unsupported_architecture", "Cannot find model module"),
@@ -134,7 +164,12 @@ _MARKERS = re.compile(
 )
 # A Python exception line: ``ValueError: ...``, ``torch._inductor.exc.InductorError: ...``,
 # ``ray.exceptions.RayTaskError(ValueError): ...``, uvicorn/autoscaler ``Error: ...``.
-_EXCEPTION = re.compile(r"(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)(?:\([\w.]*\))?: \S")
+_EXCEPTION = re.compile(
+    r"(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)(?:\([\w.]*\))?: \S"
+    # A qualified class whose name says nothing: ``triton.runtime.errors.OutOfResources: out of resource``,
+    # ``torch._dynamo.exc.Unsupported: ...`` (traceback.format_exception_only: "module.QualName: message").
+    r"|[a-z_][\w]*(?:\.[a-z_][\w]*)+\.[A-Z]\w*: \S"
+)
 _CONFIG_EXCEPTION = re.compile(r"(?:[\w.]*\.)?(?:ValueError|TypeError|KeyError|NotImplementedError|"
                                r"ValidationError|AssertionError)\b")
 # Errors that end a serving engine (after "ready" only these flip the outcome).
@@ -215,13 +250,59 @@ def method_stage(message: str) -> str | None:
     return _METHOD_STAGE.get(m.group(1)) if m else None
 
 
+#: The stage of a failure nothing points at (a pasted snippet: no stage ran, no frame names one).
+UNKNOWN_STAGE = "unknown"
+
+
 def failure_stage(kind: str, running: str | None, message: str = "") -> str:
     if kind == "no_gpu_on_node" and running is not None and not _RAY_PLACEMENT_WORDS.search(message):
         return running
     natural = KIND_STAGE.get(kind)
     if natural is not None and kind not in _STAGE_IF_NONE:
         return natural
-    return running or natural or "config"
+    return running or natural or UNKNOWN_STAGE
+
+
+# A traceback frame, CPython's format ``  File "%s", line %d, in %s``: the function names what was running.
+FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in (?P<func>[\w<>]+)')
+# vLLM's worker and model-runner methods by stage (gpu_worker.py, gpu_model_runner.py, worker.py (V0),
+# model_loader/*), and torch.cuda.graphs' capture. A keyword per name lets the bulk reader find raw frames.
+FRAME_STAGE = {
+    "init_device": "distributed", "init_worker_distributed_environment": "distributed",
+    "init_distributed_environment": "distributed", "initialize_model_parallel": "distributed",
+    "ensure_model_parallel_initialized": "distributed",
+    "load_model": "weights", "get_model": "weights", "load_weights": "weights", "initialize_model": "weights",
+    "download_model": "weights", "process_weights_after_loading": "weights",
+    "determine_available_memory": "kv_cache", "determine_num_available_blocks": "kv_cache",
+    "profile_run": "kv_cache", "profile_cudagraph_memory": "kv_cache", "get_kv_cache_spec": "kv_cache",
+    "initialize_kv_cache": "kv_cache", "initialize_cache": "kv_cache", "_initialize_kv_caches": "kv_cache",
+    "compile_or_warm_up_model": "cuda_graphs", "capture_model": "cuda_graphs",
+    "_capture_cudagraphs": "cuda_graphs", "capture_begin": "cuda_graphs", "capture_end": "cuda_graphs",
+}
+# Memory profiling may capture graphs to measure them (0.18+ profile_cudagraph_memory): a capture frame
+# inside one of these is still the KV-cache stage.
+_PROFILING_FRAMES = frozenset({"determine_available_memory", "determine_num_available_blocks", "profile_run",
+                               "profile_cudagraph_memory"})
+FRAME_KEYWORDS: tuple[str, ...] = tuple(f", in {func}" for func in FRAME_STAGE)
+
+
+def frame_func(message: str) -> str | None:
+    m = FRAME.match(message)
+    return m.group("func") if m else None
+
+
+def frames_stage(funcs: list[str]) -> str | None:
+    """The stage a traceback's frames (outermost first) point at: the innermost frame vLLM names."""
+    stage: str | None = None
+    profiling = False
+    for func in funcs:
+        st = FRAME_STAGE.get(func)
+        if st is None:
+            continue
+        if func in _PROFILING_FRAMES:
+            profiling = True
+        stage = "kv_cache" if profiling and st == "cuda_graphs" else st
+    return stage
 
 
 _NODE_BUNDLE = re.compile(r"'node:([^']+)'")
@@ -301,6 +382,27 @@ _HINTS = {
         "sm_121). Use an image built for this GPU, another quantization of the model, or the switch "
         "the message suggests."
     ),
+    "kernel_unsupported_smem": (
+        "A Triton kernel asked for more shared memory per block than this GPU has (the message gives "
+        "both). GB10 (sm_121, like other consumer Blackwell parts) has far less than an H100/B200, so "
+        "kernels tuned for those do not fit: use an image whose kernels are tuned for sm_121, another "
+        "attention/MoE backend, or a smaller block size / num_stages where the model allows it."
+    ),
+    "kernel_unsupported_arch": (
+        "This build has no GPU code for this GPU's architecture (GB10 is sm_121, compute capability "
+        "12.1). Use a vLLM/PyTorch image compiled for it (TORCH_CUDA_ARCH_LIST with 12.1, CUDA 12.9+), "
+        "not one built only for sm_80/sm_90/sm_100."
+    ),
+    "kernel_unsupported_hip": (
+        "The ROCm build has no kernels for this GPU's gfx target. Use a ROCm image built for this GPU "
+        "(PYTORCH_ROCM_ARCH), or set HSA_OVERRIDE_GFX_VERSION only if the GPU is a close relative."
+    ),
+    "driver_mismatch": (
+        "The CUDA runtime in the image and the host's NVIDIA driver do not fit (CUDA error 803/804: the "
+        "image needs a newer driver, or its forward-compatibility libraries do not support this GPU). "
+        "`nvidia-smi` on the host shows the highest CUDA version its driver supports: use an image "
+        "built for it (on DGX Spark, GB10/sm_121, one made for the DGX OS driver) or update the driver."
+    ),
     "config_error": (
         "vLLM rejected the configuration before the engine started. Fix the flag or value the "
         "message names."
@@ -344,8 +446,15 @@ def hint_for(kind: str, message: str, stage: str, facts: dict[str, object]) -> s
         key = "oom_ray_monitor"
     elif kind == "no_gpu_on_node" and not _RAY_PLACEMENT_WORDS.search(message):
         key = "no_gpu_visible"
+    elif kind == "kernel_unsupported":
+        if "out of resource" in message or "OutOfResources" in message:
+            key = "kernel_unsupported_smem"
+        elif "HIP" in message or "hip" in message or "invalid kernel file" in message:
+            key = "kernel_unsupported_hip"
+        elif "no kernel image" in message or "invalid device function" in message:
+            key = "kernel_unsupported_arch"
     template = _HINTS.get(key, _HINTS["unknown"])
-    return template.format(
+    hint = template.format(
         need=need,
         need_or=need or "TP x PP ",
         where=f"node:{node.group(1)}" if node else "the driver's node",
@@ -354,3 +463,24 @@ def hint_for(kind: str, message: str, stage: str, facts: dict[str, object]) -> s
         stage=stage,
         eager=", or use --enforce-eager to skip CUDA-graph memory" if stage == "cuda_graphs" else "",
     )
+    detail = continuation_detail(message)
+    if detail:
+        hint += f" vLLM says: {detail}"
+    return hint
+
+
+# A message that announces detail on the lines after it: vLLM's "Failed to find a kernel that can implement
+# the WNA16 linear layer. Reasons: \n" + "\n".join(reasons), or a sentence ending in "please set" / "set" +
+# colon. The stage machine appends those lines to the message (see Timeline); the hint quotes them.
+_ANNOUNCES = re.compile(r"Reasons:\s*$|[Pp]lease set\b[^.]*$|:\s*$")
+
+
+def announces_detail(message: str) -> bool:
+    return _ANNOUNCES.search(message) is not None
+
+
+def continuation_detail(message: str) -> str:
+    """The lines a multi-line message carried after its first line (joined by " | "), or ""."""
+    if "\n" not in message:
+        return ""
+    return " | ".join(part.strip() for part in message.split("\n")[1:] if part.strip())

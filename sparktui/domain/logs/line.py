@@ -18,6 +18,7 @@ Everything here is defensive: :func:`parse_line` never raises, whatever bytes we
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass, replace
@@ -69,7 +70,8 @@ _DASH_HEADER = re.compile(
 )
 # glog / c10d: ``[W716 19:53:12.333618227 socket.cpp:764] `` or ``[rank2]:E0716 18:21:22.79 1 f.py:874] ``
 _GLOG_HEADER = re.compile(
-    r"(?:\[rank\d+\]:)?\[?(?P<lv>[IWEF])(?P<mm>\d\d)(?P<dd>\d\d) (?P<hms>\d\d:\d\d:\d\d)\.\d+ "
+    # c10's own MessageLogger prints the date as (tm_mon + 1) * 100 + tm_mday, unpadded: "E219" is Feb 19.
+    r"(?:\[rank\d+\]:)?\[?(?P<lv>[IWEF])(?P<mmdd>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d)\.\d+ "
     r"(?:\d+ )?(?P<file>[^\]\s]+:\d+)\] ?"
 )
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
@@ -173,8 +175,48 @@ def parse_progress(message: str) -> Progress | None:
         return None
 
 
+# A record's start in the middle of a line: a process prefix (or a chain of them) right before a vLLM
+# header. Two processes writing to one pipe without a newline between them glue their records this way.
+_GLUED_START = re.compile(
+    r"\((?:[^()]{0,80}? )?pid=\d+(?:, ip=[^)\s]{1,64})?\) "
+    r"(?:\((?:[^()]{0,80}? )?pid=\d+(?:, ip=[^)\s]{1,64})?\) ){0,3}"
+    rf"(?:{_LEVELS}) \d\d-\d\d \d\d:\d\d:\d\d"
+)
+_LEVEL_TIME = re.compile(rf"(?:{_LEVELS}) \d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def split_glued_records(record: str) -> list[str]:
+    """Split a line holding two records glued together with a process prefix in the middle
+    (``... took 2.1 s(RayWorkerWrapper pid=2, ip=X) INFO 04-01 ...``) at that prefix. A prefix chain at the
+    start of the line, or after an outer wrapper, is no split: a record must already have begun."""
+    if record.count("pid=") < 2:
+        return [record]
+    first = _LEVEL_TIME.search(record)
+    if first is None or _LEVEL_TIME.search(record, first.end()) is None:
+        return [record]  # one header at most: nothing glued
+    cuts: list[int] = []
+    pos = 0
+    for m in _GLUED_START.finditer(record, 1):
+        start = m.start()
+        if record[start - 1] == " " and record[start - 2 : start] == ") ":
+            continue  # inside a prefix chain
+        if _LEVEL_TIME.search(record, pos, start) is None:
+            continue  # no record before it (an outer wrapper, free text)
+        cuts.append(start)
+        pos = start
+    if not cuts:
+        return [record]
+    bounds = [0, *cuts, len(record)]
+    return [record[a:b] for a, b in itertools.pairwise(bounds)]
+
+
 def split_glued(record: str) -> list[str]:
-    """Split a record whose tqdm bar has the next log line glued on (no newline in between)."""
+    """Split a record whose tqdm bar has the next log line glued on (no newline in between), and two
+    records glued at a process prefix."""
+    if "pid=" in record and record.count("pid=") > 1:
+        parts = split_glued_records(record)
+        if len(parts) > 1:
+            return [piece for part in parts for piece in split_glued(part)]
     if "/s]" not in record and "/it]" not in record:
         return [record]
     out: list[str] = []
@@ -317,7 +359,8 @@ def _parse(text: str) -> LogRecord:
         m2 = _GLOG_HEADER.match(rest)
         if m2 is not None:
             level, source = _GLOG_LEVEL[m2["lv"]], m2["file"]
-            time = f"{m2['mm']}-{m2['dd']} {m2['hms']}"
+            mmdd = m2["mmdd"].zfill(4)
+            time = f"{mmdd[:2]}-{mmdd[2:]} {m2['hms']}"
             seconds = seconds_in_year(time)
     message = rest[m2.end():] if m2 is not None else rest
 

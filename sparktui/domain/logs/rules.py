@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
 
 STAGES = (
@@ -180,7 +181,17 @@ RULES: tuple[Rule, ...] = (
        "uvicorn_url"),
     _r("access_log", ' HTTP/1.', r'"[A-Z]+ \S+ HTTP/[\d.]+" [23]\d\d', "api", "serving"),
     _r("stats_line", "Avg prompt throughput:", None, "api", "serving"),
+    # --- a clean stop after ready (only read once the API is up) ---------------------------------------
+    # v1/engine/core.py signal_handler: "[shutdown] EngineCore: trigger received signal=%s" (0.2x+); uvicorn's
+    # "Shutting down" / "Waiting for application shutdown." / "Application shutdown complete."; vLLM's
+    # launcher "Shutting down FastAPI HTTP server." (<= 0.10).
+    _r("stop_signal", "[shutdown] EngineCore: trigger received signal", r"signal=(?P<sig>\w+)", None,
+       "stopped", ("sig", "stop_signal", "str", "first")),
+    _r("stop_uvicorn", "Shutting down", r"^Shutting down(?: FastAPI HTTP server)?\.?\s*$", None, "stopped"),
+    _r("stop_app", "application shutdown", None, None, "stopped"),
+    _r("stop_app_done", "Application shutdown complete", None, None, "stopped"),
 )
+STOP_KEYWORDS: tuple[str, ...] = tuple(r.keyword for r in RULES if r.event == "stopped")
 
 # Substrings that make a line worth the error path (see failures.py). Every signature keyword is in
 # one of these or in the exception shape (``...Error: ``), so the bulk scan never skips a root cause.
@@ -193,6 +204,13 @@ ERROR_KEYWORDS: tuple[str, ...] = (
     # "... killed due to memory pressure (OOM) ...", the autoscaler's "No available node types ...".
     "Failed", "_dynamo.exc", "memory pressure", "No available node types", "Fatal Python error",
     "Segmentation fault",
+    # Exception classes whose name ends in neither Error nor Exception (triton.runtime.errors.OutOfResources),
+    # c10d's watchdog (ProcessGroupNCCL.cpp), HIP/CUDA kernel and driver errors (see failures.SIGNATURES).
+    "OutOfResources", "out of resource: ", "atchdog", "NCCL communicator was aborted", "Some NCCL operations",
+    "invalid kernel file", "invalid device function", "Error 803", "driver", "forward compatibility",
+    # A traceback starts (its frames belong to it), and the lines vLLM's "Reasons:" messages go on with.
+    "Traceback (most recent call last)", "cannot implement due to", "requires capability",
+    *fl.FRAME_KEYWORDS,
 )
 # Progress bars: the bar text itself (a record may have lost its header).
 BAR_KEYWORDS: tuple[str, ...] = (
@@ -206,9 +224,37 @@ STARTUP_KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
 # access-log and NCCL lines is skipped without being parsed.
 SERVING_KEYWORDS: tuple[str, ...] = (
     "ERROR", "Error", "died", "Dead", "fatal", "LLM engine (v", "vLLM API server version", "█  version",
-    "Uvicorn running on",
+    "Uvicorn running on", "CRITICAL", "Exception", "OutOfResources", "out of resource: ", "atchdog",
+    "Traceback (most recent call last)", *fl.FRAME_KEYWORDS, *STOP_KEYWORDS,
 )
 RESTART_RULES = frozenset({"api_version", "logo_version", "plain_version", "engine_config"})
+
+# --- the bulk scan's anchors -----------------------------------------------------------------------------
+# A bulk reader scans each block of text once per anchor (``str.find`` runs in C, ~8 GB/s), so the cost of
+# the scan grows with the number of anchors, not keywords. Each keyword belongs to the first anchor here
+# that is a substring of it (or is its own anchor); a line found by an anchor is then checked against that
+# anchor's keywords only. Anchors are words of vLLM's, Ray's and torch's format strings shared by several
+# keywords; ``anchor_groups`` proves every keyword is reachable (a keyword always contains its anchor).
+SCAN_ANCHORS: tuple[str, ...] = (
+    "ERROR", "CRITICAL", "rror", "xception", "ailed", "vLLM", "█", "LLM engine", "args", "_size", "ager",
+    "Ray", "placement group", "process group", "number of", "world size", "distributed", "ccl", "NCCL",
+    "[Gloo]", "oad", "took", "ompil", "graph", "Dynamo", "KV ", "emory", "rofiling", " blocks: ",
+    "concurrency", "apturing", "init engine", "upported", "Start", "Waiting for", "pplication", "routes",
+    "Uvicorn", " HTTP/1.", "throughput", "died", "Dead", "atal", "shards", "etch", "ownload", "Traceback",
+    ", in ", "atchdog",
+    "hutting down", "shutdown", "driver", "compatib", "kernel", "resource", "Timed out", "Address already",
+    "has no ", "No available", "fault", "argument", "Reasons", "capability", "Using", "architecture",
+)
+
+
+def anchor_groups(keywords: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """anchor -> the keywords it stands for (every keyword in exactly one group, its anchor inside it)."""
+    groups: dict[str, list[str]] = {}
+    for kw in keywords:
+        anchor = next((a for a in SCAN_ANCHORS if a in kw), kw)
+        groups.setdefault(anchor, []).append(kw)
+    return {a: tuple(kws) for a, kws in groups.items()}
+
 
 _BY_KEYWORD: dict[str, tuple[Rule, ...]] = {}
 for _rule in RULES:

@@ -16,6 +16,7 @@ that has none and drives :meth:`Timeline.stall_seconds`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 import time as _time
 from collections import deque
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from sparktui.domain.history import format_duration
 from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs import nccl
 from sparktui.domain.logs.line import LogRecord, md_hms, parse_line, split_glued, strip_ansi
@@ -35,16 +37,28 @@ from sparktui.domain.logs.rules import (
     STAGES,
     STARTUP_KEYWORDS,
     Rule,
+    anchor_groups,
     convert,
     rules_for,
 )
 
-OUTCOMES = ("ready", "failed", "incomplete")
+_STARTUP_GROUPS = anchor_groups(STARTUP_KEYWORDS)
+_SERVING_GROUPS = anchor_groups(SERVING_KEYWORDS)
+
+
+def _count_ok_requests(text: str) -> int:
+    """uvicorn access-log lines with a 2xx status (``"POST /v1/chat/completions HTTP/1.1" 200 OK``)."""
+    return text.count('HTTP/1.1" 2') + text.count('HTTP/1.0" 2')
+
+OUTCOMES = ("ready", "failed", "incomplete", "stopped")
+# Outcomes after which only a dying engine, a stop or a new start matters (the serving-time keyword set).
+_SERVING = frozenset({"ready", "stopped"})
 _TRACEBACK_NOISE = ("File ", "Traceback", "^", "raise ", "return ", "The above exception", "During handling")
 # Ray connection lines that launcher scripts print too: they only mean "placement" once vLLM is running.
 _BEFORE_VLLM_OK = frozenset({"ray_connect", "ray_connected", "ray_local", "ray_ready"})
 STATUSES = ("pending", "running", "done", "failed", "skipped")
 _YEAR = 366 * 86400.0
+_DETAIL_LINES = 12  # lines a "Reasons:" message may go on for
 _DISTRIBUTED = STAGE_INDEX["distributed"]
 _CONFIG = STAGE_INDEX["config"]
 # A worker dying is the effect of something (OOM kill, NCCL abort, ...): it never hides a cause found first.
@@ -110,6 +124,10 @@ class TimelineSnapshot:
     # Wall clock (the ``now`` given to feed) of the running stage's last progress, or of the last stage
     # event between stages; None when not incomplete or no clock was given.
     last_progress_at: float | None = None
+    # False when nothing in the input is something only vLLM prints (the input is not a vLLM log).
+    is_vllm_log: bool = True
+    # Seconds from "ready" to the crash or the stop (outcome failed after ready, or stopped).
+    served_seconds: float | None = None
 
     def stage(self, name: str) -> StageSnapshot:
         return self.stages[STAGE_INDEX[name]]
@@ -175,6 +193,9 @@ class Timeline:
 
     def __init__(self, expected_nodes: int | None = None) -> None:
         self.expected_nodes = None if expected_nodes is None else max(1, expected_nodes)
+        # Anything that only vLLM prints was seen (a stage line, a vLLM bar, a failure signature): without
+        # it the input is not a vLLM log at all (kept across restarts).
+        self.vllm_evidence = False
         self._reset()
 
     # --- state ---------------------------------------------------------------------------------------
@@ -199,7 +220,7 @@ class Timeline:
         self._bars: dict[str, tuple[int, int]] = {}  # desc -> (total, done)
         self._cache_hit = False
         self._compiled = False
-        self._recent_errors: deque[tuple[int, str, str | None]] = deque(maxlen=200)
+        self._recent_errors: deque[tuple[int, str, str | None, bool]] = deque(maxlen=200)
         self._pending_prefix: LogRecord | None = None
         self._pydantic_open = False  # the failure is a pydantic ValidationError awaiting its detail line
         # A failure is only tentative while all it rests on is an unexplained exception line (no signature,
@@ -208,8 +229,31 @@ class Timeline:
         self._before_failure: tuple[dict[str, _Stage], int] | None = None
         self._last_event_wall: float | None = None  # wall clock of the last stage event of any kind
         self.records_seen = 0
+        # Traceback frames (function names, outermost first) per (node, pid) since its last "Traceback".
+        self._frames: dict[tuple[str | None, int | None], list[str]] = {}
+        # The failure message announced detail on the next lines ("Reasons:"): whose lines, how many left.
+        self._detail_from: tuple[str | None, int | None] | None = None
+        self._detail_left = 0
+        self._ready_s: float | None = None  # log time of "ready" (serving time = crash/stop - this)
+        self._ready_wall: float | None = None
+        self._end_s: float | None = None  # log time of the crash or the stop
+        self._end_wall: float | None = None
+        self._requests_served = 0
+        self._bulk_counting = False
+        self._compile_cache_skipped = False
 
     # --- feeding ---------------------------------------------------------------------------------------
+    def _keyword_groups(self) -> dict[str, tuple[str, ...]]:
+        return _SERVING_GROUPS if self._outcome in _SERVING else _STARTUP_GROUPS
+
+    def _has_keyword(self, text: str) -> bool:
+        for anchor, group in self._keyword_groups().items():
+            if anchor in text:
+                for kw in group:
+                    if kw in text:
+                        return True
+        return False
+
     def feed(self, record: LogRecord, now: float | None = None) -> None:
         """Apply one record. ``now`` is the wall clock of its arrival (live callers)."""
         if now is not None:
@@ -223,59 +267,89 @@ class Timeline:
             if not record.has_prefix and record.is_progress:
                 record = replace(record, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)
         msg = record.message
-        keywords = SERVING_KEYWORDS if self._outcome == "ready" else STARTUP_KEYWORDS
-        if not any(kw in msg for kw in keywords) and record.level not in ("ERROR", "CRITICAL"):
+        if self._outcome == "ready" and " HTTP/1." in msg:
+            self._requests_served += _count_ok_requests(msg)
+        if record.level not in ("ERROR", "CRITICAL") and not self._has_keyword(msg):
             return
         self._apply(record)
 
     def feed_text(self, text: str, now: float | None = None) -> None:
         """Bulk path: a block of complete lines. Lines that contain none of the keywords that can still
-        matter are skipped with ``str.find`` over the whole block, without being split or parsed."""
+        matter are skipped with ``str.find`` over the whole block (one pass per anchor), without being split
+        or parsed; a record that only animates a bar is parsed once per physical line, not per update."""
         if now is not None:
             self._now = now
         if not text:
             return
-        serving = self._outcome == "ready"
-        for end, line in self._candidate_lines(text):
+        serving = self._bulk_counting = self._outcome == "ready"
+        for end, line, kw in self._candidate_lines(text):
             if "\x1b" in line:
                 line = strip_ansi(line)
             for part in split_glued(line):
                 if "\r" in part:
                     for seg in _cr_segments(part):
-                        self.feed(parse_line(seg))
+                        self._feed_candidate(parse_line(seg), kw)
                 else:
-                    self.feed(parse_line(part))
+                    self._feed_candidate(parse_line(part), kw)
             if serving and self._outcome != "ready":
-                # A new start after "ready": the rest of the block needs the full keyword set again.
+                # A new start (or the end) after "ready": the rest of the block needs the full keyword set.
+                self._requests_served += _count_ok_requests(text[: end + 1])
+                self._bulk_counting = False
                 self.feed_text(text[end + 1 :])
                 return
+        if serving:
+            self._requests_served += _count_ok_requests(text)
+        self._bulk_counting = False
+
+    def _feed_candidate(self, record: LogRecord, kw: str) -> None:
+        """:meth:`feed` for a record of a line the scan found by keyword ``kw``: the keyword check is a
+        single ``in`` when the keyword is in the message (it may have been in the prefix or header)."""
+        self.records_seen += 1
+        if record.is_prefix_only:
+            self._pending_prefix = record
+            return
+        if self._pending_prefix is not None:
+            prefix, self._pending_prefix = self._pending_prefix, None
+            if not record.has_prefix and record.is_progress:
+                record = replace(record, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)
+        msg = record.message
+        if not self._bulk_counting and self._outcome == "ready" and " HTTP/1." in msg:
+            self._requests_served += _count_ok_requests(msg)
+        if kw in msg or record.level in ("ERROR", "CRITICAL") or self._has_keyword(msg):
+            self._apply(record)
 
     def feed_lines(self, lines: list[str], now: float | None = None) -> None:
         """Bulk path for a list of records (e.g. from :meth:`LineSplitter.feed`)."""
         if lines:
             self.feed_text("\n".join(lines), now)
 
-    def _candidate_lines(self, text: str) -> list[tuple[int, str]]:
-        """(end offset, line) of every line holding a keyword that can still matter, in order."""
-        keywords = SERVING_KEYWORDS if self._outcome == "ready" else STARTUP_KEYWORDS
-        spans: set[int] = set()
+    def _candidate_lines(self, text: str) -> list[tuple[int, str, str]]:
+        """(end offset, line, a keyword in it) of every line holding a keyword that can still matter, in
+        order. One ``str.find`` pass over the block per anchor; a line an anchor finds is checked for that
+        anchor's keywords within the line's bounds (no slicing)."""
+        spans: dict[int, tuple[int, str]] = {}
         find, rfind = text.find, text.rfind
-        for kw in keywords:
-            i = find(kw)
+        size = len(text)
+        for anchor, group in self._keyword_groups().items():
+            single = len(group) == 1 and group[0] == anchor
+            i = find(anchor)
             while i != -1:
                 start = rfind("\n", 0, i) + 1
-                spans.add(start)
                 end = find("\n", i)
                 if end == -1:
+                    end = size
+                if start not in spans:
+                    if single:
+                        spans[start] = (end, anchor)
+                    else:
+                        for kw in group:
+                            if find(kw, start, end) != -1:
+                                spans[start] = (end, kw)
+                                break
+                if end >= size:
                     break
-                i = find(kw, end)
-        out: list[tuple[int, str]] = []
-        for start in sorted(spans):
-            end = find("\n", start)
-            if end == -1:
-                end = len(text)
-            out.append((end, text[start:end]))
-        return out
+                i = find(anchor, end)
+        return [(end, text[start:end], kw) for start, (end, kw) in sorted(spans.items())]
 
     # --- one record --------------------------------------------------------------------------------
     def _apply(self, rec: LogRecord) -> None:
@@ -308,7 +382,21 @@ class Timeline:
             if self._outcome == "incomplete":
                 self._on_bar(rec)
             return
+        key = (rec.node, rec.pid)
+        if self._detail_from is not None:
+            if self._detail_from == key and self._take_detail(msg):
+                return
+            self._detail_from = None
+        if msg[:1] in (" ", "\t") and 'File "' in msg:
+            func = fl.frame_func(msg)
+            if func is not None:
+                self._frames.setdefault(key, []).append(func)  # the traceback's frames, outermost first
+                return
+        if "Traceback (most recent call last)" in msg:
+            self._frames[key] = []
         hits = rules_for(msg)
+        if hits:
+            self.vllm_evidence = True
         if hits and (
             (self._outcome != "incomplete" and any(r.name in RESTART_RULES for r, _ in hits))
             or (self._furthest > _CONFIG and any(r.name in _BANNER_RULES for r, _ in hits))
@@ -317,14 +405,21 @@ class Timeline:
             # or the API server's version banner once this start is past config (a start killed mid-way).
             # Not an engine config line then: with data parallelism each engine prints one, not in step.
             self._restart()
+        if self._outcome == "stopped":
+            return  # stopped on purpose: what the dying processes print after that is no failure
         if self._outcome == "ready":
             for rule, m in hits:
-                if rule.event == "uvicorn_url":
+                if rule.event in ("uvicorn_url", "stopped"):
                     self._on_rule(rule, m, rec)
+            if self._outcome == "stopped":
+                return
             if fl.FATAL_AFTER_READY.search(msg):
                 self._fail_after_ready(rec)
             elif rec.level in ("ERROR", "CRITICAL") or (rec.level is None and fl.is_exception_line(msg)):
-                self._recent_errors.append((self.records_seen, msg.strip(), fl.classify(msg)))
+                text = msg.strip()
+                if not text.startswith(_TRACEBACK_NOISE):
+                    self._recent_errors.append((self.records_seen, text, fl.classify(text),
+                                                fl.is_exception_line(text) and not fl.is_wrapper(text)))
             return
         if self._outcome == "incomplete":
             for rule, m in hits:
@@ -371,6 +466,7 @@ class Timeline:
         return offset
 
     def _restart(self) -> None:
+        self._frames.clear()
         expected = self.expected_nodes
         now = self._now
         self._reset()
@@ -405,6 +501,11 @@ class Timeline:
                     self._facts[key] = min(old, new)
         event, stage = rule.event, rule.stage
         if event == "fact":
+            return
+        if event == "stopped":
+            if self._outcome == "ready":
+                self._outcome = "stopped"
+                self._mark_end_of_serving()
             return
         if rule.name in _BEFORE_VLLM_OK and self._stages["config"].status == "pending":
             return  # a launcher script's own ray.init() before vLLM started (e.g. LWS multi-node-serving.sh)
@@ -446,6 +547,7 @@ class Timeline:
             self._facts.setdefault("api_url", url)
         elif event == "compiled":
             self._compiled = True
+            self._reopen_cache_skipped_compile()
             self._touch(stage)
         elif event == "cache_hit":
             self._cache_hit = True
@@ -457,16 +559,49 @@ class Timeline:
             if self._touch(stage):
                 self._close(stage)
         elif event == "node_done":
+            if stage == "compile":
+                self._reopen_cache_skipped_compile()
             self._node_done(stage, rec)
         elif event == "ready":
             self._touch(stage)
             self._close(stage)
-            self._outcome = "ready"
+            self._become_ready()
         elif event == "serving":
             self._facts["ready_inferred"] = True
             self._touch(stage)
             self._close(stage)
+            self._become_ready()
+
+    def _become_ready(self) -> None:
+        if self._outcome != "ready":
             self._outcome = "ready"
+            self._ready_s, self._ready_wall = self._last_s, self._now
+
+    def _served_seconds(self) -> float | None:
+        if self._ready_s is not None and self._end_s is not None:
+            return max(0.0, self._end_s - self._ready_s)
+        if self._ready_wall is not None and self._end_wall is not None:
+            return max(0.0, self._end_wall - self._ready_wall)
+        return None
+
+    def _mark_end_of_serving(self) -> None:
+        self._end_s, self._end_wall = self._last_s, self._now
+        served = self._served_seconds()
+        if served is not None:
+            self._facts["served_seconds"] = round(served, 1)
+        self._facts["requests_served"] = self._requests_served
+
+    def _reopen_cache_skipped_compile(self) -> None:
+        """A compile-cache hit for one graph, then a real compile of another (a drafter / MTP head): the
+        compile stage, taken as skipped at the hit, did run; its end is now."""
+        st = self._stages["compile"]
+        if st.status == "skipped" and self._compile_cache_skipped and self._compiled:
+            st.status = "done"
+            self._compile_cache_skipped = False
+            if self._last_s is not None and (st.end_s is None or self._last_s > st.end_s):
+                st.end_s, st.end_t = self._last_s, self._last_t
+            if self._now is not None:
+                st.end_wall = self._now
 
     def _parse_pairs(self, pairs: list[tuple[str, str]]) -> None:
         for key, raw in pairs:
@@ -504,10 +639,15 @@ class Timeline:
             return
         # Several bars may interleave (V0 Ray draws one per pipeline stage; Ray relays fragments), so a
         # phase's progress is the furthest update seen for that description.
+        self.vllm_evidence = True
         best = self._bars.get(desc)
         if best is None or (bar.total, bar.done) > best:
             best = self._bars[desc] = (bar.total, bar.done)
         self._touch(stage, (best[1], best[0]))
+        if stage == "weights" and bar.total > 0 and bar.done >= bar.total:
+            # Each node draws its own shard bar (its first local rank): a bar at its total is that node's
+            # weights loaded, whether or not its "Model loading took" line gets through Ray's dedup.
+            self._node_done("weights", rec)
 
     # --- transitions ---------------------------------------------------------------------------------
     def _touch(self, name: str, progress: tuple[int, int] | None = None) -> bool:
@@ -546,6 +686,10 @@ class Timeline:
                 self._finish(est)
             elif est.status == "pending":
                 est.status = "skipped"
+            elif (est.status == "done" and est.end_s is None and est.end_t is None and est.end_wall is None
+                  and est.start_s is not None):
+                # Done on an untimed line (a shard bar at its total): it ended by the time this one began.
+                est.end_s, est.end_t = self._last_s, self._last_t
         st = self._stages[name]
         st.status, st.seen = "running", True
         st.start_s, st.start_t, st.start_wall = self._last_s, self._last_t, self._now
@@ -570,7 +714,8 @@ class Timeline:
         st.status = "done"
         st.end_s, st.end_t, st.end_wall = self._last_s, self._last_t, self._now
         if st.name == "compile" and self._cache_hit and not self._compiled:
-            st.status = "skipped"  # compile-cache hit: nothing was compiled
+            st.status = "skipped"  # compile-cache hit: nothing was compiled (yet: see the drafter case)
+            self._compile_cache_skipped = True
         engine_next = st.name == "cuda_graphs" or (
             st.name == "kv_cache" and self._stages["cuda_graphs"].explicit_skip
         )
@@ -631,8 +776,7 @@ class Timeline:
             return  # an indented traceback line (code, not the exception)
         msg = raw.strip()
         current = self._failure
-        running = (self._running_stage() or (current[1] if current is not None else None)
-                   or fl.method_stage(msg))
+        running = self._evidence_stage(rec, msg, current)
         kind = fl.classify(msg, running)
         marker = fl.is_marker(msg)
         exc = fl.is_exception_line(msg) and not fl.is_wrapper(msg)
@@ -660,15 +804,24 @@ class Timeline:
             # ValueError promoted to config_error below stays tentative: if the start goes on, it survived.)
             self._failure_confirmed = True
         if kind is None and rank == 2 and fl.is_config_exception(msg) and (
-            running in (None, "config") and self._furthest <= STAGE_INDEX["config"]
+            running in (None, "config") and self._furthest == STAGE_INDEX["config"]
         ):
             kind, rank = "config_error", 4
+        if kind is not None or exc or marker:
+            self.vllm_evidence = self.vllm_evidence or kind is not None or marker
         if current is not None and current[3] >= rank:
             return
         if current is not None and kind in _SYMPTOM_KINDS and current[0] not in (*_SYMPTOM_KINDS, "unknown"):
             return
         k = kind or "unknown"
-        stage = current[1] if current is not None and kind is None else fl.failure_stage(k, running, msg)
+        if self._ready_s is not None or self._ready_wall is not None:
+            stage = "engine"  # it had served: a crash while serving, whatever the traceback shows
+        elif current is not None and kind is None and self._framed_stage(rec) is None:
+            stage = current[1]
+        else:
+            stage = fl.failure_stage(k, running, msg)
+            if kind is None and current is not None and stage != current[1]:
+                self._failure = (current[0], stage, current[2], current[3])  # the frames moved it
         if current is None:
             # Kept so that an unexplained exception the start survives can be taken back (see _recover).
             self._before_failure = ({n: replace(st) for n, st in self._stages.items()}, self._furthest)
@@ -676,6 +829,41 @@ class Timeline:
         self._pydantic_open = "validation error for" in msg
         self._outcome = "failed"
         self._mark_failed(stage, current[1] if current is not None else None)
+        if fl.announces_detail(msg):
+            self._detail_from, self._detail_left = (rec.node, rec.pid), _DETAIL_LINES
+
+    def _evidence_stage(self, rec: LogRecord, msg: str,
+                        current: tuple[str, str, str, int] | None) -> str | None:
+        """Where the evidence puts an error: the frames of its traceback (the innermost vLLM method), unless
+        that stage is over and a later one runs; else the running stage, the stage of a failure already
+        found, or the worker method an "Error executing method" line names."""
+        running = self._running_stage()
+        framed = self._framed_stage(rec)
+        if framed is not None and not (
+            running is not None and STAGE_INDEX[running] > STAGE_INDEX[framed]
+            and self._stages[framed].status == "done"
+        ):
+            return framed
+        if running is not None:
+            return running
+        if current is not None and current[1] in STAGE_INDEX:
+            return current[1]
+        return fl.method_stage(msg)
+
+    def _framed_stage(self, rec: LogRecord) -> str | None:
+        return fl.frames_stage(self._frames.get((rec.node, rec.pid), []))
+
+    def _take_detail(self, msg: str) -> bool:
+        """A line after a message that announced detail ("Reasons:"): appended to the failure's message
+        while it reads as the message going on (not a traceback, not a new exception)."""
+        text = msg.strip()
+        if (self._failure is None or not text or self._detail_left <= 0 or text.startswith(_TRACEBACK_NOISE)
+                or fl.is_exception_line(text) or fl.is_marker(text)):
+            return False
+        kind, stage, message, rank = self._failure
+        self._failure = (kind, stage, f"{message}\n{text}", rank)
+        self._detail_left -= 1
+        return True
 
     def _pydantic_detail(self, detail: str) -> None:
         """The first detail line of a pydantic ValidationError carries the real message: the failure
@@ -694,6 +882,10 @@ class Timeline:
         self._mark_failed(stage, old_stage)
 
     def _mark_failed(self, stage: str, previous: str | None) -> None:
+        if stage not in STAGE_INDEX:
+            return  # stage unknown: no stage is marked
+        if previous is not None and previous not in STAGE_INDEX:
+            previous = None
         if previous is not None and previous != stage:
             # The root cause moved the failure to another stage: undo the first guess.
             old = self._stages[previous]
@@ -709,15 +901,21 @@ class Timeline:
                     other.end_s, other.end_t, other.end_wall = self._last_s, self._last_t, self._now
 
     def _fail_after_ready(self, rec: LogRecord) -> None:
+        """The engine died while serving. The cause is the best error logged before the fatal line (a
+        classified exception, then any classified line, then an exception line); later lines (the
+        traceback the EngineCore prints after "encountered a fatal error") may still replace it."""
         msg = rec.message.strip()
-        kind, message = fl.classify(msg) or "worker_died", msg
-        for _, text, k in self._recent_errors:
-            if k is not None:
-                kind, message = k, text
-                break
-        self._failure = (kind, "serving", message, 4)  # after ready: not a start-up stage
+        kind, message, rank = fl.classify(msg) or "worker_died", msg, 1
+        best = 0
+        for _, text, k, exc in self._recent_errors:
+            score = (4 if exc else 3) if k is not None else (2 if exc else 0)
+            if score > best:
+                best, kind, message, rank = score, k or "unknown", text, score
+        self._mark_end_of_serving()
+        self._failure = (kind, "serving", message, rank)  # after ready: not a start-up stage
         self._failure_confirmed = True
         self._outcome = "failed"
+        self._frames.clear()
 
     # --- reading -------------------------------------------------------------------------------------
     def stall_seconds(self, now: float | None = None) -> float | None:
@@ -754,15 +952,20 @@ class Timeline:
         failure = None
         if self._failure is not None:
             kind, stage, message, _ = self._failure
-            failure = Failure(kind, stage, message, fl.hint_for(kind, message, stage, self._facts))
+            hint = fl.hint_for(kind, message, stage, self._facts)
+            served = self._served_seconds()
+            if served is not None:
+                message = f"crashed after serving {format_duration(served)} ({self._requests_served} " \
+                          f"requests answered): {message}"
+            failure = Failure(kind, stage, message, hint)
         facts = {k: v for k, v in self._facts.items() if k not in ("vllm_version", "model")}
         version = self._facts.get("vllm_version")
         if isinstance(version, str):
             facts["vllm_release"] = _release(version)
         facts["nodes_seen"] = len(self._nodes)
         if self._failure is not None:
-            current: str | None = self._failure[1]
-        elif self._outcome == "ready":
+            current: str | None = self._failure[1] if self._failure[1] in STAGE_INDEX else None
+        elif self._outcome in _SERVING:
             current = None
         else:
             current = self.waiting_for()
@@ -776,6 +979,8 @@ class Timeline:
             nodes=tuple(self._nodes),
             current=current,
             last_progress_at=self._last_progress_at(),
+            is_vllm_log=self.vllm_evidence,
+            served_seconds=self._served_seconds(),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -813,5 +1018,12 @@ def _release(version: str) -> str:
 
 def _cr_segments(part: str) -> list[str]:
     """A physical line holding ``\\r``-separated records: a leading prefix-only piece stays separate so
-    the next bar inherits it."""
-    return [seg for seg in part.split("\r") if seg.strip()]
+    the next bar inherits it. Of a run of updates of one bar (tqdm redraws it in place, up to hundreds of
+    times on one line) only the last is kept: a bar's progress is the furthest update, and every update on
+    the line has the line's time."""
+    segs = [seg for seg in part.split("\r") if seg.strip()]
+    if len(segs) < 3:
+        return segs
+    out = [seg for seg, nxt in itertools.pairwise(segs) if seg[:24] != nxt[:24] or "%" not in seg]
+    out.append(segs[-1])
+    return out

@@ -89,13 +89,11 @@ def _records(text: str) -> list[str]:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     parts = text.split("\n")
-    if "/s]" not in text and "/it]" not in text:
-        return list(filter(None, parts))
     out: list[str] = []
     for part in parts:
         if not part:
             continue
-        if "/s]" in part or "/it]" in part:
+        if "/s]" in part or "/it]" in part or part.count("pid=") > 1:
             out.extend(split_glued(part))
         else:
             out.append(part)
