@@ -57,6 +57,21 @@ def _isolate(hostname: str, host_tmp: str) -> None:
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/dev/shm"], check=True)
     # sshd's privilege-separation directory (shared with the root namespace; harmless).
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    _quiet_login_shell(host_tmp)
+
+
+def _quiet_login_shell(host_tmp: str) -> None:
+    """bash reads ~/.bashrc for every command sshd runs. On this machine root's runs ``pyenv init``, whose
+    rehash takes a lock file in ~/.pyenv/shims: a command killed mid-rehash (tests kill sessions) leaves it,
+    and every later shell waits 60 s for it — every SSH command of every test host. A real Spark's
+    shell setup is the user's business; the test hosts read an empty one (in their own mount namespace)."""
+    home = Path(os.path.expanduser("~"))
+    for name in (".bashrc",):
+        target = home / name
+        if target.is_file():
+            empty = Path(host_tmp) / f".sparktui-empty{name}"
+            empty.write_text("")
+            subprocess.run(["mount", "--bind", str(empty), str(target)], check=True)
 
 
 #: cgroup v1 controllers dockerd (cgroupfs driver) needs, then the named systemd hierarchy and cgroup2.
