@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sparktui.domain.keys import key_problems
 
@@ -125,6 +125,9 @@ class Mount(_Model):
 
 
 class EngineConfig(_Model):
+    #: A recipe id (``sparktui recipes`` lists them): its settings are merged under this table, whose
+    #: explicit keys win (``sparktui.domain.recipes``).
+    recipe: str | None = None
     runtime: Literal["docker", "host"] = "docker"
     image: str = "nvcr.io/nvidia/vllm:25.11-py3"
     #: Prefix of every container and process name sparktui creates, so it finds (and only stops) its own.
@@ -156,6 +159,19 @@ class EngineConfig(_Model):
     ray_start_args: tuple[str, ...] = Field(default=(), strict=False)
     #: The Python that has Ray (inside the container for ``docker``); runs the cluster-state probe.
     ray_python: tuple[NonEmpty, ...] = Field(default=("python3",), min_length=1, strict=False)
+    #: Memory guard: vLLM is stopped when MemAvailable on any node falls below this while starting or
+    #: serving ("4GiB", "512MiB" or bytes; 0 turns the floor off).
+    memory_floor: ByteSize = ByteSize(4 * 1024**3)
+    #: Memory guard: vLLM is stopped when PSI memory ``full avg10`` (% of time every task stalled on
+    #: memory) reaches this on any node; 0 turns it off.
+    memory_psi_full: Annotated[float, Field(ge=0, le=100, strict=False)] = 20.0
+    #: ``ray start --object-store-memory`` (Ray's own default takes ~30 % of unified memory); 0 leaves
+    #: it to Ray. An ``--object-store-memory`` in ``ray_start_args`` wins.
+    ray_object_store_memory: ByteSize = ByteSize(4 * 1024**3)
+    #: Lists the GPUs the engine's world sees (in the image for docker): preflight counts them per node.
+    gpu_list_command: tuple[NonEmpty, ...] = Field(default=("nvidia-smi", "-L"), min_length=1, strict=False)
+    #: Free the page cache (``echo 3 > /proc/sys/vm/drop_caches``) on every node before a start.
+    drop_caches: bool = False
 
     @field_validator("name_prefix")
     @classmethod
@@ -181,6 +197,10 @@ class ServingConfig(_Model):
     health_fail_seconds: Annotated[float, Field(gt=0, strict=False)] = 15.0
     auto_restart: bool = False
     auto_restart_limit: Annotated[int, Field(ge=0)] = 3
+    #: Requests running or waiting while no token is generated this long: the engine is wedged.
+    wedge_seconds: Annotated[float, Field(gt=0, strict=False)] = 60.0
+    #: GPU power below this at high util while tokens are frozen: stuck (GB10 idles near 16-27 W).
+    wedge_power_w: Annotated[float, Field(ge=0, strict=False)] = 30.0
     smoke_prompt: NonEmpty = "Say hello in five words."
     smoke_max_tokens: Annotated[int, Field(ge=1)] = 32
 
@@ -192,6 +212,8 @@ class UIConfig(_Model):
     theme: str = "textual-dark"
     #: Binding id → keys, e.g. ``start = "s"`` or ``stop = "x,ctrl+x"``.
     keys: dict[str, str] = Field(default_factory=dict)
+    #: Where screenshots and saved logs go; empty = the local state directory (``~/.local/state/sparktui``).
+    screenshot_dir: str = ""
 
     @field_validator("keys")
     @classmethod
@@ -203,12 +225,41 @@ class UIConfig(_Model):
         return value
 
 
+#: The state changes ``[notify]`` can announce (``sparktui.domain.notify``).
+NotifyEvent = Literal["ready", "failed", "wedged", "degraded", "node_lost", "stopped"]
+NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("ready", "failed", "wedged", "degraded", "node_lost", "stopped")
+
+
+class NotifyConfig(_Model):
+    """Who hears of state changes: a command (argv list; the JSON payload on its stdin) and/or a webhook."""
+
+    command: tuple[NonEmpty, ...] = Field(default=(), strict=False)
+    webhook: str | None = None
+    events: tuple[NotifyEvent, ...] = Field(default=NOTIFY_EVENTS, strict=False)
+    #: Seconds between two notifications of the same event (and node); those in between are counted.
+    min_interval: Annotated[float, Field(ge=0, strict=False)] = 60.0
+    #: Seconds a command or webhook may take before it is given up.
+    timeout: Annotated[float, Field(gt=0, strict=False)] = 10.0
+
+    @field_validator("webhook")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.command or self.webhook)
+
+
 class SparkConfig(_Model):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     nodes: tuple[NodeConfig, ...] = Field(min_length=1, strict=False)
     engine: EngineConfig
     serving: ServingConfig = Field(default_factory=ServingConfig)
     ui: UIConfig = Field(default_factory=UIConfig)
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
 
     @model_validator(mode="after")
     def _one_head(self) -> SparkConfig:
@@ -311,11 +362,15 @@ def _key_binding_problems(data: Mapping[str, Any]) -> list[ConfigProblem]:
 
 
 def parse_config(data: Mapping[str, Any], path: Path | str | None = None) -> SparkConfig:
+    # Imported here: recipes reuse this module's error types.
+    from sparktui.domain.recipes import apply_recipe
+
     controls = _control_characters(data)
     if controls:
         # Reported alone: the same value's other faults would only repeat it.
         raise ConfigError(path, controls)
     keys = _key_binding_problems(data)
+    data = apply_recipe(data, path)
     try:
         config = SparkConfig.model_validate(data)
     except ValidationError as exc:

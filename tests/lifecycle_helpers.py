@@ -34,6 +34,8 @@ def lifecycle_overrides(bed: Testbed, pace: float = 4.0, **engine: Any) -> dict[
             "model": MODEL_DIR,
             "ray_start_args": RAY_START_ARGS,
             "ray_python": [sys.executable],
+            # Answers `nvidia-smi -L` as a real image does (its host's /tmp/sparktui-standin-gpus: count).
+            "gpu_list_command": [sys.executable, "-m", "sparktui.sim.nvidia_smi_standin", "-L"],
             "ray_wait_timeout": 40.0,
             "stop_grace": 3.0,
             "extra_args": ["--max-model-len", "4096"],

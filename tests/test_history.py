@@ -109,6 +109,8 @@ def test_formatting() -> None:
     assert format_duration(890) == "14m50s"
     assert format_duration(7380) == "2h03m"
     assert format_remaining(12) == "about 10 s"
+    # The last seconds are not "about 5 s" for as long as the stage overruns: that reads as stuck.
+    assert format_remaining(4.9) == format_remaining(0) == "a few seconds"
     assert format_remaining(507) == "about 8 min"
     assert format_remaining(4200) == "about 1h 10m"
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import re
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -68,6 +69,7 @@ class RunningEngine:
     output: bytearray
     api: EngineApi
     ready_at: float
+    port: int = 0          # the API port on the test host (the forward's local port differs)
 
 
 StartEngine = Callable[..., Awaitable[RunningEngine]]
@@ -110,7 +112,7 @@ async def start_engine(ray_host: Testbed) -> AsyncIterator[StartEngine]:
             await asyncio.sleep(0.1)
         ready_at = time.monotonic()
         api = await EngineApi.connect(transport, "127.0.0.1", port)
-        engine = RunningEngine(transport, process, output, api, ready_at)
+        engine = RunningEngine(transport, process, output, api, ready_at, port)
         started.append((engine, reader))
         return engine
 
@@ -181,3 +183,63 @@ async def test_crash_after_ready_is_detected(start_engine: StartEngine) -> None:
     text = crash.describe()
     assert text.startswith("crashed after ") and "/health failing" in text
     assert watch.stats.scrapes > 0
+
+
+_STATS = re.compile(rb"Avg generation throughput: ([\d.]+) tokens/s, Running: (\d+) reqs")
+
+
+async def test_the_serving_panel_agrees_with_the_engines_own_stats_line(start_engine: StartEngine) -> None:
+    """Issue 15: what the serving panel shows (from /metrics) and what vLLM's stats line says in the log
+    agree within one stats interval: requests running, and generation tokens per second."""
+    interval = 2.0
+    engine = await start_engine("--standin-stats-interval", str(interval))
+    check = await verify_ready(engine.api, model=SERVED, retry_interval=0.2)
+    assert check.ok, check.summary()
+    events: list[Event] = []
+    watch = ServingWatch(engine.api, ready_at=engine.ready_at, interval=0.25, window_seconds=interval)
+    task = asyncio.create_task(watch.run(events.append))
+    stamped: list[tuple[float, float, int]] = []   # (when the line arrived, tok/s, running)
+    seen = len(engine.output)
+
+    def read_stats() -> None:
+        nonlocal seen
+        now = time.monotonic()
+        for m in _STATS.finditer(bytes(engine.output[seen:])):
+            stamped.append((now, float(m.group(1)), int(m.group(2))))
+        seen = len(engine.output)
+
+    async def long_request(i: int) -> None:
+        # ignore_eos: exactly max_tokens tokens, as vLLM's bench client asks (a request that lasts).
+        body = {"model": SERVED, "messages": [{"role": "user", "content": f"Tell a long story, number {i}."}],
+                "max_tokens": 100_000, "ignore_eos": True, "stream": True}
+        async for _ in engine.api.chat_stream(body):
+            pass
+
+    load = asyncio.gather(*(long_request(i) for i in range(4)), return_exceptions=True)
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and sum(1 for s in stamped if s[2] == 4) < 3:
+            read_stats()
+            await asyncio.sleep(0.2)
+    finally:
+        load.cancel()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await load
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    busy = [s for s in stamped if s[2] == 4]
+    assert len(busy) >= 3, f"the log's stats lines never showed the 4 requests: {stamped}"
+    snaps = [(e.snapshot, e.snapshot.at) for e in events if isinstance(e, ServingSampled)]
+    assert snaps
+    # Compare each busy stats line (after the first, whose window starts before the load) with the panel's
+    # newest snapshot at that moment.
+    for arrived, log_tps, log_running in busy[1:]:
+        wall = time.time() - (time.monotonic() - arrived)
+        before = [s for s, at in snaps if at <= wall + 0.3]
+        assert before, "no panel snapshot before the stats line"
+        panel = before[-1]
+        assert panel.requests_running == log_running
+        assert panel.generation_tokens_per_s is not None
+        assert abs(panel.generation_tokens_per_s - log_tps) <= 0.25 * log_tps + 1.0, (
+            f"panel {panel.generation_tokens_per_s:.1f} tok/s vs the log's {log_tps:.1f}")

@@ -109,6 +109,42 @@ class GpuProcess:
     used_memory: int | None = None
 
 
+#: NVML clock-event ("throttle") reason bits (``nvmlClocksEventReason*`` in nvml.h / pynvml) → what the
+#: node panel says. GpuIdle is not a slowdown worth showing: a resting GPU clocks down.
+CLOCK_EVENT_BITS: tuple[tuple[int, str], ...] = (
+    (0x0001, "idle"),
+    (0x0002, "applications clocks"),
+    (0x0004, "SW power cap"),
+    (0x0008, "HW slowdown"),
+    (0x0010, "sync boost"),
+    (0x0020, "SW thermal"),
+    (0x0040, "HW thermal"),
+    (0x0080, "HW power brake"),
+    (0x0100, "display clock"),
+)
+CLOCK_EVENT_IDLE = 0x0001
+
+
+def clock_event_names(mask: int | None, *, include_idle: bool = False) -> tuple[str, ...]:
+    """Names of the bits set in an NVML clock-event reason mask (unknown bits as hex)."""
+    if not mask:
+        return ()
+    names = [name for bit, name in CLOCK_EVENT_BITS
+             if mask & bit and (include_idle or bit != CLOCK_EVENT_IDLE)]
+    known = sum(bit for bit, _ in CLOCK_EVENT_BITS)
+    if mask & ~known:
+        names.append(f"0x{mask & ~known:x}")
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class XidError:
+    """An Xid critical error NVML reported (``nvmlEventTypeXidCriticalError``): number and node wall time."""
+
+    xid: int
+    wall: float | None = None
+
+
 @dataclass(frozen=True)
 class GpuDevice:
     """One GPU. ``None`` means unknown (NVML said Not Supported or failed; the reason is in
@@ -122,12 +158,24 @@ class GpuDevice:
     temperature_c: float | None = None
     power_w: float | None = None
     sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    mem_clock_max_mhz: float | None = None
+    #: NVML clock-event reason bitmask (``None``: not read); see :func:`clock_event_names`.
+    clock_event_reasons: int | None = None
+    #: Xid errors reported since the probe started; ``None`` when NVML offers no Xid events.
+    xid_errors: tuple[XidError, ...] | None = None
     memory_total: int | None = None
     memory_used: int | None = None
     memory_free: int | None = None
     #: The GPU uses the host's memory (GB10): its memory is the unified memory panel.
     memory_unified: bool = False
     processes: tuple[GpuProcess, ...] = ()
+
+    @property
+    def clock_events(self) -> tuple[str, ...]:
+        """Active slowdown reasons (idle left out), e.g. ``("SW power cap",)``."""
+        return clock_event_names(self.clock_event_reasons)
 
     @property
     def process_memory(self) -> int | None:
@@ -193,6 +241,10 @@ class NodeProcess:
     kind: str                 # "vllm" | "ray-worker" | "raylet" | "gcs_server" | "ray"
     cmdline: str = ""
     rss: int | None = None
+    #: utime + stime so far (seconds) and when the probe read them (the node's monotonic clock): CPU % is
+    #: the delta between two readings (``NodeTelemetry.process_cpu``).
+    cpu_seconds: float | None = None
+    read_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -346,12 +398,24 @@ def _gpu(d: Mapping[str, Any]) -> GpuSample:
             memory_util_percent=_float(g.get("memory_util_percent")),
             temperature_c=_float(g.get("temperature_c")), power_w=_float(g.get("power_w")),
             sm_clock_mhz=_float(g.get("sm_clock_mhz")),
+            sm_clock_max_mhz=_float(g.get("sm_clock_max_mhz")),
+            mem_clock_mhz=_float(g.get("mem_clock_mhz")),
+            mem_clock_max_mhz=_float(g.get("mem_clock_max_mhz")),
+            clock_event_reasons=_int(g.get("clock_event_reasons")),
+            xid_errors=_xids(g.get("xid_errors")),
             memory_total=_int(g.get("memory_total")), memory_used=_int(g.get("memory_used")),
             memory_free=_int(g.get("memory_free")), memory_unified=bool(g.get("memory_unified")),
             processes=procs,
         ))
     return GpuSample(source=str(d.get("source") or "none"), devices=tuple(devices),
                      reason=_str(d.get("reason")), driver_version=_str(d.get("driver_version")))
+
+
+def _xids(v: Any) -> tuple[XidError, ...] | None:
+    if not isinstance(v, list):
+        return None
+    return tuple(XidError(xid=x, wall=_float(e.get("wall")))
+                 for e in v if isinstance(e, Mapping) and (x := _int(e.get("xid"))) is not None)
 
 
 def _counter_map(d: Any) -> dict[str, int | None]:
@@ -373,7 +437,8 @@ def _port(d: Mapping[str, Any]) -> RdmaPort:
 
 def _process(d: Mapping[str, Any]) -> NodeProcess:
     return NodeProcess(pid=int(d["pid"]), name=str(d.get("name") or ""), kind=str(d.get("kind") or ""),
-                       cmdline=str(d.get("cmdline") or ""), rss=_int(d.get("rss")))
+                       cmdline=str(d.get("cmdline") or ""), rss=_int(d.get("rss")),
+                       cpu_seconds=_float(d.get("cpu_s")), read_at=_float(d.get("at")))
 
 
 def _container(d: Mapping[str, Any]) -> Container:
@@ -456,7 +521,9 @@ class CableRate:
     tx_bytes_per_s: float | None
     #: Counter name → increase summed over the cable's devices.
     increases: Mapping[str, int] = field(default_factory=dict)
-    #: Link speed of the active devices summed (Gb/s); ``None`` when none is active.
+    #: The cable's link speed (Gb/s): the fastest active device's. A GB10 cable's two PCIe "twins" each
+    #: report the port's 200 Gb/sec in sysfs, but they share it (each carries ≤ 100 G; both together make
+    #: the 200 G), so a sum would claim 400 G. ``None`` when none is active.
     link_gbps: float | None = None
     active: bool = False
 
@@ -582,7 +649,7 @@ def compute_rates(prev: Sample, cur: Sample, cables: Sequence[Cable] | None = No
             rx_bytes_per_s=_sum(pr.rx_bytes_per_s for pr in members) if members else None,
             tx_bytes_per_s=_sum(pr.tx_bytes_per_s for pr in members) if members else None,
             increases=increases,
-            link_gbps=sum(active_speeds) if active_speeds else None,
+            link_gbps=max(active_speeds) if active_speeds else None,
             active=any(p.active for p in live),
         ))
     return Rates(seconds=seconds, ports=ports, cables=tuple(cable_rates), cpu_percent=cur.cpu.percent)
@@ -654,6 +721,31 @@ class RateTracker:
         self._prev = None
 
 
+@dataclass(frozen=True)
+class ProcessRow:
+    """One of our processes as the process view lists it."""
+
+    pid: int
+    name: str
+    kind: str
+    cmdline: str
+    cpu_percent: float | None     # over the time between the last two samples that listed it
+    rss: int | None
+    gpu_memory: int | None        # what NVML reports for the pid (None where it reports nothing)
+
+
+def process_rows(sample: Sample, cpu_percent: Mapping[int, float]) -> tuple[ProcessRow, ...]:
+    """Our processes in ``sample``, with their CPU % (``NodeTelemetry.process_cpu``) and the GPU memory NVML
+    attributes to each pid."""
+    gpu_mem: dict[int, int] = {}
+    for g in sample.gpu.devices:
+        for gp in g.processes:
+            if gp.used_memory is not None:
+                gpu_mem[gp.pid] = gpu_mem.get(gp.pid, 0) + gp.used_memory
+    return tuple(ProcessRow(p.pid, p.name, p.kind, p.cmdline, cpu_percent.get(p.pid), p.rss,
+                            gpu_mem.get(p.pid)) for p in sample.processes)
+
+
 class NodeTelemetry:
     """Everything the dashboard shows about one node's telemetry, updated one sample at a time."""
 
@@ -669,6 +761,9 @@ class NodeTelemetry:
         #: (device, counter) → controller time of its last increase, for "rising" highlights.
         self.rising: dict[tuple[str, str], float] = {}
         self._tracker = RateTracker(rdma_devices)
+        #: pid → CPU % between its last two readings; pid → (cpu seconds, read at) of the last one.
+        self.process_cpu: dict[int, float] = {}
+        self._cpu_read: dict[int, tuple[float, float]] = {}
 
     def update(self, sample: Sample, now: float | None = None) -> Rates | None:
         if self.latest is not None and sample.seq <= self.latest.seq:
@@ -679,6 +774,7 @@ class NodeTelemetry:
             self.problems.pop(path, None)
         self.problems.update(sample.problems)
         rates = self._tracker.update(sample)
+        self._update_process_cpu(sample)
         self.latest = sample
         self.rates = rates
         when = now if now is not None else sample.received
@@ -696,6 +792,23 @@ class NodeTelemetry:
                     for name in pr.increases:
                         self.rising[(pr.device, name)] = when
         return rates
+
+    def _update_process_cpu(self, sample: Sample) -> None:
+        """The probe re-reads processes every few seconds and repeats the list in between: a new reading
+        is one with a new ``read_at``."""
+        seen = set()
+        for p in sample.processes:
+            seen.add(p.pid)
+            if p.cpu_seconds is None or p.read_at is None:
+                continue
+            last = self._cpu_read.get(p.pid)
+            if last is not None and p.read_at > last[1] and p.cpu_seconds >= last[0]:
+                self.process_cpu[p.pid] = 100.0 * (p.cpu_seconds - last[0]) / (p.read_at - last[1])
+            if last is None or p.read_at != last[1]:
+                self._cpu_read[p.pid] = (p.cpu_seconds, p.read_at)
+        for gone in set(self._cpu_read) - seen:
+            self._cpu_read.pop(gone, None)
+            self.process_cpu.pop(gone, None)
 
     def is_stale(self, now: float, interval: float | None = None) -> bool:
         """No sample yet, or the last one arrived too long ago (controller monotonic ``now``)."""

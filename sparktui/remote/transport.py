@@ -132,6 +132,10 @@ class Transport(abc.ABC):
             return f"{where}: {state.last_error}"
         return f"{where}: {state.phase.value}"
 
+    def remove_listener(self, listener: StateListener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     def _set_state(self, state: LinkState) -> None:
         self._state = state
         for listener in list(self._listeners):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,6 +21,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
+from textual.events import Key, Resize
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, HelpPanel, Static
@@ -35,9 +36,10 @@ from sparktui.domain.events import (
     OperationRefused,
 )
 from sparktui.domain.history import RunRecord
+from sparktui.domain.history import state_dir as local_state_dir
 from sparktui.domain.keys import DEFAULT_KEYS
 from sparktui.ui.screens.confirm import ConfirmScreen
-from sparktui.ui.state import DashboardState
+from sparktui.ui.state import HISTORY_POINTS, DashboardState
 from sparktui.ui.widgets.engine_panel import EnginePanel, ServingView
 from sparktui.ui.widgets.log_pane import LogPane
 from sparktui.ui.widgets.node_panel import NodePanel
@@ -49,6 +51,8 @@ from sparktui.ui.widgets.util import node_widget_id, show
 FLUSH_HZ = 20.0
 
 LIFECYCLE_ACTIONS = ("start", "restart", "stop")
+#: Below this many columns or rows the dashboard switches to its compact layout.
+COMPACT_BELOW = (110, 32)
 
 
 def _binding(binding_id: str, action: str, label: str, tooltip: str = "", *, show: bool = True) -> Binding:
@@ -65,18 +69,35 @@ class SparkApp(App[int]):
         _binding("restart", "restart", "Restart", "Stop, then start (asks first)"),
         _binding("stop", "stop", "Stop", "Stop vLLM, Ray and our containers (asks first)"),
         _binding("smoke_test", "smoke_test", "Smoke test", "One streaming completion"),
+        _binding("bench", "bench", "Bench",
+                 "A short benchmark (c=1 and 4), saved and compared with the last one", show=False),
         _binding("find", "find", "Find", "Find text in the log"),
+        # Help and Quit early: a narrow footer is cut on the right, and these two must stay on screen.
+        _binding("help", "toggle_help", "Help"),
+        _binding("quit", "quit", "Quit"),
         _binding("filter", "filter", "Filter", "Show only log lines containing a text"),
         _binding("level", "cycle_level", "Level", "Minimum log level: all/INFO/WARNING/ERROR"),
         _binding("node", "cycle_node", "Node", "Show log lines of one node only"),
         _binding("log_source", "cycle_source", "Source",
                  "Switch between the vLLM log and each node's Ray worker log"),
         _binding("full_log", "toggle_full_log", "Full log", "Full-screen log"),
-        _binding("find_next", "find_next(True)", "Earlier match", show=False),
-        _binding("find_previous", "find_next(False)", "Later match", show=False),
+        _binding("processes", "processes", "Processes", "Our processes on every node, sortable", show=False),
+        _binding("pause", "toggle_pause", "Pause charts", "Hold the node charts and readings still",
+                 show=False),
+        _binding("find_next", "find_next(True)", "Next match", show=False),
+        _binding("find_previous", "find_next(False)", "Previous match", show=False),
+        # The log's movement keys, as less and vim have them, from anywhere (a text field keeps its own).
+        _binding("log_down", "log_lines(1)", "Down a line", show=False),
+        _binding("log_up", "log_lines(-1)", "Up a line", show=False),
+        _binding("log_page_down", "log_pages(1)", "Page down", show=False),
+        _binding("log_page_up", "log_pages(-1)", "Page up", show=False),
+        _binding("log_top", "log_top", "Top of the log", show=False),
         _binding("follow", "follow", "Follow log", show=False),
-        _binding("help", "toggle_help", "Help"),
-        _binding("quit", "quit", "Quit"),
+        _binding("wrap", "toggle_wrap", "Wrap", "Fold long log lines", show=False),
+        _binding("copy_line", "copy_line", "Copy line",
+                 "Copy the current match (or the last line in view) to the clipboard", show=False),
+        _binding("save_log", "save_log", "Save log", "Save the log as shown (filters applied) to a file",
+                 show=False),
     ]
 
     def __init__(
@@ -94,8 +115,11 @@ class SparkApp(App[int]):
         readonly: bool | None = None,
         node_addresses: Mapping[str, str] | None = None,
         history: Callable[[], Sequence[RunRecord]] | None = None,
+        bench: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         super().__init__()
+        #: Runs a short benchmark and returns its one-line summary (``sparktui.commands.bench``).
+        self.bench_runner = bench
         self.backend = backend
         self.ui_config = ui or UIConfig()
         self.readonly = bool(readonly if readonly is not None else
@@ -121,6 +145,10 @@ class SparkApp(App[int]):
         self._runs: Sequence[RunRecord] = ()
         self._shown_state = EngineState.UNKNOWN
         self.events_applied = 0
+        #: The line printed on the terminal after quitting (None: nothing to say).
+        self.exit_message: str | None = None
+        #: ``p``: the node charts and readings hold still.
+        self.charts_paused = False
 
     # ---- layout -----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -135,7 +163,20 @@ class SparkApp(App[int]):
                       id="logpane")
         yield Footer()
 
+    def on_resize(self, event: Resize) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        """Small terminals (80×24) get the compact layout: a one-line row per node, the stage list without
+        borders and facts, and the rest for the log (see ``Screen.-compact`` in app.tcss)."""
+        compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
+        if self.screen.has_class("-compact") != compact:
+            self.screen.set_class(compact, "-compact")
+            for name in self.state.nodes:
+                self._render_node(name)
+
     def on_mount(self) -> None:
+        self._fit(self.size.width, self.size.height)
         if self.ui_config.keys:
             self.set_keymap(dict(self.ui_config.keys))
         if self.ui_config.theme in self.available_themes:
@@ -146,6 +187,7 @@ class SparkApp(App[int]):
         self.query_one("#asymmetry", Static).display = False
         self._render_engine()
         self._update_controls()
+        self._show_chart_window()
         self.query_one(LogPane).log_widget.focus()
         if self.startup_notice:
             self.notify(self.startup_notice, title="sparktui", timeout=12)
@@ -262,6 +304,27 @@ class SparkApp(App[int]):
             return
 
     # ---- controls ---------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Read-only: start, restart and stop leave the footer and the help (the keys still answer, with
+        the reason, through ``on_key``)."""
+        return not (self.readonly and action in LIFECYCLE_ACTIONS)
+
+    def on_key(self, event: Key) -> None:
+        """A lifecycle key in read-only mode reaches here (its binding is off): say why nothing happens."""
+        if self.readonly and (action := self._lifecycle_keys().get(event.key)) is not None:
+            self.notify(self.refusal() or "", title=f"{action} refused", severity="warning")
+            event.stop()
+
+    def _lifecycle_keys(self) -> dict[str, str]:
+        """Key → lifecycle action, as bound now (``[ui.keys]`` remaps included)."""
+        keys: dict[str, str] = {}
+        for key, binding in self._bindings:
+            if binding.action in LIFECYCLE_ACTIONS:
+                mapped = self._keymap.get(binding.id) if binding.id else None
+                for k in mapped.split(",") if mapped else [key]:
+                    keys[k.strip()] = binding.action
+        return keys
+
     def refusal(self) -> str | None:
         """Why a lifecycle action cannot run now, or ``None``."""
         if self.readonly:
@@ -276,7 +339,10 @@ class SparkApp(App[int]):
     def _update_controls(self) -> None:
         blocked = self.refusal() is not None
         for action in LIFECYCLE_ACTIONS:
-            self.query_one(f"#btn-{action}", Button).disabled = blocked
+            button = self.query_one(f"#btn-{action}", Button)
+            button.disabled = blocked
+            button.display = not self.readonly
+        self.query_one("#readonly-badge").display = self.readonly
         self.query_one("#btn-smoke", Button).disabled = self.state.engine.state is not EngineState.READY
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -330,6 +396,19 @@ class SparkApp(App[int]):
             self._requesting = None
             self._update_controls()
 
+    #: States in which something of ours runs on the nodes (quitting leaves it running: say so).
+    RUNNING_STATES = frozenset({EngineState.PREFLIGHT, EngineState.STARTING, EngineState.VERIFYING,
+                                EngineState.READY, EngineState.DEGRADED, EngineState.WEDGED,
+                                EngineState.STOPPING})
+
+    async def action_quit(self) -> None:
+        """Quit the dashboard, never the engine — and say so once, on the terminal, when one runs."""
+        message = None
+        if self.state.engine.state in self.RUNNING_STATES and getattr(self.backend, "detached", True):
+            message = "the engine keeps running on the nodes — `sparktui stop` stops it"
+        self.exit_message = message
+        self.exit(0, message=message)
+
     def action_smoke_test(self) -> None:
         if self.state.engine.state is not EngineState.READY:
             self.notify("the engine is not ready: nothing to test yet", title="smoke test",
@@ -350,6 +429,27 @@ class SparkApp(App[int]):
             self.notify(result, title="smoke test", timeout=10)
         self.query_one(ServingView).show(self.state.serving, self.smoke_result)
 
+    def action_bench(self) -> None:
+        if self.bench_runner is None:
+            self.notify("the benchmark needs a real engine (`sparktui bench` on a configured cluster)",
+                        title="bench", severity="warning")
+            return
+        if self.state.engine.state is not EngineState.READY:
+            self.notify("the engine is not ready: nothing to measure yet", title="bench", severity="warning")
+            return
+        self.notify("a short benchmark: 8 requests at c=1, then at c=4…", title="bench", timeout=5)
+        self._bench()
+
+    @work(group="bench", exclusive=True, exit_on_error=False)
+    async def _bench(self) -> None:
+        assert self.bench_runner is not None
+        try:
+            result = await self.bench_runner()
+        except Exception as exc:
+            self.notify(f"failed: {exc}", title="bench", severity="error", timeout=15)
+        else:
+            self.notify(result, title="bench", timeout=30)
+
     # ---- log actions ------------------------------------------------------------------------------
     def action_find(self) -> None:
         self.query_one(LogPane).open_input("find")
@@ -357,8 +457,85 @@ class SparkApp(App[int]):
     def action_filter(self) -> None:
         self.query_one(LogPane).open_input("filter")
 
-    def action_find_next(self, backwards: bool) -> None:
-        self.query_one(LogPane).find_next(backwards)
+    def action_find_next(self, forward: bool) -> None:
+        self.query_one(LogPane).find_next(forward)
+
+    def action_log_lines(self, lines: int) -> None:
+        self.query_one(LogPane).move_lines(lines)
+
+    def action_log_pages(self, pages: int) -> None:
+        self.query_one(LogPane).move_pages(pages)
+
+    def action_log_top(self) -> None:
+        self.query_one(LogPane).go_top()
+
+    def action_processes(self) -> None:
+        from sparktui.ui.screens.processes import ProcessScreen
+
+        self.push_screen(ProcessScreen(self.state.nodes))
+
+    def action_toggle_pause(self) -> None:
+        """Hold the node charts and readings still (samples keep arriving and are kept); again: live."""
+        self.charts_paused = not self.charts_paused
+        self._show_chart_window()
+        for name in self.state.nodes:
+            self._render_node(name)
+        self.notify("charts paused — p resumes" if self.charts_paused else "charts live", timeout=2)
+
+    def _show_chart_window(self) -> None:
+        window = HISTORY_POINTS * self.ui_config.refresh_interval
+        for panel in self.query(NodePanel):
+            panel.set_window(window, self.charts_paused)
+
+    def action_toggle_wrap(self) -> None:
+        wrap = self.query_one(LogPane).toggle_wrap()
+        self.notify(f"long log lines {'folded' if wrap else 'cut (scroll sideways)'}", timeout=2)
+
+    def action_copy_line(self) -> None:
+        text = self.query_one(LogPane).current_text()
+        if text is None:
+            self.notify("the log is empty: nothing to copy", severity="warning", timeout=3)
+            return
+        # OSC 52: the terminal puts it on the clipboard (also over SSH and in tmux with set-clipboard on).
+        self.copy_to_clipboard(text)
+        self.notify(f"copied: {text[:60]}{'…' if len(text) > 60 else ''}", timeout=3)
+
+    def action_save_log(self) -> None:
+        pane = self.query_one(LogPane)
+        source = pane.source.replace(":", "-")
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(self.clock()))
+        path = self.output_dir() / f"sparktui-log-{source}-{stamp}.txt"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            text = pane.view_text()
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.notify(f"could not save the log: {exc}", severity="error", timeout=10)
+            return
+        what = f"filtered view ({pane.filter_summary()})" if pane.filtering else "log"
+        lines = text.count("\n")
+        self.notify(f"saved the {what}, {lines} line{'' if lines == 1 else 's'}: {path}", timeout=10)
+
+    def output_dir(self) -> Path:
+        """Where screenshots and saved logs go: ``[ui] screenshot_dir``, else the local state directory."""
+        configured = self.ui_config.screenshot_dir
+        return Path(configured).expanduser() if configured else local_state_dir()
+
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """Screenshots (the palette's, ``ctrl+p`` → screenshot) go to ``output_dir`` with the path shown;
+        Textual's default is ``~/Downloads``, which a server or a fresh account may not have."""
+        if self.is_web:
+            return super().deliver_screenshot(filename, path, time_format)
+        folder = Path(path) if path else self.output_dir()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            saved = self.save_screenshot(filename, str(folder), time_format)
+        except OSError as exc:
+            self.notify(f"could not save the screenshot: {exc}", severity="error", timeout=10)
+            return None
+        self.notify(f"screenshot saved: {saved}", title="screenshot", timeout=10)
+        return saved
 
     def action_cycle_level(self) -> None:
         level = self.query_one(LogPane).cycle_level()
@@ -400,6 +577,8 @@ class SparkApp(App[int]):
         yield SystemCommand("Stop engine", "Stop vLLM, Ray and our containers (x)", self.action_stop)
         yield SystemCommand("Smoke test", "One streaming completion against the engine (t)",
                             self.action_smoke_test)
+        yield SystemCommand("Benchmark", "A short benchmark, saved and compared with the last one (b)",
+                            self.action_bench)
         yield SystemCommand("Full-screen log", "Toggle the full-screen log (z)", self.action_toggle_full_log)
         yield SystemCommand("Log source", "vLLM log or a node's Ray worker log (w)", self.action_cycle_source)
         yield SystemCommand("Filter log", "Show only lines containing a text (f)", self.action_filter)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparktui.domain.telemetry import NodeTelemetry, Sample, is_error_counter
+from sparktui.domain.telemetry import NodeTelemetry, ProcessRow, Sample, is_error_counter, process_rows
 
 GIB = 1024**3
 #: An error counter stays highlighted this long after it last rose, so a one-off is not missed.
@@ -42,12 +42,19 @@ class NodeReading:
     gpu_temp_c: float | None = None
     gpu_power_w: float | None = None
     gpu_clock_mhz: float | None = None
+    gpu_clock_max_mhz: float | None = None
+    #: Active clock-event (throttle) reasons from NVML, e.g. ("SW power cap",); idle left out.
+    gpu_clock_events: tuple[str, ...] = ()
+    #: Xid errors NVML reported on this node's GPUs since the probe started (newest last).
+    gpu_xids: tuple[int, ...] = ()
     gpu_mem_used_gib: float | None = None
     gpu_mem_total_gib: float | None = None
     #: Why there is no GPU reading ("no GPU", "NVML not available"), when there is none.
     gpu_missing: str | None = None
     cables: tuple[CableReading, ...] = ()
     processes: tuple[str, ...] = ()
+    #: Our processes one by one, for the process view (pid, name, CPU %, RSS, GPU memory).
+    process_rows: tuple[ProcessRow, ...] = ()
     stale: bool = False
 
 
@@ -106,10 +113,14 @@ def reading_from(sample: Sample, telemetry: NodeTelemetry, now: float) -> NodeRe
         gpu_temp_c=gpu.temperature_c if gpu else None,
         gpu_power_w=gpu.power_w if gpu else None,
         gpu_clock_mhz=gpu.sm_clock_mhz if gpu else None,
+        gpu_clock_max_mhz=gpu.sm_clock_max_mhz if gpu else None,
+        gpu_clock_events=tuple(dict.fromkeys(name for g in gpus for name in g.clock_events)),
+        gpu_xids=tuple(x.xid for g in gpus for x in (g.xid_errors or ())),
         gpu_mem_used_gib=gpu_mem_used,
         gpu_mem_total_gib=gpu_mem_total,
         gpu_missing=None if gpu else (sample.gpu.reason or "no GPU"),
         cables=tuple(cables),
         processes=tuple(kinds),
+        process_rows=process_rows(sample, telemetry.process_cpu),
         stale=sample.is_stale(now),
     )

@@ -194,7 +194,7 @@ class DashboardState:
         if state in (EngineState.STARTING, EngineState.VERIFYING):
             stage = running_stage_name(self.engine.timeline)
             return stage not in (None, "config", "placement", "weights")
-        if state is EngineState.READY:
+        if state in (EngineState.READY, EngineState.WEDGED):
             running = getattr(self.serving, "requests_running", None)
             return bool(running)
         return False

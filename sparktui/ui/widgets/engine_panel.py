@@ -44,6 +44,8 @@ _STATE_STYLE = {
     EngineState.STOPPED: "bold",
     EngineState.UNKNOWN: "dim",
 }
+#: The states of a start: the ETA row is kept through all of them.
+_STARTING_STATES = frozenset({EngineState.PREFLIGHT, EngineState.STARTING, EngineState.VERIFYING})
 _STEP_MARK = {
     StepStatus.PENDING: ("·", "dim"),
     StepStatus.RUNNING: ("⟳", "yellow"),
@@ -119,13 +121,15 @@ class EnginePanel(Vertical):
             yield Button("Restart", id="btn-restart", variant="warning", compact=True)
             yield Button("Stop", id="btn-stop", variant="error", compact=True)
             yield Button("Smoke test", id="btn-smoke", compact=True)
+            yield Label(" READ-ONLY ", id="readonly-badge")
         yield Static(id="operation-steps")
         with Vertical(id="stages"):
             for name in STAGE_ORDER:
                 yield StageRow(name)
         yield Static(id="stage-summary")
-        yield Static(id="engine-facts")
+        # The diagnosis before the facts: at 120×40 whatever comes last is below the fold.
         yield Static(id="engine-failure")
+        yield Static(id="engine-facts")
         yield ServingView(id="serving")
 
     def show(self, engine: EngineChanged, operation: OperationView | None, now: float,
@@ -143,12 +147,16 @@ class EnginePanel(Vertical):
             show(why, Text(engine.detail, style="yellow"))
         eta_label = self.query_one("#engine-eta", Label)
         eta = eta_text(views, running, self.elapsed(running, now) if running else None, runs)
-        eta_label.display = engine.state is EngineState.STARTING and bool(eta.plain)
+        # The row stays for the whole start (empty or not), so the buttons below never jump between stages.
+        eta_label.display = engine.state in _STARTING_STATES
+        if not eta.plain and engine.state is EngineState.STARTING and not runs:
+            eta = Text("no ETA: the first start of this model and image", style="dim")
         show(eta_label, eta, layout=False)
         with self.app.batch_update():
             for view in views:
                 self.query_one(f"#stage-{view.name}", StageRow).show(view, self.elapsed(view, now), stalled)
-        show(self.query_one("#engine-facts", Static), facts_text(facts_of(engine.timeline), engine))
+        facts_box = self.query_one("#engine-facts", Static)
+        show(facts_box, facts_text(facts_of(engine.timeline), engine, facts_box.content_size.width))
         failure = failure_of(engine.timeline)
         failure_box = self.query_one("#engine-failure", Static)
         failure_box.display = failure is not None or engine.state is EngineState.FAILED
@@ -167,7 +175,8 @@ class EnginePanel(Vertical):
         self.show_operation(operation)
         # While preflight and launch steps run, every stage is still pending: show the steps in their place.
         steps_shown = self.query_one("#operation-steps", Static).display
-        ready = engine.state is EngineState.READY
+        # Ready, or was ready and cannot serve now: the serving figures are the evidence.
+        ready = engine.state in (EngineState.READY, EngineState.DEGRADED, EngineState.WEDGED)
         # Once ready, the bars have done their job: one line of stage times leaves room for serving.
         self.query_one("#stages").display = not ready and not (
             steps_shown and running is None and engine.timeline is None)
@@ -175,7 +184,7 @@ class EnginePanel(Vertical):
         summary.display = ready
         if ready:
             show(summary, stage_summary(views))
-        self.query_one(ServingView).display = engine.state is EngineState.READY
+        self.query_one(ServingView).display = ready
 
     @staticmethod
     def _state_text(engine: EngineChanged, running: StageView | None) -> Text:
@@ -243,7 +252,9 @@ def eta_text(views: list[StageView], running: StageView | None, elapsed: float |
         t.append(described, style="bold yellow" if eta.overdue else "")
     ready = ready_eta(runs, running.name, elapsed or 0.0, fraction,
                       done=[v.name for v in views if v.status in ("done", "skipped")])
-    if ready is not None:
+    # The overall figure only when it says more than the stage's (the last stage ahead: the same time).
+    if ready is not None and (eta.remaining_seconds is None
+                              or format_remaining(ready) != format_remaining(eta.remaining_seconds)):
         t.append(" · ready in ", style="dim")
         t.append(format_remaining(ready))
     return t
@@ -260,11 +271,12 @@ def stage_summary(views: list[StageView]) -> Text:
     return t
 
 
-def facts_text(facts: dict[str, Any], engine: EngineChanged) -> Text:
+def facts_text(facts: dict[str, Any], engine: EngineChanged, width: int = 0) -> Text:
+    """The facts as ``caption value`` items joined by `` · ``; with a ``width``, lines break between items,
+    never inside one (Rich would wrap at any space, ``max`` on one line and ``conc 3.1×`` on the next)."""
     if engine.vllm_version and "vllm_version" not in facts:
         facts = {"vllm_version": engine.vllm_version, **facts}
-    t = Text()
-    first = True
+    items: list[Text] = []
     for key, caption, unit in FACT_CAPTIONS:
         value = facts.get(key)
         if value is None or value == "":
@@ -275,11 +287,27 @@ def facts_text(facts: dict[str, Any], engine: EngineChanged) -> Text:
             value = f"{value:,}"
         if key == "model":
             value = str(value).rstrip("/").rsplit("/", 1)[-1]
-        if not first:
-            t.append(" · ", style="dim")
-        t.append(f"{caption} ", style="dim")
-        t.append(f"{value}{unit}", style="bold")
-        first = False
+        item = Text()
+        item.append(f"{caption} ", style="dim")
+        item.append(f"{value}{unit}", style="bold")
+        items.append(item)
+    t = Text(no_wrap=True, overflow="ellipsis")
+    used = 0
+    for item in items:
+        if used:
+            if width and used + 3 + item.cell_len > width:
+                t.append("\n")
+                used = 0
+            else:
+                t.append(" · ", style="dim")
+                used += 3
+        t.append_text(item)
+        used += item.cell_len
+    if facts.get("nccl_verdict"):
+        # The NCCL verdict (sparktui.domain.logs.nccl): RoCE with both HCAs, or the socket fallback.
+        t.append("\n")
+        ok = facts.get("nccl_verdict_level") == "ok"
+        t.append(str(facts["nccl_verdict"]), style="green" if ok else "bold yellow")
     return t
 
 

@@ -9,14 +9,18 @@ ring of formatted lines (``buffer_lines``) and the ``Log``'s own ``max_lines``.
 from __future__ import annotations
 
 import re
+import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from rich.highlighter import Highlighter
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.strip import Strip
 from textual.widgets import Input, Label, Log
 
 from sparktui.domain.logs import LogRecord, parse_line
@@ -29,6 +33,8 @@ LEVEL_STEPS = (0, 1, 2, 3)
 #: Longer lines are cut before highlighting and search (toolong's limit; regex cost grows with length).
 MAX_LINE_CHARS = 1000
 HEAD = "head"
+#: Folded continuation lines start under the message, past the time and level columns.
+FOLD_INDENT = 17
 
 
 #: The level column, padded once per level instead of once per line.
@@ -114,12 +120,60 @@ class LevelHighlighter(Highlighter):
 
 
 class LiveLog(Log):
-    """``Log`` with our highlighter; nothing else changes."""
+    """``Log`` with our highlighter, the current find match marked, and scroll keys that tell the pane.
+
+    Textual's own scroll bindings (Home/End/PageUp…, active while the log has focus) animate, so the pane's
+    follow check could catch the log mid-scroll and leave it paused; here they go through the pane, which
+    scrolls at once and decides follow from where the scroll ended."""
+
+    #: The style of the line holding the current find match (the other matches only mark the term).
+    CURRENT_MATCH_STYLE = Style(bgcolor="grey30", bold=True)
 
     def __init__(self, max_lines: int, **kwargs: Any) -> None:
         # auto_scroll off: LogPane decides when to follow (see LogPane.flush).
         super().__init__(max_lines=max_lines, highlight=True, auto_scroll=False, **kwargs)
         self.highlighter = LevelHighlighter()
+        #: Index into ``lines`` of the current find match, or None.
+        self.current_line: int | None = None
+
+    def render_line(self, y: int) -> Strip:
+        strip = super().render_line(y)
+        if self.current_line is not None and self.scroll_offset.y + y == self.current_line:
+            # Over the line's own styles (the level colours, the log's background), not under them.
+            strip = Strip(Segment.apply_style(strip, post_style=self.CURRENT_MATCH_STYLE), strip.cell_length)
+        return strip
+
+    def _pane(self) -> LogPane | None:
+        parent = self.parent
+        return parent if isinstance(parent, LogPane) else None
+
+    def action_scroll_end(self) -> None:
+        pane = self._pane()
+        if pane is None:
+            super().action_scroll_end()
+        else:
+            pane.scroll_to_end()
+            pane.update_status()
+
+    def action_scroll_home(self) -> None:
+        pane = self._pane()
+        pane.go_top() if pane is not None else super().action_scroll_home()
+
+    def action_page_up(self) -> None:
+        pane = self._pane()
+        pane.move_pages(-1) if pane is not None else super().action_page_up()
+
+    def action_page_down(self) -> None:
+        pane = self._pane()
+        pane.move_pages(1) if pane is not None else super().action_page_down()
+
+    def action_scroll_up(self) -> None:
+        pane = self._pane()
+        pane.move_lines(-1) if pane is not None else super().action_scroll_up()
+
+    def action_scroll_down(self) -> None:
+        pane = self._pane()
+        pane.move_lines(1) if pane is not None else super().action_scroll_down()
 
     def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
         """Widen the virtual size for new lines, here and now.
@@ -157,7 +211,17 @@ class LogPane(Vertical):
         self.min_level = 0
         self.node_filter: str | None = None
         self.find_term = ""
-        self._find_from: int | None = None
+        #: Line indices (into the log's lines) that hold the find term; None = not counted since a change.
+        self._matches: list[int] | None = None
+        #: Position in ``_matches`` of the current match (the one marked and counted as [k/N]).
+        self._match_at: int | None = None
+        self._counted_at = 0.0
+        self._count_text = ""
+        #: What the last find step has to say ("wrapped to the top", "no match …"), until the next one.
+        self._find_note = ""
+        #: Long lines folded at the log's width instead of cut (``W``); toggled, rebuilt on resize.
+        self.wrap = False
+        self._wrap_width = 0
         self.input_mode: str | None = None   # "find" | "filter" while the input is open
         self.nodes_seen: list[str] = [HEAD]
         self.flushes = 0
@@ -170,12 +234,18 @@ class LogPane(Vertical):
         yield Label(id="log-status")
         yield Label(id="log-progress")
         yield LiveLog(self.buffer_lines, id="log")
+        yield Label("", id="log-empty")
         yield Input(id="log-input", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#log-input", Input).display = False
         self.query_one("#log-progress", Label).display = False
+        self.query_one("#log-empty", Label).display = False
         self.update_status()
+
+    def on_resize(self) -> None:
+        if self.wrap and self._content_width() != self._wrap_width:
+            self.rebuild()
 
     @property
     def log_widget(self) -> LiveLog:
@@ -264,16 +334,48 @@ class LogPane(Vertical):
             # More lines than the log keeps: the older ones would be pruned at once, so skip them.
             if len(pending) > self.buffer_lines:
                 pending = pending[-self.buffer_lines :]
-            aliases = self.aliases
-            log.write_lines([format_record(r, aliases) for r in pending], scroll_end=False)
+            before = log.line_count
+            log.write_lines(self._screen_lines(pending), scroll_end=False)
             self.lines_written += len(pending)
             self.flushes += 1
+            self._lines_moved(before + len(pending) - log.line_count)
         # Also when nothing new came: the end moves when a horizontal scrollbar appears after a long line.
         if self.follow and not log.is_vertical_scroll_end:
             self.scroll_to_end()
         self._show_progress()
+        self._show_empty()
         self.update_status()
         return len(pending)
+
+    def _screen_lines(self, records: Iterable[LogRecord]) -> list[str]:
+        """Records as the log's lines: one each, or folded at the log's width when wrapping."""
+        aliases = self.aliases
+        lines = [format_record(r, aliases) for r in records]
+        if not self.wrap:
+            return lines
+        width = self._wrap_width = self._content_width()
+        return [part for line in lines for part in fold(line, width)]
+
+    def _content_width(self) -> int:
+        return max(20, self.log_widget.scrollable_content_region.width)
+
+    def _lines_moved(self, pruned: int) -> None:
+        """After a write: the counted matches are stale; the marked one moved up by what the log pruned."""
+        self._matches = None
+        log = self.log_widget
+        if log.current_line is not None and pruned > 0:
+            log.current_line = log.current_line - pruned if log.current_line >= pruned else None
+
+    def _show_empty(self) -> None:
+        """A filter that hides every line says so, instead of leaving a blank pane."""
+        label = self.query_one("#log-empty", Label)
+        empty = (self.filtering and self.log_widget.line_count == 0
+                 and bool(self.buffers.get(self.source)))
+        if label.display != empty:
+            label.display = empty
+        if empty:
+            show(label, Text(f"no matching lines ({self.filter_summary()}) — f, l, o change the filter",
+                             style="bold yellow", no_wrap=True, overflow="ellipsis"), layout=False)
 
     def _update_follow(self) -> None:
         """Follow state from what the person did since the last flush: scrolled up → pause; back at the
@@ -294,6 +396,28 @@ class LogPane(Vertical):
         self._auto_y = log.max_scroll_y
         self.follow = True
 
+    # ---- moving around (less/vim keys; the app binds them, the log's own keys come here too) ---------------
+    def move_lines(self, lines: int) -> None:
+        self._jump_to(self.log_widget.scroll_y + lines)
+
+    def move_pages(self, pages: int) -> None:
+        log = self.log_widget
+        self._jump_to(log.scroll_y + pages * max(1, log.scrollable_content_region.height))
+
+    def go_top(self) -> None:
+        self._jump_to(0)
+
+    def _jump_to(self, y: float) -> None:
+        """Scroll at once (no animation to race the follow check) and follow only if that reached the end."""
+        log = self.log_widget
+        target = max(0.0, min(y, log.max_scroll_y))
+        if target >= log.max_scroll_y:
+            self.scroll_to_end()
+        else:
+            log.scroll_to(y=target, animate=False, immediate=True)
+            self.follow = False
+        self.update_status()
+
     def _show_progress(self) -> None:
         label = self.query_one("#log-progress", Label)
         current = self.progress.get(self.source)
@@ -310,11 +434,48 @@ class LogPane(Vertical):
         self._pending.clear()
         log = self.log_widget
         log.clear()
-        lines = [format_record(r, self.aliases) for r in self.buffers.get(self.source, ()) if self.passes(r)]
-        log.write_lines(lines[-self.buffer_lines :], scroll_end=False)
+        kept = [r for r in self.buffers.get(self.source, ()) if self.passes(r)]
+        log.write_lines(self._screen_lines(kept)[-self.buffer_lines :], scroll_end=False)
+        log.current_line = None
+        self._matches = None
+        self._match_at = None
         self.scroll_to_end()
         self._show_progress()
+        self._show_empty()
         self.update_status()
+
+    def toggle_wrap(self) -> bool:
+        self.wrap = not self.wrap
+        self.rebuild()
+        return self.wrap
+
+    # ---- what the person takes away: the view as text, the current line ---------------------------
+    def view_text(self) -> str:
+        """The current source's buffer as shown (filters applied, not folded), one record per line."""
+        aliases = self.aliases
+        return "".join(format_record(r, aliases) + "\n" for r in self.buffers.get(self.source, ())
+                       if self.passes(r))
+
+    def current_text(self) -> str | None:
+        """The current find match's line, else the last line in view; None when the log is empty."""
+        log = self.log_widget
+        lines = log.lines
+        if not lines:
+            return None
+        y = log.current_line
+        if y is None or y >= len(lines):
+            y = min(len(lines), int(log.scroll_y) + log.scrollable_content_region.height) - 1
+        return lines[max(0, y)].rstrip()
+
+    def filter_summary(self) -> str:
+        parts = []
+        if self.min_level:
+            parts.append(f"level ≥ {LEVELS[self.min_level]}")
+        if self.node_filter is not None:
+            parts.append(f"node {self.node_filter}")
+        if self.filter_text:
+            parts.append(f"filter {self.filter_text!r}")
+        return ", ".join(parts) or "no filter"
 
     def set_source(self, source: str) -> None:
         self.source = source
@@ -341,30 +502,79 @@ class LogPane(Vertical):
 
     def set_find(self, term: str) -> None:
         self.find_term = term
-        self._find_from = None
-        self.log_widget.set_term(term)
-
-    def find_next(self, backwards: bool = True) -> bool:
-        """Scroll to the previous (older) match of the find term, or the next one; False if none."""
-        term = self.find_term.lower()
+        self._matches = None
+        self._match_at = None
         log = self.log_widget
-        lines: Sequence[str] = log.lines
-        if not term or not lines:
-            return False
-        start = self._find_from
-        if start is None:
-            start = int(log.scroll_y) + log.scrollable_content_region.height if backwards else -1
-        rng = range(min(start, len(lines)) - 1, -1, -1) if backwards else range(start + 1, len(lines))
-        for y in rng:
-            if term in lines[y].lower():
-                self._find_from = y
-                # Centre the match; looking at a match pauses follow until End.
-                self.follow = False
-                log.scroll_to(y=max(0, y - log.scrollable_content_region.height // 2), animate=False,
-                              immediate=True)
-                self.update_status(f"match at line {y + 1}")
-                return True
-        self.update_status(f"no {'earlier' if backwards else 'later'} match for {self.find_term!r}")
+        log.current_line = None
+        log.set_term(term)
+        self._find_note = ""
+        self._counted_at = 0.0
+        self.update_status()
+
+    def matches(self) -> list[int]:
+        """Lines holding the find term, counted again only after the log or the term changed."""
+        if self._matches is None:
+            term = self.find_term.lower()
+            lines: Sequence[str] = self.log_widget.lines
+            self._matches = [y for y, line in enumerate(lines) if term in line.lower()] if term else []
+            current = self.log_widget.current_line
+            self._match_at = self._matches.index(current) if current in self._matches else None
+        return self._matches
+
+    def _match_count(self) -> str:
+        """``[k/N]`` (or ``[N matches]`` before a jump). While lines stream in, recounted at most once a
+        second: a count over the whole buffer on every 20 Hz flush would be most of a flood's UI cost."""
+        now = time.monotonic()
+        if self._matches is not None or now - self._counted_at >= 1.0:
+            self._counted_at = now
+            found = self.matches()
+            self._count_text = (f"[{self._match_at + 1}/{len(found)}]" if self._match_at is not None
+                                else f"[{len(found)} match{'es' if len(found) != 1 else ''}]")
+        return self._count_text
+
+    def find_first(self) -> bool:
+        """The match to start from when a search is entered: the newest one above the bottom of the view
+        (so from a following log, the latest match), else the first one."""
+        found = self.matches()
+        if not found:
+            return self._no_match()
+        log = self.log_widget
+        bottom = int(log.scroll_y) + log.scrollable_content_region.height - 1
+        above = [i for i, y in enumerate(found) if y <= bottom]
+        return self._go_to_match(above[-1] if above else 0)
+
+    def find_next(self, forward: bool = True) -> bool:
+        """``n``: the next (later) match; ``N``: the previous (earlier) one; wraps round at either end, as
+        less does with its wrap-search option, and says so."""
+        found = self.matches()
+        if not found:
+            return self._no_match()
+        if self._match_at is None:
+            return self.find_first()
+        at = self._match_at + (1 if forward else -1)
+        wrapped = at >= len(found) or at < 0
+        return self._go_to_match(at % len(found), "wrapped to the " + ("top" if forward else "end")
+                                 if wrapped else "")
+
+    def _go_to_match(self, index: int, note: str = "") -> bool:
+        found = self.matches()
+        self._match_at = index
+        y = found[index]
+        log = self.log_widget
+        log.current_line = y
+        log.notify_style_update()
+        # Centre the match; looking at a match pauses follow until End.
+        self.follow = False
+        log.scroll_to(y=max(0, y - log.scrollable_content_region.height // 2), animate=False, immediate=True)
+        log.refresh()
+        self._counted_at = 0.0
+        self._find_note = note
+        self.update_status()
+        return True
+
+    def _no_match(self) -> bool:
+        self._find_note = f"no match for {self.find_term!r}" if self.find_term else ""
+        self.update_status()
         return False
 
     @property
@@ -385,8 +595,13 @@ class LogPane(Vertical):
             t.append(f" node {self.node_filter} ", style="cyan")
         if self.filter_text:
             t.append(f" filter {self.filter_text!r} ", style="cyan")
+        if self.wrap:
+            t.append(" wrap ", style="cyan")
         if self.find_term:
             t.append(f" find {self.find_term!r} ", style="black on yellow")
+            t.append(f" {self._match_count()} ", style="bold")
+            if self._find_note:
+                t.append(f" {self._find_note} ", style="yellow")
         if extra:
             t.append(f" {extra}", style="dim")
         show(self.query_one("#log-status", Label), t, layout=False)
@@ -395,7 +610,7 @@ class LogPane(Vertical):
     def open_input(self, mode: str) -> None:
         box = self.query_one("#log-input", Input)
         self.input_mode = mode
-        box.placeholder = ("find (Enter: earlier match, Esc: close)" if mode == "find"
+        box.placeholder = ("find (Enter: go to it; then n next, N previous; Esc: clear)" if mode == "find"
                            else "filter: show only lines containing… (Enter to keep, Esc to clear)")
         box.value = self.find_term if mode == "find" else self.filter_text
         box.display = True
@@ -416,17 +631,31 @@ class LogPane(Vertical):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        if self.input_mode == "find":
-            self.find_next(backwards=True)
-        else:
-            self.close_input()
+        # The box closes either way, so n/N (and every other key) work at once on the log.
+        find = self.input_mode == "find"
+        self.close_input()
+        if find:
+            self.find_first()
 
     def key_escape(self) -> None:
         if self.input_mode == "filter":
             self.set_filter("")
-        elif self.input_mode == "find":
+        elif self.input_mode == "find" or self.find_term:
             self.set_find("")
-        self.close_input()
+        if self.input_mode is not None:
+            self.close_input()
+
+
+def fold(line: str, width: int) -> list[str]:
+    """A screen line folded at ``width`` characters; continuations indented under the message column."""
+    if len(line) <= width:
+        return [line]
+    indent = " " * min(FOLD_INDENT, width // 2)
+    parts = [line[:width]]
+    rest = line[width:]
+    step = width - len(indent)
+    parts += [indent + rest[i : i + step] for i in range(0, len(rest), step)]
+    return parts
 
 
 def source_label(source: str) -> str:

@@ -9,6 +9,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from sparktui.ui import format as fmt
+from sparktui.ui.readings import NodeReading
 from sparktui.ui.state import NodeState
 from sparktui.ui.widgets.sparkline import ScaledSparkline
 from sparktui.ui.widgets.util import show
@@ -44,7 +45,7 @@ class NodeSummary(Widget):
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         reading = self.node.reading
         cables = len(reading.cables) if reading else 0
-        return 4 + max(1, cables)
+        return 4 + max(1, cables) + (1 if reading is not None and gpu_alert(reading) else 0)
 
     def render(self) -> Text:
         n, width = self.node, max(10, self.size.width)
@@ -80,6 +81,17 @@ class NodeSummary(Widget):
             if r.gpu_clock_mhz is not None and width >= 40:
                 out.append(f"  {r.gpu_clock_mhz:.0f} MHz", style="dim")
             out.append("\n")
+        if gpu_alert(r):
+            # Hidden slow clock states ("nvidia-smi shows nothing"): NVML's clock-event reasons, Xid errors.
+            out.append("clk ", style="bold")
+            if r.gpu_xids:
+                out.append(f"Xid {', '.join(str(x) for x in r.gpu_xids[-3:])}", style="bold white on red")
+                out.append("  ")
+            if r.gpu_clock_events:
+                out.append(", ".join(r.gpu_clock_events), style="bold yellow")
+                if r.gpu_clock_mhz is not None and r.gpu_clock_max_mhz:
+                    out.append(f"  SM {r.gpu_clock_mhz:.0f}/{r.gpu_clock_max_mhz:.0f} MHz", style="yellow")
+            out.append("\n")
         out.append("cpu ", style="bold")
         out.append(f"{fmt.percent(r.cpu_percent):>4}")
         if r.gpu_mem_used_gib is not None or r.gpu_mem_total_gib is not None:
@@ -109,10 +121,52 @@ class NodeSummary(Widget):
         return out
 
 
+def compact_readings(n: NodeState) -> Text:
+    """The node's readings on one line, for the compact layout: ``│ mem 70/122 GiB │ gpu 97% 44°C 26 W …``."""
+    r = n.reading
+    t = Text()
+    if r is None:
+        return t
+    sep = ("  │ ", "dim")
+    t.append(*sep)
+    t.append("mem ", style="bold")
+    if r.mem_total_gib is None or r.mem_used_gib is None:
+        t.append("unknown", style="yellow")
+    else:
+        t.append(f"{r.mem_used_gib:.0f}/{r.mem_total_gib:.0f} GiB")
+    t.append(*sep)
+    t.append("gpu ", style="bold")
+    if r.gpu_missing and r.gpu_util is None:
+        t.append(r.gpu_missing, style="yellow")
+    else:
+        temp, power = fmt.number(r.gpu_temp_c, "°C"), fmt.number(r.gpu_power_w, " W")
+        t.append(f"{fmt.percent(r.gpu_util)} {temp} {power}")
+    for cable in r.cables:
+        t.append(*sep)
+        up = (cable.state or "").upper().endswith("ACTIVE")
+        t.append("net ", style="bold")
+        t.append("▲ " if up else "▼ ", style="green" if up else "bold red")
+        t.append(f"{fmt.rate_gbps(cable.rx_gbps)}/{fmt.rate_gbps(cable.tx_gbps)} Gb/s")
+        if cable.errors_rising:
+            t.append(" errors", style="bold white on red")
+    if n.stale_seconds is not None:
+        t.append(f"  no sample for {fmt.duration(n.stale_seconds)}", style="bold yellow")
+    return t
+
+
+def gpu_alert(r: NodeReading) -> bool:
+    """A clock-event reason or an Xid error is active: the panel gives it a line of its own."""
+    return bool(r.gpu_clock_events or r.gpu_xids)
+
+
 def short_rate(rate: str) -> str:
     """``"200 Gb/sec (4X HDR)"`` → ``"200G"`` (the link's nominal rate)."""
     head = rate.split(" ", 1)[0]
     return f"{head}G" if head.replace(".", "").isdigit() else rate
+
+
+#: Each chart's name (its caption's first line; the second is its scale).
+CAPTIONS = {"mem": "mem", "gpu": "gpu", "roce": "net"}
 
 
 class NodePanel(Vertical):
@@ -121,6 +175,8 @@ class NodePanel(Vertical):
     def __init__(self, node: NodeState, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.node = node
+        #: Telemetry paused (``p``): the charts and readings keep the moment it was paused.
+        self.paused = False
 
     def compose(self) -> ComposeResult:
         yield Label(id="node-title")
@@ -129,7 +185,8 @@ class NodePanel(Vertical):
         yield NodeSummary(self.node)
         for key, caption, scale in (("mem", "mem", 100.0), ("gpu", "gpu", 100.0), ("roce", "net", 200.0)):
             with Horizontal(classes="spark-row"):
-                yield Label(caption, classes="spark-caption")
+                # The chart's name, and under it the value its top stands for (its scale).
+                yield Label(caption, id=f"caption-{key}", classes="spark-caption")
                 yield ScaledSparkline(scale, id=f"spark-{key}", classes=f"spark-{key}")
 
     def on_mount(self) -> None:
@@ -141,7 +198,12 @@ class NodePanel(Vertical):
         title.append(n.name, style="bold")
         title.append(f"  {n.role}", style="dim" if n.role != "head" else "bold magenta")
         title.append("  ")
-        title.append(n.link_summary(), style=_LINK_STYLE.get(n.link_phase, ""))
+        compact = self.screen.has_class("-compact")
+        # On one compact line a healthy link is a green dot; anything else keeps its words.
+        link = "●" if compact and n.link_phase == "connected" else n.link_summary()
+        title.append(link, style=_LINK_STYLE.get(n.link_phase, ""))
+        if compact:
+            title.append_text(compact_readings(n))
         show(self.query_one("#node-title", Label), title, layout=False)
         reason = self.query_one("#node-link", Static)
         down = bool(n.link_reason) and n.link_phase != "connected"
@@ -150,10 +212,24 @@ class NodePanel(Vertical):
         if down:
             show(reason, Text(n.link_reason, style=_LINK_STYLE.get(n.link_phase, "")))
         self.set_class(n.link_phase not in ("connected",), "-link-down")
+        if self.paused:
+            return   # the charts and readings hold still; the link state above stays live
         self.query_one(NodeSummary).update_from_state()
         # Memory and GPU on 0–100 %. Traffic on 0 to the window's peak (at least 10 Gb/s): a fixed 0–400
         # Gb/s scale would flatten a 30 Gb/s weight load into nothing; the text line gives the absolute value.
         self.query_one("#spark-mem", ScaledSparkline).show(n.mem_history)
         self.query_one("#spark-gpu", ScaledSparkline).show(n.gpu_history)
         peak = max(n.roce_history, default=0.0)
-        self.query_one("#spark-roce", ScaledSparkline).show(n.roce_history, scale=max(10.0, peak * 1.1))
+        net_scale = max(10.0, peak * 1.1)
+        self.query_one("#spark-roce", ScaledSparkline).show(n.roce_history, scale=net_scale)
+        r = n.reading
+        total = f"{r.mem_total_gib:.0f}G" if r is not None and r.mem_total_gib else "100%"
+        for key, scale in (("mem", total), ("gpu", "100%"), ("roce", f"{net_scale:.0f}G")):
+            label = self.query_one(f"#caption-{key}", Label)
+            show(label, Text(f"{CAPTIONS[key]}\n{scale}"), layout=False)
+
+    def set_window(self, seconds: float, paused: bool = False) -> None:
+        """The charts' time window (history length × sample interval), in the bottom border."""
+        self.paused = paused
+        window = f"last {fmt.duration(seconds)}" if seconds < 90 else f"last {seconds / 60:.0f} min"
+        self.border_subtitle = ("⏸ paused — p resumes · " if paused else "") + f"charts: {window}"

@@ -1,0 +1,88 @@
+"""The process view (issue 15): our processes per node with pid, name, CPU %, RSS and GPU memory, sortable.
+CPU % comes from the probe's CPU seconds of two process scans (the probe repeats a scan between rescans),
+GPU memory from what NVML attributes to the pid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparktui.domain.events import NodeSampled
+from sparktui.domain.telemetry import NodeTelemetry, Sample, process_rows
+from sparktui.probe import cpu_seconds
+from sparktui.ui.readings import NodeReading
+from sparktui.ui.screens.processes import ProcessScreen
+from tests.ui_fakes import make_app, settle
+
+GIB = 1024**3
+
+
+def _sample(seq: int, procs: list[dict[str, Any]], gpu: list[dict[str, Any]] | None = None) -> Sample:
+    return Sample.from_json({
+        "v": 1, "seq": seq, "mono": float(seq), "wall": 1.8e9 + seq, "host": "spark1", "interval": 1.0,
+        "memory": {}, "cpu": {}, "rdma": [], "containers": None, "problems": {},
+        "gpu": {"source": "nvml", "devices": [{"index": 0, "name": "NVIDIA GB10", "processes": gpu or []}]},
+        "processes": procs}, received=float(seq))
+
+
+def test_cpu_percent_from_two_scans_not_from_a_repeated_one() -> None:
+    t = NodeTelemetry("spark1")
+    vllm = {"pid": 10, "name": "vllm", "kind": "vllm", "rss": 9 * GIB}
+    t.update(_sample(1, [{**vllm, "cpu_s": 100.0, "at": 50.0}]))
+    assert t.process_cpu == {}
+    t.update(_sample(2, [{**vllm, "cpu_s": 100.0, "at": 50.0}]))   # the same scan, repeated
+    assert t.process_cpu == {}
+    t.update(_sample(3, [{**vllm, "cpu_s": 107.5, "at": 55.0}]))   # 7.5 s of CPU in 5 s: 150 %
+    assert t.process_cpu == {10: 150.0}
+    rows = process_rows(_sample(3, [{**vllm, "cpu_s": 107.5, "at": 55.0}],
+                                [{"pid": 10, "used_memory": 3 * GIB}]), t.process_cpu)
+    assert [(r.pid, r.cpu_percent, r.rss, r.gpu_memory) for r in rows] == [(10, 150.0, 9 * GIB, 3 * GIB)]
+    t.update(_sample(4, []))   # gone: forgotten
+    assert t.process_cpu == {}
+
+
+def test_cpu_seconds_reads_past_a_command_with_spaces_and_parens() -> None:
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    stat = b"4242 (ray::Dash (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 " + \
+        f"{3 * tick} {tick} 0 0 20 0 1 0".encode()
+    assert cpu_seconds(stat) == 4.0
+    assert cpu_seconds(b"garbage") is None and cpu_seconds(None) is None
+
+
+def _reading(rows: list[tuple[int, str, float, int, int | None]]) -> NodeReading:
+    from sparktui.domain.telemetry import ProcessRow
+
+    return NodeReading(process_rows=tuple(ProcessRow(pid, name, name, f"/usr/bin/{name}", cpu, rss, gpu)
+                                          for pid, name, cpu, rss, gpu in rows))
+
+
+async def test_the_process_view_lists_and_sorts() -> None:
+    app, backend = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(NodeSampled("spark1", _reading([(10, "vllm", 150.0, 9 * GIB, 3 * GIB),
+                                                     (11, "raylet", 2.0, 1 * GIB, None)])),
+                     NodeSampled("spark2", _reading([(20, "ray-worker", 80.0, 12 * GIB, 5 * GIB)])))
+        await settle(pilot, app)
+        await pilot.press("P")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProcessScreen)
+        table = screen.query_one("DataTable")
+
+        def column(key: str) -> list[str]:
+            return [str(table.get_row_at(i)[list(("node", "pid", "name", "kind", "cpu", "rss", "gpu",
+                                                  "command")).index(key)]) for i in range(table.row_count)]
+
+        assert column("pid") == ["10", "20", "11"]          # by CPU, busiest first
+        assert column("gpu") == ["3.0 GiB", "5.0 GiB", "–"]
+        await pilot.press("m")
+        await pilot.pause()
+        assert column("pid") == ["20", "10", "11"]          # by RSS
+        await pilot.press("n")
+        await pilot.pause()
+        assert column("name") == ["ray-worker", "raylet", "vllm"]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ProcessScreen)
