@@ -161,6 +161,9 @@ def test_key_conflicts_refused_naming_both_actions(tmp_path: Path) -> None:
     assert "ui.keys.strat: unknown action" in _fault_of(tmp_path, GOOD + '\n[ui.keys]\nstrat = "g"\n')
     # "/" is the key Find has by default ("slash").
     assert "also bound to find" in _fault_of(tmp_path, GOOD + '\n[ui.keys]\nfilter = "/"\n')
+    # A screen's own binding is in that screen's scope: "n" there does not clash with the log's "n".
+    scoped = load_config(_write(tmp_path, GOOD + '\n[ui.keys]\n"confirm.no" = "n,escape,c"\n'))
+    assert scoped.ui.keys["confirm.no"] == "n,escape,c"
     # Swapping two actions' keys is fine; so is moving one to a free key.
     ok = load_config(_write(tmp_path, GOOD + '\n[ui.keys]\nstart = "x"\nstop = "s"\nquit = "ctrl+q"\n'))
     assert ok.ui.keys["stop"] == "s"

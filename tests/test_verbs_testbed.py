@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,43 @@ def test_every_verb_says_an_unreachable_node_once_and_fast(make_testbed: MakeTes
     assert "engine: unknown — cannot tell what runs on " + line in status.stdout
     logs = run_sparktui("--config", config, "logs", "--node", "spark2", timeout=120)
     assert logs.returncode == 1 and f"sparktui logs: {line}" in logs.stderr
+
+
+async def test_dashboard_backend_says_why_a_node_is_down_and_what_is_unknown(
+        make_testbed: MakeTestbed) -> None:
+    """The real backend with spark2's sshd down: the link event carries the whole reason (address and why),
+    the engine is unknown saying why, and spark2 is connected again soon after sshd returns."""
+    import asyncio
+
+    from sparktui.domain.events import EngineChanged, EngineState, Event, NodeLinkChanged
+    from sparktui.remote.backend import SshBackend
+
+    bed = make_testbed()
+    bed.kill_sshd("spark2")
+    events: list[Event] = []
+    backend = SshBackend(bed.spark_config())
+    task = asyncio.create_task(backend.run(events.append))
+    line = f"{bed.ip('spark2')}:22: connection refused — is sshd running?"
+
+    async def until(predicate: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            shown = [e for e in events if isinstance(e, EngineChanged | NodeLinkChanged)]
+            assert time.monotonic() < deadline, "\n".join(map(str, shown))
+            await asyncio.sleep(0.1)
+
+    try:
+        await until(lambda: any(isinstance(e, NodeLinkChanged) and e.node == "spark2" and e.reason == line
+                                for e in events), 60)
+        await until(lambda: any(isinstance(e, EngineChanged) and e.state is EngineState.UNKNOWN
+                                and f"spark2 ({bed.ip('spark2')}:22): connection refused" in e.detail
+                                for e in events), 90)
+        await asyncio.to_thread(bed.start_sshd, "spark2")
+        t0 = time.monotonic()
+        await until(lambda: any(isinstance(e, NodeLinkChanged) and e.node == "spark2"
+                                and e.phase == "connected" for e in events), 60)
+        assert time.monotonic() - t0 < 60
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

@@ -56,8 +56,13 @@ def key_problems(overrides: Mapping[str, str]) -> dict[str, str]:
     """Binding id (of ``overrides``) → fault: unknown ids, no key at all, and keys that two actions would
     share once ``overrides`` replace the defaults (``stop = "s"`` while Start keeps "s")."""
     problems: dict[str, str] = {}
+    # A screen's own bindings ("confirm.yes", "processes.close") live in that screen's scope: remapped as
+    # given, never compared with the dashboard's keys (a dialog may reuse "n").
+    overrides = {a: spec for a, spec in overrides.items() if "." not in a or not key_names(spec)}
     for action, spec in overrides.items():
-        if action not in DEFAULT_KEYS:
+        if "." in action:
+            problems[action] = "names no key"
+        elif action not in DEFAULT_KEYS:
             problems[action] = f"unknown action (known: {', '.join(DEFAULT_KEYS)})"
         elif not key_names(spec):
             problems[action] = "names no key"

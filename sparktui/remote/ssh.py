@@ -309,7 +309,10 @@ class SSHTransport(Transport):
                 await asyncio.wait_for(conn.wait_closed(), 2.0)
         self._drop_ready_sock()
         self._listeners_open.clear()
-        self._set_state(LinkState(LinkPhase.CLOSED))
+        # A node closed while unreachable keeps its reason: a later run() names why, not just "closed".
+        was = self._state
+        reason = was.last_error if was.phase is not LinkPhase.CONNECTED else None
+        self._set_state(LinkState(LinkPhase.CLOSED, last_error=reason, attempts=was.attempts))
 
     def _drop_ready_sock(self) -> None:
         sock, self._ready_sock = self._ready_sock, None
