@@ -43,6 +43,33 @@ from sparktui.domain.logs.rules import (
 
 _STARTUP_GROUPS = anchor_groups(STARTUP_KEYWORDS)
 _SERVING_GROUPS = anchor_groups(SERVING_KEYWORDS)
+_SERVING_SET = frozenset(SERVING_KEYWORDS)
+assert set(STARTUP_KEYWORDS) >= _SERVING_SET  # a start-up scan finds every line a serving scan would
+
+
+def _has_any(text: str, groups: dict[str, tuple[str, ...]]) -> bool:
+    for anchor, group in groups.items():
+        if anchor in text:
+            for kw in group:
+                if kw in text:
+                    return True
+    return False
+
+
+_LEVEL_ANCHORS = frozenset({"ERROR", "CRITICAL"})
+
+
+def _bar_key(line: str) -> str | None:
+    """What identifies a tqdm bar line (its prefix and description), or None for any other line."""
+    if not line.endswith("]"):
+        return None  # something glued after the bar (a prefix the next record takes): keep the line
+    pct = line.find("% Completed |")
+    if pct == -1:
+        pct = line.find("%|")
+        if pct == -1:
+            return None
+    colon = line.rfind(": ", 0, pct)
+    return line[:colon] if colon != -1 else None
 
 
 def _count_ok_requests(text: str) -> int:
@@ -246,12 +273,7 @@ class Timeline:
         return _SERVING_GROUPS if self._outcome in _SERVING else _STARTUP_GROUPS
 
     def _has_keyword(self, text: str) -> bool:
-        for anchor, group in self._keyword_groups().items():
-            if anchor in text:
-                for kw in group:
-                    if kw in text:
-                        return True
-        return False
+        return _has_any(text, self._keyword_groups())
 
     def feed(self, record: LogRecord, now: float | None = None) -> None:
         """Apply one record. ``now`` is the wall clock of its arrival (live callers)."""
@@ -275,13 +297,24 @@ class Timeline:
     def feed_text(self, text: str, now: float | None = None) -> None:
         """Bulk path: a block of complete lines. Lines that contain none of the keywords that can still
         matter are skipped with ``str.find`` over the whole block (one pass per anchor), without being split
-        or parsed; a record that only animates a bar is parsed once per physical line, not per update."""
+        or parsed; a record that only animates a bar is parsed once per physical line, not per update.
+
+        A block is scanned once: for the few serving-time keywords when it starts after "ready" (the
+        serving flood), else for every start-up keyword; lines after the start reaches "ready" inside the
+        block are then held to the serving keywords one by one. Leaving "ready" inside a serving-scanned
+        block (a restart) rescans the rest once, for every keyword."""
         if now is not None:
             self._now = now
         if not text:
             return
         serving = self._bulk_counting = self._outcome == "ready"
-        for end, line, kw in self._candidate_lines(text):
+        groups = _SERVING_GROUPS if serving else _STARTUP_GROUPS
+        for end, line, kw in self._candidate_lines(text, groups):
+            if not serving and self._outcome in _SERVING and kw not in _SERVING_SET \
+                    and not _has_any(line, _SERVING_GROUPS):
+                if self._outcome == "ready" and " HTTP/1." in line:
+                    self._requests_served += _count_ok_requests(line)
+                continue
             if "\x1b" in line:
                 line = strip_ansi(line)
             for part in split_glued(line):
@@ -322,15 +355,16 @@ class Timeline:
         if lines:
             self.feed_text("\n".join(lines), now)
 
-    def _candidate_lines(self, text: str) -> list[tuple[int, str, str]]:
+    def _candidate_lines(self, text: str, groups: dict[str, tuple[str, ...]]) -> list[tuple[int, str, str]]:
         """(end offset, line, a keyword in it) of every line holding a keyword that can still matter, in
         order. One ``str.find`` pass over the block per anchor; a line an anchor finds is checked for that
         anchor's keywords within the line's bounds (no slicing)."""
         spans: dict[int, tuple[int, str]] = {}
         find, rfind = text.find, text.rfind
         size = len(text)
-        for anchor, group in self._keyword_groups().items():
+        for anchor, group in groups.items():
             single = len(group) == 1 and group[0] == anchor
+            level = anchor in _LEVEL_ANCHORS
             i = find(anchor)
             while i != -1:
                 start = rfind("\n", 0, i) + 1
@@ -338,7 +372,14 @@ class Timeline:
                 if end == -1:
                     end = size
                 if start not in spans:
-                    if single:
+                    if level:
+                        # ``ERROR MM-DD hh:mm:ss [file:N]   <indented>``: a traceback's code, carets or frame,
+                        # printed with the header on every line (logger.exception). Only its frames, pydantic
+                        # details and "Reasons:" lines matter, and other anchors find those.
+                        j = find("] ", i, end)
+                        if j == -1 or text[j + 2 : j + 4] != "  ":
+                            spans[start] = (end, anchor)
+                    elif single:
                         spans[start] = (end, anchor)
                     else:
                         for kw in group:
@@ -348,7 +389,18 @@ class Timeline:
                 if end >= size:
                     break
                 i = find(anchor, end)
-        return [(end, text[start:end], kw) for start, (end, kw) in sorted(spans.items())]
+        out: list[tuple[int, str, str]] = []
+        prev_bar: str | None = None
+        prev_end = -2
+        for start, (end, kw) in sorted(spans.items()):
+            line = text[start:end]
+            bar = _bar_key(line)
+            if bar is not None and bar == prev_bar and prev_end + 1 == start:
+                out[-1] = (end, line, kw)  # the next update of the same bar on the next line: the last counts
+            else:
+                out.append((end, line, kw))
+            prev_bar, prev_end = bar, end
+        return out
 
     # --- one record --------------------------------------------------------------------------------
     def _apply(self, rec: LogRecord) -> None:
