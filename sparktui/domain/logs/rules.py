@@ -27,6 +27,12 @@ STAGES = (
     "config", "placement", "distributed", "weights", "compile", "kv_cache", "cuda_graphs", "engine", "api",
 )
 STAGE_INDEX = {name: i for i, name in enumerate(STAGES)}
+#: What the dashboard calls each stage (the engine panel and ``sparktui timeline`` use these words).
+STAGE_LABELS = {
+    "config": "config", "placement": "Ray placement", "distributed": "distributed", "weights": "weights",
+    "compile": "compile", "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "engine": "engine init",
+    "api": "API server",
+}
 
 # (regex group, fact key, "int" | "float" | "str", which value wins when several lines give one:
 #  "first" | "last" | "max" (per-node figures: the slowest node) | "min" (capacity: the tightest node))

@@ -121,10 +121,13 @@ class StageProgress:
 class StageSnapshot:
     name: str
     status: str
-    started: str | None
+    started: str | None  # "MM-DD hh:mm:ss" as the log prints it
     ended: str | None
     seconds: float | None
     progress: StageProgress | None
+    # ISO 8601: "2025-04-14T16:11:40" when the log carries the year, else the year-less "--04-14T16:11:40".
+    started_iso: str | None = None
+    ended_iso: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +157,7 @@ class TimelineSnapshot:
     is_vllm_log: bool = True
     # Seconds from "ready" to the crash or the stop (outcome failed after ready, or stopped).
     served_seconds: float | None = None
+    year_known: bool = False
 
     def stage(self, name: str) -> StageSnapshot:
         return self.stages[STAGE_INDEX[name]]
@@ -173,8 +177,8 @@ class TimelineSnapshot:
                 {
                     "name": s.name,
                     "status": s.status,
-                    "started": s.started,
-                    "ended": s.ended,
+                    "started": s.started_iso,
+                    "ended": s.ended_iso,
                     "seconds": None if s.seconds is None else round(s.seconds, 2),
                     "progress": None
                     if s.progress is None
@@ -192,6 +196,9 @@ class TimelineSnapshot:
                 "hint": self.failure.hint,
             },
             "nodes": list(self.nodes),
+            # Whether the stage times above carry a year (from a docker/k8s stamp, Ray's logger or a JSON
+            # asctime); vLLM's own header has none, so they are ISO 8601's year-less "--MM-DDThh:mm:ss".
+            "year_known": self.year_known,
         }
 
 
@@ -222,6 +229,7 @@ class Timeline:
         # Anything that only vLLM prints was seen (a stage line, a vLLM bar, a failure signature): without
         # it the input is not a vLLM log at all (kept across restarts).
         self.vllm_evidence = False
+        self._year_base: tuple[int, float] | None = None  # (calendar year, axis seconds) of a line with one
         self._reset()
 
     # --- state ---------------------------------------------------------------------------------------
@@ -416,6 +424,8 @@ class Timeline:
             # The log's clock never runs back: Ray prints a deduplicated copy late with its original time.
             if self._last_s is None or t_axis >= self._last_s:
                 self._last_s, self._last_t = t_axis, t
+        if rec.year is not None and self._year_base is None and self._rec_s is not None:
+            self._year_base = (rec.year, self._rec_s)
         if (rec.has_prefix or rec.level is not None) and rec.role not in ("autoscaler", "raylet"):
             self._nodes.setdefault(rec.node or "head", None)
         msg = rec.message
@@ -1030,6 +1040,7 @@ class Timeline:
             last_progress_at=self._last_progress_at(),
             is_vllm_log=self.vllm_evidence,
             served_seconds=self._served_seconds(),
+            year_known=self._year_base is not None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -1050,7 +1061,22 @@ class Timeline:
         started = st.start_t or _wall_str(st.start_wall)
         ended = None if st.status == "running" else (st.end_t or _wall_str(st.end_wall))
         progress = StageProgress(*st.progress) if st.progress is not None else None
-        return StageSnapshot(st.name, st.status, started, ended, seconds, progress)
+        started_iso = self._iso(st.start_t, st.start_s, st.start_wall)
+        ended_iso = None if st.status == "running" else self._iso(st.end_t, st.end_s, st.end_wall)
+        return StageSnapshot(st.name, st.status, started, ended, seconds, progress, started_iso, ended_iso)
+
+    def _iso(self, md: str | None, axis: float | None, wall: float | None) -> str | None:
+        """ISO 8601 for a stage time: with the year where the log gave one, else year-less."""
+        if md is not None and len(md) == 14:
+            date, hms = md[:5], md[6:]
+            if self._year_base is not None and axis is not None:
+                year0, axis0 = self._year_base
+                year = year0 + int(axis // _YEAR) - int(axis0 // _YEAR)
+                return f"{year:04d}-{date}T{hms}"
+            return f"--{date}T{hms}"
+        if wall is not None:
+            return _time.strftime("%Y-%m-%dT%H:%M:%S", _time.localtime(wall))
+        return None
 
 
 def _wall_str(wall: float | None) -> str | None:
