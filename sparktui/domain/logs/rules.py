@@ -230,8 +230,8 @@ STARTUP_KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
 SERVING_KEYWORDS: tuple[str, ...] = (
     "ERROR", "Error", "died", "Dead", "fatal", "LLM engine (v", "vLLM API server version", "█  version",
     "Uvicorn running on", "CRITICAL", "Exception", "OutOfResources", "out of resource: ", "atchdog",
-    "Traceback (most recent call last)", *fl.FRAME_KEYWORDS, *STOP_KEYWORDS,
-)
+    *STOP_KEYWORDS,
+)  # (no traceback frames: a crash while serving is charged to "engine", whatever the frames say)
 RESTART_RULES = frozenset({"api_version", "logo_version", "plain_version", "engine_config"})
 
 # --- the bulk scan's anchors -----------------------------------------------------------------------------
