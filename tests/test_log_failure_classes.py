@@ -214,3 +214,20 @@ def test_not_a_vllm_log_says_so_and_exits_2(tmp_path: pytest.TempPathFactory, ca
     assert main(["timeline", str(path)]) == 2
     assert "not a vLLM log" in capsys.readouterr().err
     assert timeline_from_bytes(READY.encode()).is_vllm_log
+
+
+def test_json_times_are_iso_with_the_year_a_docker_stamp_gives() -> None:
+    text = "".join(f"2025-12-31T23:59:{50 + i:02d}.000000000Z {line}" for i, line in enumerate(READY.splitlines(True)[:4]))
+    d = parse_log_text(text).to_json()
+    assert d["year_known"] is True
+    assert d["stages"][0]["started"] == "2025-03-01T10:00:00"  # the header's month-day, the stamp's year
+
+
+def test_human_output_uses_the_dashboard_stage_names_and_fact_units(capsys: pytest.CaptureFixture[str], tmp_path: pytest.TempPathFactory) -> None:
+    path = tmp_path / "v.log"  # type: ignore[operator]
+    path.write_text(READY)
+    assert main(["timeline", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "KV cache" in out and "CUDA graphs" in out and "engine init" in out and "API server" in out
+    assert "30.1 GiB  (model weights per GPU" in out and "10.5×  (requests of full length" in out
+    assert "50s  (loading the weights" in out

@@ -286,8 +286,10 @@ def test_warning_tracebacks_are_not_failures() -> None:
 
 def test_json_shape() -> None:
     d = timeline_from_bytes(_log("12_")).to_json()
-    assert list(d) == ["outcome", "vllm_version", "model", "stages", "facts", "failure", "nodes"]
+    assert list(d) == ["outcome", "vllm_version", "model", "stages", "facts", "failure", "nodes", "year_known"]
     assert [s["name"] for s in d["stages"]] == list(STAGES)
+    # ISO 8601; vLLM's header has no year, so the year-less form (issue 12)
+    assert d["year_known"] is False and d["stages"][0]["started"] == "--10-23T15:10:10"
     assert set(d["stages"][0]) == {"name", "status", "started", "ended", "seconds", "progress"}
     for key in ("weights_gib", "weights_seconds", "kv_cache_gib", "kv_cache_tokens", "max_concurrency",
                 "cuda_graphs_seconds", "cuda_graphs_gib", "engine_seconds", "tensor_parallel_size",

@@ -8,14 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sparktui.domain.logs import STAGES
+from sparktui.domain.logs import STAGE_LABELS, STAGES
 
 STAGE_ORDER: tuple[str, ...] = tuple(STAGES)
-STAGE_LABELS = {
-    "config": "config", "placement": "Ray placement", "distributed": "distributed", "weights": "weights",
-    "compile": "compile", "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "engine": "engine init",
-    "api": "API server", "serving": "serving (after ready)",
-}
 #: Facts shown under the stage bars, in this order, with their captions and units.
 FACT_CAPTIONS = (
     ("vllm_version", "vLLM", ""), ("model", "model", ""), ("tensor_parallel_size", "TP", ""),

@@ -35,7 +35,7 @@ Whole logs (:mod:`.timeline`)
 
 from sparktui.domain.logs.failures import FAILURE_KINDS
 from sparktui.domain.logs.line import LogRecord, Progress, parse_line, parse_physical_line, strip_ansi
-from sparktui.domain.logs.rules import STAGES
+from sparktui.domain.logs.rules import STAGE_LABELS, STAGES
 from sparktui.domain.logs.stages import (
     OUTCOMES,
     STATUSES,
@@ -52,6 +52,7 @@ __all__ = [
     "FAILURE_KINDS",
     "OUTCOMES",
     "STAGES",
+    "STAGE_LABELS",
     "STATUSES",
     "Failure",
     "LineSplitter",

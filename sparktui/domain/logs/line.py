@@ -156,6 +156,9 @@ class LogRecord:
     source_file: str | None = None
     progress: Progress | None = None
     has_prefix: bool = False
+    # The calendar year, where the line carries one (a ``docker logs -t`` / k8s stamp, Ray's logger, a
+    # JSON asctime); vLLM's own header has none.
+    year: int | None = None
 
     @property
     def is_prefix_only(self) -> bool:
@@ -249,13 +252,18 @@ def _parse(text: str) -> LogRecord:
     raw = text.rstrip("\r\n")
     rest = raw
 
+    year: int | None = None
     # Outer wrappers (in any order, at most a few).
     for _ in range(3):
         c = rest[:1]
         if not c or c == "(":
             break
         if c.isdigit():
-            m = _DOCKER_TS.match(rest) or _SLURM.match(rest)
+            m = _DOCKER_TS.match(rest)
+            if m is not None:
+                year = int(rest[:4])
+            else:
+                m = _SLURM.match(rest)
         elif c == " " and rest[:5].lstrip()[:1].isdigit():
             m = _SLURM.match(rest)
         elif c == "[" and rest.startswith("[pod/"):
@@ -278,7 +286,8 @@ def _parse(text: str) -> LogRecord:
     if rest and rest[0] != "(" and not _VLLM_HEADER.match(rest) and not _CUT_PREFIX.match(rest):
         m0 = _EMBEDDED.search(rest, 1, _EMBED_WINDOW + 60)
         if m0 is not None and m0.start() <= _EMBED_WINDOW and rest[m0.start() - 1] in " ]>:|":
-            return replace(_parse(rest[m0.start():]), raw=raw)
+            inner = _parse(rest[m0.start():])
+            return replace(inner, raw=raw, year=inner.year or year)
 
     # Process prefixes, outermost first.
     role: str | None = None
@@ -354,6 +363,7 @@ def _parse(text: str) -> LogRecord:
         if m2 is not None:
             level, source = m2["level"], m2["file"]
             time = f"{m2['date']} {m2['hms']}"
+            year = int(m2["date"][:4])
             seconds = seconds_in_year(f"{m2['md']} {m2['hms']}")
     elif c == "[":
         m2 = _GLOG_HEADER.match(rest)
@@ -386,6 +396,7 @@ def _parse(text: str) -> LogRecord:
         source_file=source,
         progress=progress,
         has_prefix=has_prefix,
+        year=year,
     )
 
 
@@ -402,8 +413,10 @@ def _parse_json(raw: str, text: str) -> LogRecord | None:
     asctime = obj.get("asctime")
     time = asctime if isinstance(asctime, str) else None
     seconds = None
+    json_year: int | None = None
     if time is not None:
         md = time[5:] if len(time) >= 19 and time[4] == "-" else time  # tolerate a year in front
+        json_year = int(time[:4]) if md is not time and time[:4].isdigit() else None
         seconds = seconds_in_year(md)
         if seconds is not None:
             time = md[:14]  # "MM-DD hh:mm:ss" like every other header (asctime may add a year and ms)
@@ -422,4 +435,5 @@ def _parse_json(raw: str, text: str) -> LogRecord | None:
         is_progress=progress is not None,
         progress=progress,
         has_prefix=isinstance(role, str),
+        year=json_year,
     )

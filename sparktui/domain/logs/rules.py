@@ -28,6 +28,12 @@ STAGES = (
     "config", "placement", "distributed", "weights", "compile", "kv_cache", "cuda_graphs", "engine", "api",
 )
 STAGE_INDEX = {name: i for i, name in enumerate(STAGES)}
+#: What the dashboard calls each stage (the engine panel and ``sparktui timeline`` use these words).
+STAGE_LABELS = {
+    "config": "config", "placement": "Ray placement", "distributed": "distributed", "weights": "weights",
+    "compile": "compile", "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "engine": "engine init",
+    "api": "API server", "serving": "serving (after ready)",
+}
 
 # (regex group, fact key, "int" | "float" | "str", which value wins when several lines give one:
 #  "first" | "last" | "max" (per-node figures: the slowest node) | "min" (capacity: the tightest node))
@@ -225,8 +231,8 @@ STARTUP_KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
 SERVING_KEYWORDS: tuple[str, ...] = (
     "ERROR", "Error", "died", "Dead", "fatal", "LLM engine (v", "vLLM API server version", "█  version",
     "Uvicorn running on", "CRITICAL", "Exception", "OutOfResources", "out of resource: ", "atchdog",
-    "Traceback (most recent call last)", *fl.FRAME_KEYWORDS, *STOP_KEYWORDS,
-)
+    *STOP_KEYWORDS,
+)  # (no traceback frames: a crash while serving is charged to "engine", whatever the frames say)
 RESTART_RULES = frozenset({"api_version", "logo_version", "plain_version", "engine_config"})
 
 # --- the bulk scan's anchors -----------------------------------------------------------------------------
@@ -236,14 +242,18 @@ RESTART_RULES = frozenset({"api_version", "logo_version", "plain_version", "engi
 # anchor's keywords only. Anchors are words of vLLM's, Ray's and torch's format strings shared by several
 # keywords; ``anchor_groups`` proves every keyword is reachable (a keyword always contains its anchor).
 SCAN_ANCHORS: tuple[str, ...] = (
-    "ERROR", "CRITICAL", "rror", "xception", "ailed", "vLLM", "█", "LLM engine", "args", "_size", "ager",
-    "Ray", "placement group", "process group", "number of", "world size", "distributed", "ccl", "NCCL",
-    "[Gloo]", "oad", "took", "ompil", "graph", "Dynamo", "KV ", "emory", "rofiling", " blocks: ",
-    "concurrency", "apturing", "init engine", "upported", "Start", "Waiting for", "pplication", "routes",
-    "Uvicorn", " HTTP/1.", "throughput", "died", "Dead", "atal", "shards", "etch", "ownload", "Traceback",
-    ", in ", "atchdog",
-    "hutting down", "shutdown", "driver", "compatib", "kernel", "resource", "Timed out", "Address already",
-    "has no ", "No available", "fault", "argument", "Reasons", "capability", "Using", "architecture",
+    # Specific phrases first (a keyword takes the first anchor inside it): NCCL INFO floods, Ray's actor
+    # prefixes, tqdm bars and config dumps hold "NCCL", "Ray", "█", "graph", "compil", "memory" everywhere.
+    "ERROR", "CRITICAL", "xception", "ailed", "vLLM", "█  ", "LLM engine", "args:", "argument", "_size",
+    "ager", "Ray ", "placement group", "process group", "number of", "world size", "distributed", "nccl",
+    "NCCL version", "NCCL operations", "NCCL communicator", "[Gloo]", "oad", "rofiling", "took",
+    "torch.compile", "Compiling", "graph of", "compiled graph", "CUDA graph", "Dynamo", "KV ",
+    "out of memory",
+    "emory", " blocks: ", "concurrency", "apturing", "init engine", "upported", "Start", "Waiting for",
+    "pplication", "routes", "Uvicorn", " HTTP/1.", "throughput", "died", "Dead", "atal", "shards", "etch",
+    "ownload", "Traceback", ", in ", "atchdog", "hutting down", "shutdown", "driver", "compatib",
+    "kernel image", "kernel file", "resource", "Timed out", "Address already", "has no ", "No available",
+    "Segmentation", "rror", "Reasons", "capability", "Using max", "Using the", "Using model", "architecture",
 )
 
 

@@ -44,6 +44,33 @@ from sparktui.domain.logs.rules import (
 
 _STARTUP_GROUPS = anchor_groups(STARTUP_KEYWORDS)
 _SERVING_GROUPS = anchor_groups(SERVING_KEYWORDS)
+_SERVING_SET = frozenset(SERVING_KEYWORDS)
+assert set(STARTUP_KEYWORDS) >= _SERVING_SET  # a start-up scan finds every line a serving scan would
+
+
+def _has_any(text: str, groups: dict[str, tuple[str, ...]]) -> bool:
+    for anchor, group in groups.items():
+        if anchor in text:
+            for kw in group:
+                if kw in text:
+                    return True
+    return False
+
+
+_LEVEL_ANCHORS = frozenset({"ERROR", "CRITICAL"})
+
+
+def _bar_key(line: str) -> str | None:
+    """What identifies a tqdm bar line (its prefix and description), or None for any other line."""
+    if not line.endswith("]"):
+        return None  # something glued after the bar (a prefix the next record takes): keep the line
+    pct = line.find("% Completed |")
+    if pct == -1:
+        pct = line.find("%|")
+        if pct == -1:
+            return None
+    colon = line.rfind(": ", 0, pct)
+    return line[:colon] if colon != -1 else None
 
 
 def _count_ok_requests(text: str) -> int:
@@ -95,10 +122,13 @@ class StageProgress:
 class StageSnapshot:
     name: str
     status: str
-    started: str | None
+    started: str | None  # "MM-DD hh:mm:ss" as the log prints it
     ended: str | None
     seconds: float | None
     progress: StageProgress | None
+    # ISO 8601: "2025-04-14T16:11:40" when the log carries the year, else the year-less "--04-14T16:11:40".
+    started_iso: str | None = None
+    ended_iso: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +158,7 @@ class TimelineSnapshot:
     is_vllm_log: bool = True
     # Seconds from "ready" to the crash or the stop (outcome failed after ready, or stopped).
     served_seconds: float | None = None
+    year_known: bool = False
 
     def stage(self, name: str) -> StageSnapshot:
         return self.stages[STAGE_INDEX[name]]
@@ -147,8 +178,8 @@ class TimelineSnapshot:
                 {
                     "name": s.name,
                     "status": s.status,
-                    "started": s.started,
-                    "ended": s.ended,
+                    "started": s.started_iso,
+                    "ended": s.ended_iso,
                     "seconds": None if s.seconds is None else round(s.seconds, 2),
                     "progress": None
                     if s.progress is None
@@ -166,6 +197,9 @@ class TimelineSnapshot:
                 "hint": self.failure.hint,
             },
             "nodes": list(self.nodes),
+            # Whether the stage times above carry a year (from a docker/k8s stamp, Ray's logger or a JSON
+            # asctime); vLLM's own header has none, so they are ISO 8601's year-less "--MM-DDThh:mm:ss".
+            "year_known": self.year_known,
         }
 
 
@@ -196,6 +230,7 @@ class Timeline:
         # Anything that only vLLM prints was seen (a stage line, a vLLM bar, a failure signature): without
         # it the input is not a vLLM log at all (kept across restarts).
         self.vllm_evidence = False
+        self._year_base: tuple[int, float] | None = None  # (calendar year, axis seconds) of a line with one
         self._reset()
 
     # --- state ---------------------------------------------------------------------------------------
@@ -247,12 +282,7 @@ class Timeline:
         return _SERVING_GROUPS if self._outcome in _SERVING else _STARTUP_GROUPS
 
     def _has_keyword(self, text: str) -> bool:
-        for anchor, group in self._keyword_groups().items():
-            if anchor in text:
-                for kw in group:
-                    if kw in text:
-                        return True
-        return False
+        return _has_any(text, self._keyword_groups())
 
     def feed(self, record: LogRecord, now: float | None = None) -> None:
         """Apply one record. ``now`` is the wall clock of its arrival (live callers)."""
@@ -276,13 +306,24 @@ class Timeline:
     def feed_text(self, text: str, now: float | None = None) -> None:
         """Bulk path: a block of complete lines. Lines that contain none of the keywords that can still
         matter are skipped with ``str.find`` over the whole block (one pass per anchor), without being split
-        or parsed; a record that only animates a bar is parsed once per physical line, not per update."""
+        or parsed; a record that only animates a bar is parsed once per physical line, not per update.
+
+        A block is scanned once: for the few serving-time keywords when it starts after "ready" (the
+        serving flood), else for every start-up keyword; lines after the start reaches "ready" inside the
+        block are then held to the serving keywords one by one. Leaving "ready" inside a serving-scanned
+        block (a restart) rescans the rest once, for every keyword."""
         if now is not None:
             self._now = now
         if not text:
             return
         serving = self._bulk_counting = self._outcome == "ready"
-        for end, line, kw in self._candidate_lines(text):
+        groups = _SERVING_GROUPS if serving else _STARTUP_GROUPS
+        for end, line, kw in self._candidate_lines(text, groups):
+            if not serving and self._outcome in _SERVING and kw not in _SERVING_SET \
+                    and not _has_any(line, _SERVING_GROUPS):
+                if self._outcome == "ready" and " HTTP/1." in line:
+                    self._requests_served += _count_ok_requests(line)
+                continue
             if "\x1b" in line:
                 line = strip_ansi(line)
             for part in split_glued(line):
@@ -323,15 +364,16 @@ class Timeline:
         if lines:
             self.feed_text("\n".join(lines), now)
 
-    def _candidate_lines(self, text: str) -> list[tuple[int, str, str]]:
+    def _candidate_lines(self, text: str, groups: dict[str, tuple[str, ...]]) -> list[tuple[int, str, str]]:
         """(end offset, line, a keyword in it) of every line holding a keyword that can still matter, in
         order. One ``str.find`` pass over the block per anchor; a line an anchor finds is checked for that
         anchor's keywords within the line's bounds (no slicing)."""
         spans: dict[int, tuple[int, str]] = {}
         find, rfind = text.find, text.rfind
         size = len(text)
-        for anchor, group in self._keyword_groups().items():
+        for anchor, group in groups.items():
             single = len(group) == 1 and group[0] == anchor
+            level = anchor in _LEVEL_ANCHORS
             i = find(anchor)
             while i != -1:
                 start = rfind("\n", 0, i) + 1
@@ -339,7 +381,14 @@ class Timeline:
                 if end == -1:
                     end = size
                 if start not in spans:
-                    if single:
+                    if level:
+                        # ``ERROR MM-DD hh:mm:ss [file:N]   <indented>``: a traceback's code, carets or frame,
+                        # printed with the header on every line (logger.exception). Only its frames, pydantic
+                        # details and "Reasons:" lines matter, and other anchors find those.
+                        j = find("] ", i, end)
+                        if j == -1 or text[j + 2 : j + 4] != "  ":
+                            spans[start] = (end, anchor)
+                    elif single:
                         spans[start] = (end, anchor)
                     else:
                         for kw in group:
@@ -349,7 +398,18 @@ class Timeline:
                 if end >= size:
                     break
                 i = find(anchor, end)
-        return [(end, text[start:end], kw) for start, (end, kw) in sorted(spans.items())]
+        out: list[tuple[int, str, str]] = []
+        prev_bar: str | None = None
+        prev_end = -2
+        for start, (end, kw) in sorted(spans.items()):
+            line = text[start:end]
+            bar = _bar_key(line)
+            if bar is not None and bar == prev_bar and prev_end + 1 == start:
+                out[-1] = (end, line, kw)  # the next update of the same bar on the next line: the last counts
+            else:
+                out.append((end, line, kw))
+            prev_bar, prev_end = bar, end
+        return out
 
     # --- one record --------------------------------------------------------------------------------
     def _apply(self, rec: LogRecord) -> None:
@@ -365,6 +425,8 @@ class Timeline:
             # The log's clock never runs back: Ray prints a deduplicated copy late with its original time.
             if self._last_s is None or t_axis >= self._last_s:
                 self._last_s, self._last_t = t_axis, t
+        if rec.year is not None and self._year_base is None and self._rec_s is not None:
+            self._year_base = (rec.year, self._rec_s)
         if (rec.has_prefix or rec.level is not None) and rec.role not in ("autoscaler", "raylet"):
             self._nodes.setdefault(rec.node or "head", None)
         msg = rec.message
@@ -981,6 +1043,7 @@ class Timeline:
             last_progress_at=self._last_progress_at(),
             is_vllm_log=self.vllm_evidence,
             served_seconds=self._served_seconds(),
+            year_known=self._year_base is not None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -1001,7 +1064,22 @@ class Timeline:
         started = st.start_t or _wall_str(st.start_wall)
         ended = None if st.status == "running" else (st.end_t or _wall_str(st.end_wall))
         progress = StageProgress(*st.progress) if st.progress is not None else None
-        return StageSnapshot(st.name, st.status, started, ended, seconds, progress)
+        started_iso = self._iso(st.start_t, st.start_s, st.start_wall)
+        ended_iso = None if st.status == "running" else self._iso(st.end_t, st.end_s, st.end_wall)
+        return StageSnapshot(st.name, st.status, started, ended, seconds, progress, started_iso, ended_iso)
+
+    def _iso(self, md: str | None, axis: float | None, wall: float | None) -> str | None:
+        """ISO 8601 for a stage time: with the year where the log gave one, else year-less."""
+        if md is not None and len(md) == 14:
+            date, hms = md[:5], md[6:]
+            if self._year_base is not None and axis is not None:
+                year0, axis0 = self._year_base
+                year = year0 + int(axis // _YEAR) - int(axis0 // _YEAR)
+                return f"{year:04d}-{date}T{hms}"
+            return f"--{date}T{hms}"
+        if wall is not None:
+            return _time.strftime("%Y-%m-%dT%H:%M:%S", _time.localtime(wall))
+        return None
 
 
 def _wall_str(wall: float | None) -> str | None:
