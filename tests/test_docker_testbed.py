@@ -436,8 +436,8 @@ def test_image_sync_copies_the_heads_image_to_a_node_without_it(docker_testbed: 
         done = run_sparktui("--config", str(config), "image", "sync", timeout=900)
         seconds = time.monotonic() - t0
         assert done.returncode == 0, done.stdout + done.stderr
-        assert re.search(r"spark2: copied [\d,.]+ MB in [\d.]+ s \([\d,.]+ MB/s\); now " + re.escape(want),
-                         done.stdout), done.stdout
+        copied = r"spark2: copied: copied [\d,.]+ MB in [\d.]+ s \([\d,.]+ MB/s\); now " + re.escape(want)
+        assert re.search(copied, done.stdout), done.stdout
         progress = r"^spark2: [\d,.]+ MB of [\d,.]+ MB \([\d,.]+ MB/s\)$"
         assert re.search(progress, done.stdout, re.M), done.stdout
         assert bed.docker("spark2", "image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == want
