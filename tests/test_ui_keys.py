@@ -251,3 +251,27 @@ async def test_charts_say_their_scale_and_window_and_p_pauses_them() -> None:
         await pilot.press("p")
         await settle(pilot, app)
         assert not panel.paused and panel.border_subtitle == "charts: last 2 min"
+
+
+async def test_L_runs_the_link_test_and_tells_its_verdict() -> None:
+    from sparktui.ui.app import SparkApp
+    from tests.ui_fakes import FakeBackend
+
+    async def runner() -> str:
+        return "all_reduce_perf busbw 23.1 GB/s ≥ 21.875 GB/s pass mark: the cable is good"
+
+    app = SparkApp(FakeBackend(), roles={"spark1": "head", "spark2": "worker"}, linktest=runner)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("L")
+        for _ in range(20):   # the runner is a worker: let it finish
+            await settle(pilot, app)
+            if any("busbw 23.1 GB/s" in n for n in notifications(app)):
+                break
+        assert any("busbw 23.1 GB/s" in n for n in notifications(app))
+    app, _ = make_app()   # no runner (the demo): it says what it needs
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("L")
+        await settle(pilot, app)
+        assert any("needs real nodes" in n for n in notifications(app))

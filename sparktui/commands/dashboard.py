@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
             return HistoryStore().runs_for(engine.model, engine.image)
 
     bench = None
+    linktest: Callable[[], Awaitable[str]] | None = None
     power_tap = None
     if not choice.demo and choice.config is not None:
         from sparktui.commands.bench import quick_bench
@@ -134,10 +135,15 @@ def run(args: argparse.Namespace) -> int:
         def bench() -> Awaitable[str]:  # the `b` key: through the head's connection, power from our probe
             return quick_bench(config, real.transports[config.head.name], power_tap)
 
+        async def linktest() -> str:  # the `L` key: what `sparktui linktest` measures and keeps
+            from sparktui.commands.linktest import linktest_kept
+
+            return (await linktest_kept(config)).message
+
     backend, stop_exporter = _observed(backend, choice.config, getattr(args, "export", None), power_tap)
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
                    screenshot=screenshot, readonly=readonly, node_addresses=addresses,
-                   history=history, bench=bench)
+                   history=history, bench=bench, linktest=linktest)
     size = _size(getattr(args, "size", None))
     if screenshot is not None:
         # Headless: the screenshot is made by the app itself, at the size asked for (default 160×48).

@@ -15,6 +15,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "stop": "x",
     "smoke_test": "t",
     "bench": "b",
+    "linktest": "L",
     "find": "slash",
     "help": "question_mark",
     "quit": "q",

@@ -71,6 +71,8 @@ class SparkApp(App[int]):
         _binding("smoke_test", "smoke_test", "Smoke test", "One streaming completion"),
         _binding("bench", "bench", "Bench",
                  "A short benchmark (c=1 and 4), saved and compared with the last one", show=False),
+        _binding("linktest", "linktest", "Link test",
+                 "Measure the cable between the nodes against NVIDIA's pass mark", show=False),
         _binding("find", "find", "Find", "Find text in the log"),
         # Help and Quit early: a narrow footer is cut on the right, and these two must stay on screen.
         _binding("help", "toggle_help", "Help"),
@@ -116,10 +118,13 @@ class SparkApp(App[int]):
         node_addresses: Mapping[str, str] | None = None,
         history: Callable[[], Sequence[RunRecord]] | None = None,
         bench: Callable[[], Awaitable[str]] | None = None,
+        linktest: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         super().__init__()
         #: Runs a short benchmark and returns its one-line summary (``sparktui.commands.bench``).
         self.bench_runner = bench
+        #: Measures the cable (``sparktui linktest``) and returns its verdict line.
+        self.linktest_runner = linktest
         self.backend = backend
         self.ui_config = ui or UIConfig()
         self.readonly = bool(readonly if readonly is not None else
@@ -449,6 +454,26 @@ class SparkApp(App[int]):
             self.notify(f"failed: {exc}", title="bench", severity="error", timeout=15)
         else:
             self.notify(result, title="bench", timeout=30)
+
+    def action_linktest(self) -> None:
+        if self.linktest_runner is None:
+            self.notify("the link test needs real nodes (`sparktui linktest` on a configured cluster)",
+                        title="linktest", severity="warning")
+            return
+        note = (" — the engine holds the GPUs, so all_reduce_perf may fail; ib_write_bw needs none"
+                if self.state.engine.state in self.RUNNING_STATES else "")
+        self.notify(f"measuring the cable between the nodes…{note}", title="linktest", timeout=6)
+        self._linktest()
+
+    @work(group="linktest", exclusive=True, exit_on_error=False)
+    async def _linktest(self) -> None:
+        assert self.linktest_runner is not None
+        try:
+            verdict = await self.linktest_runner()
+        except Exception as exc:
+            self.notify(f"failed: {exc}", title="linktest", severity="error", timeout=15)
+        else:
+            self.notify(verdict, title="linktest", timeout=30)
 
     # ---- log actions ------------------------------------------------------------------------------
     def action_find(self) -> None:
