@@ -12,13 +12,14 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sparktui.domain.addresses import is_loopback
 from sparktui.domain.bench import BenchRecord, Energy, LevelResult, Quantiles
 from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged, NodeSampled, ServingSampled
 from sparktui.domain.export_state import ExportState
 from sparktui.domain.logs import Timeline
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.domain.telemetry import Sample
-from sparktui.remote.exporter import METRICS, Exporter, is_loopback, parse_listen
+from sparktui.remote.exporter import METRICS, Exporter, parse_listen
 
 FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
 RECORDED = Path(__file__).parents[1] / "sparktui" / "assets" / "recorded" / "logs"

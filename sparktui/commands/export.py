@@ -50,8 +50,9 @@ def start_exporter(config: SparkConfig | None, listen: str,
                    node_names: tuple[str, ...]) -> tuple[ExportState, Exporter]:
     """Parse ``listen``, warn off loopback, start the listener: (ExportState to feed, Exporter).
     Raises ``ValueError`` for a bad address and ``OSError`` when it cannot listen."""
+    from sparktui.domain.addresses import is_loopback
     from sparktui.domain.export_state import ExportState
-    from sparktui.remote.exporter import Exporter, is_loopback, parse_listen
+    from sparktui.remote.exporter import Exporter, parse_listen
 
     host, port = parse_listen(listen)
     if not is_loopback(host):

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from sparktui.config import SparkConfig
-from sparktui.domain.engine_state import EngineTruth, Record, Restart, Tell, Unwatch, Verify
+from sparktui.domain.engine_state import RUNNING, EngineTruth, Record, Restart, Tell, Unwatch, Verify
 from sparktui.domain.events import (
     EngineChanged,
     EngineState,
@@ -66,9 +66,8 @@ LOCK_POLL_INTERVAL = 3.0
 FACTS_RETRY_SECONDS = 10.0
 #: Seconds between readings of Ray's node list while the engine runs (a lost node within 10 s).
 RAY_INTERVAL = 1.0
-#: Engine states in which the memory guard may stop vLLM (starting and serving).
-MEMORY_GUARDED = frozenset({EngineState.STARTING, EngineState.VERIFYING, EngineState.READY,
-                            EngineState.DEGRADED, EngineState.WEDGED})
+#: Engine states in which the memory guard may stop vLLM (starting and serving): the engine runs.
+MEMORY_GUARDED = RUNNING
 
 
 class SshBackend:

@@ -8,7 +8,6 @@ listed in the README ("Prometheus export") and in ``METRICS`` below.
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -135,15 +134,6 @@ def parse_listen(text: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"{text!r} is not HOST:PORT")
     return host.strip("[]") or "127.0.0.1", int(port)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Exporter:

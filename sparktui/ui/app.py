@@ -27,6 +27,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, HelpPanel, Static
 
 from sparktui.config import UIConfig
+from sparktui.domain.engine_state import RUNNING
 from sparktui.domain.events import (
     ClusterBackend,
     EngineState,
@@ -402,9 +403,7 @@ class SparkApp(App[int]):
             self._update_controls()
 
     #: States in which something of ours runs on the nodes (quitting leaves it running: say so).
-    RUNNING_STATES = frozenset({EngineState.PREFLIGHT, EngineState.STARTING, EngineState.VERIFYING,
-                                EngineState.READY, EngineState.DEGRADED, EngineState.WEDGED,
-                                EngineState.STOPPING})
+    RUNNING_STATES = RUNNING | {EngineState.PREFLIGHT, EngineState.STOPPING}
 
     async def action_quit(self) -> None:
         """Quit the dashboard, never the engine — and say so once, on the terminal, when one runs."""

@@ -10,24 +10,16 @@ said out loud (and ``--readonly`` is the way to share a view).
 
 from __future__ import annotations
 
-import ipaddress
 import shlex
 import sys
 from collections.abc import Sequence
+
+from sparktui.domain.addresses import is_loopback
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8566
 #: The dashboard's own options that make no sense for the process a tab runs (it is the web server's).
 WEB_OPTIONS = {"--web": 0, "--host": 1, "--port": 1}
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def app_command(argv: Sequence[str], python: str = sys.executable) -> str:
