@@ -90,6 +90,18 @@ class PowerRecorder:
         return {name: power_series(samples) for name, samples in self.samples.items()}
 
 
+async def readings_past(power: PowerSource, when: float, timeout: float = 3.0) -> None:
+    """Until every node's power readings reach past ``when`` (a level's end), or ``timeout``: energy over a
+    window needs a reading on each side of it, and a level shorter than the probe's interval would
+    otherwise end between two readings and have no energy at all."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        series = power.series().values()
+        if all(not points or points[-1][0] >= when for points in series):
+            return
+        await asyncio.sleep(0.05)
+
+
 @dataclass
 class SweepOutcome:
     levels: list[LevelResult] = field(default_factory=list)
@@ -174,6 +186,8 @@ async def run_builtin_sweep(
                                                           partial=True))
                 raise
             index += plan.requests_for(c)
+            if power is not None:
+                await readings_past(power, time.monotonic())
             level = summarize_level(c, results, power=power.series() if power else None)
             outcome.levels.append(level)
             if on_level is not None:
@@ -241,6 +255,8 @@ async def run_vllm_bench_sweep(
             t0 = time.monotonic()
             res = await transport.run(argv, timeout=3600)
             t1 = time.monotonic()
+            if power is not None:
+                await readings_past(power, t1)
             figures = parse_vllm_bench_output(res.stdout)
             if res.returncode != 0 or not figures:
                 tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
