@@ -2177,7 +2177,7 @@ def _stopped(L: Log) -> None:
 @scenario(Spec("fail_kernel_unsupported_v0.26.0_triton-smem-after-ready_plain", "0.26.0", executor="mp",
                description="serves, then a Triton kernel needs more shared memory than GB10 has: "
                "'EngineCore encountered a fatal error.' + triton.runtime.errors.OutOfResources",
-               expect=dict(outcome="failed", failure_kind="kernel_unsupported", failure_stage="engine",
+               expect=dict(outcome="failed", failure_kind="kernel_unsupported", failure_stage="serving",
                            root_cause="crashed after serving 2m30s", hint="sm_121")))  # stats line at +30 s, crash +120 s
 def _f_smem(L: Log) -> None:
     happy(L)

@@ -877,7 +877,7 @@ class Timeline:
             return
         k = kind or "unknown"
         if self._ready_s is not None or self._ready_wall is not None:
-            stage = "engine"  # it had served: a crash while serving, whatever the traceback shows
+            stage = "serving"  # it had served: a crash after ready, whatever the traceback shows
         elif current is not None and kind is None and self._framed_stage(rec) is None:
             stage = current[1]
         else:
