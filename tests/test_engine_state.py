@@ -31,6 +31,7 @@ LOGS = Path(__file__).parent / "data" / "synthetic-logs"
 HAPPY = LOGS / "happy_v0.17.1-ngc_v1-ray-tp2_slurm.log"
 AFTER_READY = LOGS / "fail_worker_died_v0.19.1_after-ready_plain.log"
 FAILED_START = LOGS / "fail_nccl_v0.12.0_ray_docker.log"
+STOPPED_BY_SIGNAL = LOGS / "happy_v0.33.0_stopped-by-sigterm_plain.log"
 NODES = (ExpectedNode("spark1", "10.0.0.1", 1.0), ExpectedNode("spark2", "10.0.0.2", 1.0))
 WALL0 = 1_800_000_000.0
 
@@ -441,6 +442,18 @@ def test_log_failure_after_ready_is_labelled_after_ready() -> None:
     assert truth.detail.startswith("crashed after 2m05s: worker_died after ready: ")
     assert "engine init" not in truth.detail and "during" not in truth.detail
     assert Unwatch in kinds(truth.take_effects())
+
+
+def test_a_stop_by_signal_not_ours_is_stopped_not_failed() -> None:
+    clock = Clock()
+    truth = ready(clock)
+    truth.timeline(snapshot(STOPPED_BY_SIGNAL))
+    assert truth.state is EngineState.STOPPED
+    assert truth.detail.startswith("vLLM stopped by SIGTERM after serving "), truth.detail
+    assert "not by sparktui" in truth.detail
+    effects = truth.take_effects()
+    assert Unwatch in kinds(effects)   # (the run was recorded at ready: no second record)
+    assert Record not in kinds(effects)
 
 
 def test_crash_from_the_serving_watch_asks_the_budget() -> None:

@@ -274,6 +274,16 @@ class EngineTruth:
             if self.state is EngineState.STARTING:
                 self._begin_verify()
             return
+        if snapshot.outcome == "stopped":
+            # vLLM shut down on a signal that no operation of ours sent (one would outrank the log):
+            # someone stopped it by hand (docker stop, kill). Stopped, not failed — and said so.
+            signal = str(snapshot.facts.get("stop_signal") or "a signal")
+            served = snapshot.served_seconds
+            after = f" after serving {format_duration(served)}" if served else ""
+            if not self.recorded:
+                self._record("stopped")
+            self._set(EngineState.STOPPED, f"vLLM stopped by {signal}{after}, not by sparktui")
+            return
         if self.state is EngineState.STARTING and snapshot.current:
             self._set(EngineState.STARTING, snapshot.current)
 
