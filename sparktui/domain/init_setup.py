@@ -404,7 +404,9 @@ def propose_config(hosts: Sequence[HostFacts], opts: InitOptions,
             if getattr(opts, key) is not None:
                 node[key] = getattr(opts, key)
         node["role"] = "head" if i == head_i else "worker"
-        if cable.interface:
+        if cable.interface and cable.addressed:
+            # The cable's own netdev (preflight checks its speed and MTU). A cable without an address
+            # leaves it to the RDMA devices; the sockets' interface goes in the env below either way.
             node["interface"] = cable.interface
         if cable.rdma_devices:
             node["rdma_devices"] = list(cable.rdma_devices)
