@@ -35,6 +35,9 @@ async def _settled(pilot: Pilot[Any]) -> None:
     # run). Set every bar's value again now that the widths are known.
     for progress in app.query(ProgressBar):
         progress.query_one(Bar).percentage = progress.percentage
+    # A failure's diagnosis can overflow the engine column (its scrollbar shows); where the column was
+    # scrolled to depends on when its content grew during the run. Show its top, as a person first sees it.
+    app.query_one("#engine").scroll_home(animate=False, immediate=True)
     await pilot.pause()
 
 
