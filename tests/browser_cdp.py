@@ -104,7 +104,7 @@ class Browser:
 
     async def page_text(self, url_part: str) -> str | None:
         """The document of an open tab whose address contains ``url_part`` (e.g. a file the page opened in a
-        new tab), read through that tab; None while there is none."""
+        new tab), read through that tab, which is then closed; None while there is none."""
         assert self._session is not None
         page = next((p for p in await self.pages() if url_part in p.get("url", "")), None)
         if page is None:
@@ -116,7 +116,10 @@ class Browser:
             while True:
                 msg = await asyncio.wait_for(ws.receive_json(), 30)
                 if msg.get("id") == 1:
-                    return str(msg.get("result", {}).get("result", {}).get("value", ""))
+                    text = str(msg.get("result", {}).get("result", {}).get("value", ""))
+                    break
+        await self._session.get(f"http://127.0.0.1:{self._port}/json/close/{page['id']}")
+        return text
 
     async def open(self, url: str) -> None:
         await self.call("Page.navigate", url=url)
