@@ -185,12 +185,16 @@ async def test_dropped_sessions_reconnect_and_forward_keeps_its_port(make_testbe
     def faulty_listener(_name: str, _state: LinkState) -> None:
         raise RuntimeError("a buggy UI callback")
 
+    # Phases as they happen: the reconnect can be quicker than a poll of ``state`` (sshd keeps listening).
+    phases: list[LinkPhase] = []
+    transport.add_listener(lambda _name, state: phases.append(state.phase))
     transport.add_listener(faulty_listener)  # must not stop the supervisor
     await transport.connect()
     try:
         local = await transport.forward_port("127.0.0.1", 22)
+        seen = len(phases)
         bed.kill_ssh_sessions("solo")  # sshd keeps listening
-        await _wait_for(lambda: transport.state.phase is not LinkPhase.CONNECTED, 10)
+        await _wait_for(lambda: any(p is not LinkPhase.CONNECTED for p in phases[seen:]), 30)
         await transport.wait_connected(timeout=30)
         assert await transport.forward_port("127.0.0.1", 22) == local
         assert (await transport.run(["hostname"])).stdout.strip() == "solo"

@@ -3,12 +3,14 @@ the controls, and (once ready) the serving figures."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
 from textual.widgets import Button, Label, ProgressBar, Static
 
 from sparktui.domain.events import EngineChanged, EngineState, OperationView, StepStatus
@@ -97,6 +99,34 @@ class StageRow(Horizontal):
         show(self.query_one(".stage-info", Label), info, layout=False)
 
 
+class EngineFacts(Widget):
+    """The facts, laid out at the width the widget has when it is drawn (``facts_text`` breaks lines between
+    items): the text is made in ``render``, so it never depends on whether the layout had run yet."""
+
+    DEFAULT_CSS = "EngineFacts { height: auto; }"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._facts: dict[str, Any] = {}
+        self._engine: EngineChanged | None = None
+
+    def set(self, facts: dict[str, Any], engine: EngineChanged) -> None:
+        if facts == self._facts and engine == self._engine:
+            return
+        self._facts, self._engine = dict(facts), engine
+        self.refresh(layout=True)
+
+    def _text(self, width: int) -> Text:
+        return Text() if self._engine is None else facts_text(self._facts, self._engine, width)
+
+    def render(self) -> Text:
+        return self._text(self.size.width)
+
+    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
+        text = self._text(width)
+        return text.plain.count("\n") + 1 if text.plain else 0
+
+
 class EnginePanel(Vertical):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -129,7 +159,7 @@ class EnginePanel(Vertical):
         yield Static(id="stage-summary")
         # The diagnosis before the facts: at 120×40 whatever comes last is below the fold.
         yield Static(id="engine-failure")
-        yield Static(id="engine-facts")
+        yield EngineFacts(id="engine-facts")
         yield ServingView(id="serving")
 
     def show(self, engine: EngineChanged, operation: OperationView | None, now: float,
@@ -155,8 +185,7 @@ class EnginePanel(Vertical):
         with self.app.batch_update():
             for view in views:
                 self.query_one(f"#stage-{view.name}", StageRow).show(view, self.elapsed(view, now), stalled)
-        facts_box = self.query_one("#engine-facts", Static)
-        show(facts_box, facts_text(facts_of(engine.timeline), engine, facts_box.content_size.width))
+        self.query_one("#engine-facts", EngineFacts).set(facts_of(engine.timeline), engine)
         failure = failure_of(engine.timeline)
         failure_box = self.query_one("#engine-failure", Static)
         failure_box.display = failure is not None or engine.state is EngineState.FAILED
@@ -305,9 +334,11 @@ def facts_text(facts: dict[str, Any], engine: EngineChanged, width: int = 0) -> 
         used += item.cell_len
     if facts.get("nccl_verdict"):
         # The NCCL verdict (sparktui.domain.logs.nccl): RoCE with both HCAs, or the socket fallback.
-        t.append("\n")
         ok = facts.get("nccl_verdict_level") == "ok"
-        t.append(str(facts["nccl_verdict"]), style="green" if ok else "bold yellow")
+        verdict = str(facts["nccl_verdict"])
+        # Folded at the width (the text does not wrap by itself: the facts above break between items).
+        for line in textwrap.wrap(verdict, width) if width > 10 else [verdict]:
+            t.append("\n" + line, style="green" if ok else "bold yellow")
     return t
 
 
