@@ -24,6 +24,8 @@ VERBS: dict[str, str] = {
     "timeline": "read a vLLM log and print its init-stage timeline, facts and failure",
     "history": "list earlier engine starts with their stage durations",
     "recipes": "list the known-good per-model settings and the vLLM flags each implies",
+    "linktest": "measure the cable between the nodes (all_reduce_perf or ib_write_bw) against the pass mark",
+    "image": "copy the head's engine image to the nodes that lack it (image sync)",
 }
 #: Verbs that read a file given to them and never the config: no --config in their usage.
 WITHOUT_CONFIG = frozenset({"timeline", "history", "recipes", "init"})

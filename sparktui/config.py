@@ -6,14 +6,20 @@ This module is domain code: it imports neither textual nor asyncssh.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
+import socket
 import tomllib
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sparktui.domain.keys import key_problems
 
 #: Where a config is looked for, after ``--config`` and ``$SPARKTUI_CONFIG``.
 DEFAULT_LOCATIONS: tuple[Path, ...] = (
@@ -23,6 +29,23 @@ DEFAULT_LOCATIONS: tuple[Path, ...] = (
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 NonEmpty = Annotated[str, Field(min_length=1)]
+
+#: What Docker accepts in a container name (``[a-zA-Z0-9][a-zA-Z0-9_.-]+``); our names start with the prefix.
+_DOCKER_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+#: One label of a DNS host name (RFC 1123).
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)\Z")
+
+
+def _is_host_name(text: str) -> bool:
+    labels = text.removesuffix(".").split(".")
+    return len(text) <= 253 and all(_HOST_LABEL.match(label) for label in labels)
+
+
+def _resolves(name: str) -> bool:
+    try:
+        return bool(socket.getaddrinfo(name, None))
+    except (OSError, UnicodeError):
+        return False
 
 
 class _Model(BaseModel):
@@ -61,6 +84,34 @@ class NodeConfig(_Model):
     #: Where the probe reads /proc and /sys (fixtures in the test bed; "/" on a real node).
     proc_root: NonEmpty = "/proc"
     sys_root: NonEmpty = "/sys"
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, value: str) -> str:
+        # Any printable text (an FQDN, a space): the UI derives its widget ids from it safely.
+        if not value.strip():
+            raise ValueError("a node name must not be blank")
+        if not value.isprintable():
+            raise ValueError("a node name must be printable text")
+        return value
+
+    @field_validator("ip")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        # Ray's node IP, VLLM_HOST_IP and MASTER_ADDR: an address, never something a shell would split.
+        if value is None:
+            return None
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            pass
+        else:
+            return value
+        if not _is_host_name(value):
+            raise ValueError("not an IP address or a host name")
+        if not _resolves(value):
+            raise ValueError("not an IP address, and the host name does not resolve here")
+        return value
 
     @property
     def address(self) -> str:
@@ -108,8 +159,27 @@ class EngineConfig(_Model):
     ray_start_args: tuple[str, ...] = Field(default=(), strict=False)
     #: The Python that has Ray (inside the container for ``docker``); runs the cluster-state probe.
     ray_python: tuple[NonEmpty, ...] = Field(default=("python3",), min_length=1, strict=False)
-    #: GiB of MemAvailable every node must keep once vLLM has its share (preflight's sizing warns below it).
-    memory_floor: Annotated[float, Field(gt=0, strict=False)] = 4.0
+    #: Memory guard: vLLM is stopped when MemAvailable on any node falls below this while starting or
+    #: serving ("4GiB", "512MiB" or bytes; 0 turns the floor off).
+    memory_floor: ByteSize = ByteSize(4 * 1024**3)
+    #: Memory guard: vLLM is stopped when PSI memory ``full avg10`` (% of time every task stalled on
+    #: memory) reaches this on any node; 0 turns it off.
+    memory_psi_full: Annotated[float, Field(ge=0, le=100, strict=False)] = 20.0
+    #: ``ray start --object-store-memory`` (Ray's own default takes ~30 % of unified memory); 0 leaves
+    #: it to Ray. An ``--object-store-memory`` in ``ray_start_args`` wins.
+    ray_object_store_memory: ByteSize = ByteSize(4 * 1024**3)
+    #: Lists the GPUs the engine's world sees (in the image for docker): preflight counts them per node.
+    gpu_list_command: tuple[NonEmpty, ...] = Field(default=("nvidia-smi", "-L"), min_length=1, strict=False)
+    #: Free the page cache (``echo 3 > /proc/sys/vm/drop_caches``) on every node before a start.
+    drop_caches: bool = False
+
+    @field_validator("name_prefix")
+    @classmethod
+    def _docker_token(cls, value: str) -> str:
+        if not _DOCKER_TOKEN.match(value):
+            raise ValueError("must be a Docker-name-safe token: letters, digits, '_', '.', '-', "
+                             "starting with a letter or digit")
+        return value
 
     @field_validator("env")
     @classmethod
@@ -127,6 +197,10 @@ class ServingConfig(_Model):
     health_fail_seconds: Annotated[float, Field(gt=0, strict=False)] = 15.0
     auto_restart: bool = False
     auto_restart_limit: Annotated[int, Field(ge=0)] = 3
+    #: Requests running or waiting while no token is generated this long: the engine is wedged.
+    wedge_seconds: Annotated[float, Field(gt=0, strict=False)] = 60.0
+    #: GPU power below this at high util while tokens are frozen: stuck (GB10 idles near 16-27 W).
+    wedge_power_w: Annotated[float, Field(ge=0, strict=False)] = 30.0
     smoke_prompt: NonEmpty = "Say hello in five words."
     smoke_max_tokens: Annotated[int, Field(ge=1)] = 32
 
@@ -140,6 +214,15 @@ class UIConfig(_Model):
     keys: dict[str, str] = Field(default_factory=dict)
     #: Where screenshots and saved logs go; empty = the local state directory (``~/.local/state/sparktui``).
     screenshot_dir: str = ""
+
+    @field_validator("keys")
+    @classmethod
+    def _keys_apart(cls, value: dict[str, str]) -> dict[str, str]:
+        # parse_config reports these per key path (ui.keys.stop); this catches a UIConfig built in code.
+        problems = key_problems(value)
+        if problems:
+            raise ValueError("; ".join(f"{action}: {fault}" for action, fault in problems.items()))
+        return value
 
 
 class SparkConfig(_Model):
@@ -221,16 +304,57 @@ def _fault(err: Mapping[str, Any]) -> str:
     return msg
 
 
+def _control_characters(value: Any, loc: tuple[int | str, ...] = ()) -> list[ConfigProblem]:
+    """Every string (value or key) holding a control character: a newline in a node name or a container
+    prefix would break a command line, a log line or the screen, and is never meant."""
+    found: list[ConfigProblem] = []
+    if isinstance(value, str):
+        bad = next((c for c in value if unicodedata.category(c) == "Cc"), None)
+        if bad is not None:
+            found.append(ConfigProblem(_key_path(loc), f"control character U+{ord(bad):04X} in the value "
+                                       f"(got {value!r})"))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and any(unicodedata.category(c) == "Cc" for c in key):
+                found.append(ConfigProblem(_key_path((*loc, key)), "control character in the key"))
+            found += _control_characters(item, (*loc, key))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found += _control_characters(item, (*loc, i))
+    return found
+
+
+def _key_binding_problems(data: Mapping[str, Any]) -> list[ConfigProblem]:
+    ui = data.get("ui")
+    keys = ui.get("keys") if isinstance(ui, Mapping) else None
+    if not isinstance(keys, Mapping) or not all(isinstance(v, str) for v in keys.values()):
+        return []  # pydantic names the wrong type
+    return [ConfigProblem(f"ui.keys.{action}", fault) for action, fault in key_problems(keys).items()]
+
+
 def parse_config(data: Mapping[str, Any], path: Path | str | None = None) -> SparkConfig:
-    # Imported here: recipes reuse this module's error types.
+    # Imported here: recipes reuse this module's error types. Merged first: the checks below see
+    # what the recipe brought too.
     from sparktui.domain.recipes import apply_recipe
 
     data = apply_recipe(data, path)
+    controls = _control_characters(data)
+    if controls:
+        # Reported alone: the same value's other faults would only repeat it.
+        raise ConfigError(path, controls)
+    keys = _key_binding_problems(data)
     try:
-        return SparkConfig.model_validate(data)
+        config = SparkConfig.model_validate(data)
     except ValidationError as exc:
-        problems = [ConfigProblem(_key_path(e["loc"]), _fault(e)) for e in exc.errors()]
+        errors = exc.errors()
+        # "nodes: at least 1 item" after every item failed is only an echo of those items' faults.
+        deeper = {tuple(e["loc"][:n]) for e in errors for n in range(1, len(e["loc"]))}
+        errors = [e for e in errors if not (e["type"] == "too_short" and tuple(e["loc"]) in deeper)]
+        problems = [ConfigProblem(_key_path(e["loc"]), _fault(e)) for e in errors]
+        if keys:  # one line per binding instead of pydantic's one for the whole table
+            problems = [p for p in problems if p.key_path != "ui.keys"] + keys
         raise ConfigError(path, problems) from None
+    return config
 
 
 def load_config(path: Path | str) -> SparkConfig:

@@ -19,10 +19,11 @@ EOF, i.e. when the SSH channel (or local pipe) that started it closes; a write t
 ends it, and on Linux it asks for SIGTERM when its parent dies. ``--count N`` stops after N samples.
 
 Sample (``"v": 1``): ``seq``, ``mono`` (node monotonic s), ``wall`` (Unix s), ``host``, ``interval``,
-``memory`` (unified memory, bytes), ``cpu``, ``gpu``, ``rdma`` (raw sysfs counters; data counters are
-octets/4 — the controller multiplies by 4), ``processes``, ``containers``, ``probe`` (own pid and CPU
-seconds), ``problems`` (path → reason for values that are ``null``; each said once), ``resolved`` (paths
-that read again; only when there are some).
+``memory`` (unified memory, bytes), ``cpu``, ``gpu`` (NVML: also memory clock, max clocks, the raw
+clock-event reason mask ``clock_event_reasons``, ``xid_errors`` from an Xid event set), ``rdma`` (raw
+sysfs counters; data counters are octets/4 — the controller multiplies by 4), ``processes``,
+``containers``, ``probe`` (own pid and CPU seconds), ``problems`` (path → reason for values that are
+``null``; each said once), ``resolved`` (paths that read again; only when there are some).
 """
 
 from __future__ import annotations
@@ -225,6 +226,10 @@ class NvmlGpu:
             }
             for i, h in enumerate(self.handles)
         ]
+        self.max_clocks: dict[int, dict[str, Any]] = {}
+        #: Xid critical errors NVML reported since the probe started (last 8 per GPU).
+        self.xids: dict[int, list[dict[str, Any]]] = {}
+        self.xid_events = self._open_xid_events()
 
     def _not_supported(self, exc: BaseException) -> bool:
         code = getattr(self.nv, "NVML_ERROR_NOT_SUPPORTED", 3)
@@ -261,10 +266,75 @@ class NvmlGpu:
             clock = self._call(f"gpu[{i}].sm_clock_mhz", nv.nvmlDeviceGetClockInfo, h,
                                getattr(nv, "NVML_CLOCK_SM", 1))
             d["sm_clock_mhz"] = None if clock is None else float(clock)
+            self._clocks(i, h, d)
             self._memory(i, h, d, util)
             d["processes"] = self._processes(i, h)
             devices.append(d)
         return {"source": "nvml", "devices": devices, "reason": None, "driver_version": _text(self.driver)}
+
+    def _clocks(self, i: int, h: Any, d: dict[str, Any]) -> None:
+        """Memory clock, maximum clocks (read once) and the clock-event (throttle) reason bitmask.
+
+        The mask is sent raw (``nvmlClocksEventReason*`` bits); the controller names the bits
+        (``sparktui.domain.telemetry.CLOCK_EVENT_BITS``). ``nvmlDeviceGetCurrentClocksEventReasons``
+        is the name since driver 535; older pynvml only has ``…ThrottleReasons`` (same bits)."""
+        nv = self.nv
+        mem = self._call(f"gpu[{i}].mem_clock_mhz", nv.nvmlDeviceGetClockInfo, h,
+                         getattr(nv, "NVML_CLOCK_MEM", 2))
+        d["mem_clock_mhz"] = None if mem is None else float(mem)
+        if i not in self.max_clocks:
+            self.max_clocks[i] = {
+                name: self._call(f"gpu[{i}].{name}", nv.nvmlDeviceGetMaxClockInfo, h,
+                                 getattr(nv, const, code))
+                for name, const, code in (("sm_clock_max_mhz", "NVML_CLOCK_SM", 1),
+                                          ("mem_clock_max_mhz", "NVML_CLOCK_MEM", 2))
+            } if hasattr(nv, "nvmlDeviceGetMaxClockInfo") else {}
+        for name, value in self.max_clocks[i].items():
+            d[name] = None if value is None else float(value)
+        fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        reasons = None if fn is None else self._call(f"gpu[{i}].clock_event_reasons", fn, h)
+        d["clock_event_reasons"] = None if reasons is None else int(reasons)
+        d["xid_errors"] = self._xids(i)
+
+    def _open_xid_events(self) -> Any:
+        """An NVML event set for Xid critical errors on every GPU, or None where NVML refuses it."""
+        nv = self.nv
+        kind = getattr(nv, "nvmlEventTypeXidCriticalError", None)
+        if kind is None or not hasattr(nv, "nvmlEventSetCreate"):
+            return None
+        try:
+            events = nv.nvmlEventSetCreate()
+            for h in self.handles:
+                nv.nvmlDeviceRegisterEvents(h, kind, events)
+        except Exception as exc:
+            self.problems.note("gpu.xid_errors", f"NVML: Xid events unavailable ({exc})")
+            return None
+        return events
+
+    def _drain_xids(self) -> None:
+        """Collect the Xid events waiting in the set (wait 0 ms: never blocks a sample)."""
+        nv = self.nv
+        wait = getattr(nv, "nvmlEventSetWait_v2", None) or getattr(nv, "nvmlEventSetWait", None)
+        if self.xid_events is None or wait is None:
+            return
+        uuids = {s["uuid"]: s["index"] for s in self.static}
+        for _ in range(16):
+            try:
+                data = wait(self.xid_events, 0)
+            except Exception:
+                return    # NVML_ERROR_TIMEOUT: nothing waiting
+            uuid = _text(self._call("gpu.xid_uuid", nv.nvmlDeviceGetUUID, data.device))
+            index = int(uuids.get(uuid or "", 0) or 0)
+            self.xids.setdefault(index, []).append({"xid": int(data.eventData), "wall": time.time()})
+            del self.xids[index][:-8]
+
+    def _xids(self, i: int) -> list[dict[str, Any]] | None:
+        if self.xid_events is None:
+            return None
+        if i == 0:
+            self._drain_xids()
+        return list(self.xids.get(i, []))
 
     def _memory(self, i: int, h: Any, d: dict[str, Any], util: Any) -> None:
         key = f"gpu[{i}].memory_total"

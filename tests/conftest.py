@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from tests.testbed import Testbed, unavailable_reason
+from tests.testbed import Testbed, docker_image, docker_unavailable_reason, unavailable_reason
 
 MakeTestbed = Callable[..., Testbed]
 
@@ -30,6 +30,27 @@ def testbed() -> Iterator[Testbed]:
     _require_testbed()
     bed = Testbed(("spark1", "spark2")).up()
     try:
+        yield bed
+    finally:
+        bed.teardown()
+
+
+@pytest.fixture(scope="session")
+def docker_testbed() -> Iterator[Testbed]:
+    """Two hosts that each run their own dockerd, with the CI engine image (same image ID on both).
+
+    Opt-in (only the tests that ask for it pay the ~30 s: dockerd ×2, image import, build, save/load; the
+    first run on a machine also builds the cached root filesystem, ~3 min).
+    """
+    _require_testbed()
+    reason = docker_unavailable_reason()
+    if reason:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI cannot build the docker test bed: {reason}")
+        pytest.skip(reason)
+    bed = Testbed(("spark1", "spark2"), docker=True).up(timeout=60)
+    try:
+        docker_image.install(bed, progress=True)
         yield bed
     finally:
         bed.teardown()

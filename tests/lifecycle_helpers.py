@@ -10,6 +10,7 @@ from typing import Any
 from sparktui.config import SparkConfig
 from sparktui.remote.transport import CommandResult, LocalTransport, RemoteProcess
 from tests.testbed import Testbed
+from tests.testbed.bed import MODEL_DIR
 
 #: What a GPU-less test host's Ray node declares (vLLM's placement needs one GPU per node).
 RAY_START_ARGS = ["--num-gpus", "1", "--num-cpus", "1", "--object-store-memory", "80000000",
@@ -30,9 +31,11 @@ def lifecycle_overrides(bed: Testbed, pace: float = 4.0, **engine: Any) -> dict[
     env.update(engine.pop("env", {}))
     return {
         "engine": {
-            "model": "/tmp/models/standin-model",
+            "model": MODEL_DIR,
             "ray_start_args": RAY_START_ARGS,
             "ray_python": [sys.executable],
+            # Answers `nvidia-smi -L` as a real image does (its host's /tmp/sparktui-standin-gpus: count).
+            "gpu_list_command": [sys.executable, "-m", "sparktui.sim.nvidia_smi_standin", "-L"],
             "ray_wait_timeout": 40.0,
             "stop_grace": 3.0,
             "extra_args": ["--max-model-len", "4096"],
@@ -43,12 +46,8 @@ def lifecycle_overrides(bed: Testbed, pace: float = 4.0, **engine: Any) -> dict[
 
 
 def make_model_dirs(bed: Testbed, names: Sequence[str] | None = None) -> None:
-    """The same small "model" directory on every host (in its private /tmp)."""
-    for name in names or bed.names:
-        root = bed.host_tmp(name) / "models" / "standin-model"
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "config.json").write_text('{"architectures": ["StandinForCausalLM"]}\n')
-        (root / "model-00001-of-00001.safetensors").write_bytes(b"\0" * 4096)
+    """The same small "model" directory on every host (in its private /tmp): ``Testbed.make_model_dirs``."""
+    bed.make_model_dirs(names)
 
 
 def lifecycle_config(bed: Testbed, **kwargs: Any) -> SparkConfig:

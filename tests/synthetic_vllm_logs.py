@@ -1653,7 +1653,7 @@ def _inc_paste(L: Log) -> None:
 
 @scenario(Spec("fail_worker_died_v0.19.1_after-ready_plain", "0.19.1",
                description="F19 after ready: 'Engine core proc EngineCore died unexpectedly, shutting down client.'",
-               expect=dict(outcome="failed", failure_kind="worker_died", failure_stage="engine",
+               expect=dict(outcome="failed", failure_kind="worker_died", failure_stage="serving",
                            root_cause="died unexpectedly",
                            facts=dict(api_url="http://0.0.0.0:8000"))))
 def _f_after_ready(L: Log) -> None:

@@ -91,6 +91,91 @@ def test_out_of_range_and_bad_choice(tmp_path: Path) -> None:
     assert "engine.api_port:" in str(err.value)
 
 
+def _fault_of(tmp_path: Path, text: str) -> str:
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert str(path) in message
+    return message
+
+
+@pytest.mark.parametrize("ip, fault", [
+    ("x && touch /tmp/pwned", "not an IP address or a host name"),
+    ("10.0.0.1; reboot", "not an IP address or a host name"),
+    ("-oProxyCommand=x", "not an IP address or a host name"),
+    ("spark2-cx7.invalid", "not an IP address, and the host name does not resolve here"),
+])
+def test_ip_must_be_an_address_or_a_resolvable_name(tmp_path: Path, ip: str, fault: str) -> None:
+    text = _fault_of(tmp_path, GOOD.replace('host = "spark2"', f'host = "spark2"\nip = {ip!r}'))
+    assert f"nodes[1].ip: {fault}" in text and repr(ip) in text
+
+
+def test_ip_accepts_addresses_and_names_that_resolve(tmp_path: Path) -> None:
+    for ip in ("192.168.100.11", "fe80::1", "localhost"):
+        text = GOOD.replace('host = "spark2"', f'host = "spark2"\nip = "{ip}"')
+        config = load_config(_write(tmp_path, text))
+        assert config.node("spark2").address == ip
+
+
+@pytest.mark.parametrize("prefix", ["x; touch /tmp/pwned", "my prefix", "-x", "", "ü"])
+def test_name_prefix_is_a_docker_name_token(tmp_path: Path, prefix: str) -> None:
+    text = _fault_of(tmp_path, GOOD + f"name_prefix = {prefix!r}\n")
+    assert "engine.name_prefix:" in text
+    assert "Docker-name-safe" in text or "at least 1 character" in text
+
+
+@pytest.mark.parametrize("where, toml", [
+    ("nodes[0].name", 'name = "spark1\\nx"'),
+    ("engine.model", None),
+    ("engine.env.NCCL_DEBUG", None),
+])
+def test_control_characters_refused_in_any_value(tmp_path: Path, where: str, toml: str | None) -> None:
+    if where == "nodes[0].name":
+        text = GOOD.replace('name = "spark1"', toml or "")
+    elif where == "engine.model":
+        text = GOOD.replace('model = "/models/m"', 'model = "/models/m\\u0007"')
+    else:
+        text = GOOD + '[engine.env]\nNCCL_DEBUG = "INFO\\r\\nrm -rf /"\n'
+    message = _fault_of(tmp_path, text)
+    assert f"{where}: control character U+" in message
+
+
+def test_node_names_are_any_printable_text(tmp_path: Path) -> None:
+    text = GOOD.replace('name = "spark1"', 'name = "spark1.lan"')
+    text = text.replace('name = "spark2"', 'name = "Spark Zwei"')
+    config = load_config(_write(tmp_path, text))
+    assert [n.name for n in config.nodes] == ["spark1.lan", "Spark Zwei"]
+    assert "nodes[1].name: a node name must not be blank" in _fault_of(
+        tmp_path, GOOD.replace('name = "spark2"', 'name = "  "'))
+    assert "nodes[1].name: a node name must be printable text" in _fault_of(
+        tmp_path, GOOD.replace('name = "spark2"', 'name = "spark\u00a02"'))
+
+
+def test_key_conflicts_refused_naming_both_actions(tmp_path: Path) -> None:
+    text = _fault_of(tmp_path, GOOD + '\n[ui.keys]\nstop = "s"\n')
+    assert "ui.keys.stop: key 's' is also bound to start (default)" in text
+    text = _fault_of(tmp_path, GOOD + '\n[ui.keys]\nstart = "g"\nstop = "g, ctrl+x"\n')
+    assert "ui.keys.start: key 'g' is also bound to stop ([ui.keys])" in text
+    assert "ui.keys.stop: key 'g' is also bound to start ([ui.keys])" in text
+    assert "ui.keys.strat: unknown action" in _fault_of(tmp_path, GOOD + '\n[ui.keys]\nstrat = "g"\n')
+    # "/" is the key Find has by default ("slash").
+    assert "also bound to find" in _fault_of(tmp_path, GOOD + '\n[ui.keys]\nfilter = "/"\n')
+    # Swapping two actions' keys is fine; so is moving one to a free key.
+    ok = load_config(_write(tmp_path, GOOD + '\n[ui.keys]\nstart = "x"\nstop = "s"\nquit = "ctrl+q"\n'))
+    assert ok.ui.keys["stop"] == "s"
+
+
+def test_cli_refuses_hostile_values_naming_file_and_key(tmp_path: Path) -> None:
+    text = GOOD.replace('host = "spark2"', 'host = "spark2"\nip = "x && touch /tmp/pwned"') + \
+        'name_prefix = "x; touch /tmp/pwned"\n'
+    path = _write(tmp_path, text)
+    proc = _sparktui("start", "--dry-run", "--config", str(path), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout
+    assert f"{path}: nodes[1].ip: not an IP address or a host name" in proc.stderr
+    assert f"{path}: engine.name_prefix:" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_toml_syntax_error_names_the_file(tmp_path: Path) -> None:
     path = _write(tmp_path, "[engine\nmodel = 1\n")
     with pytest.raises(ConfigError, match="TOML syntax error") as err:

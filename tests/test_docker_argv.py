@@ -43,6 +43,7 @@ def test_docker_run_of_the_worker_is_exact() -> None:
         "-v", "/home/aurora/.cache/huggingface:/root/.cache/huggingface",
         "-v", "/home/aurora/.local/state/sparktui:/home/aurora/.local/state/sparktui",
         "-v", "/home/aurora/.local/state/sparktui/ray:/tmp/ray",
+        "-e", "NCCL_DEBUG=INFO",
         "-e", "NCCL_SOCKET_IFNAME=enp1s0f1np1", "-e", "RAY_memory_monitor_refresh_ms=0",
         "-e", "VLLM_HOST_IP=192.168.100.11", "-e", "MASTER_ADDR=192.168.100.10",
         "-e", "SPARKTUI_TAG=sparktui/spark2",
@@ -64,11 +65,13 @@ def test_ray_and_vllm_run_through_docker_exec() -> None:
     assert list(head.argv[:3]) == ["docker", "exec", "lab-ray-head"]
     assert list(head.argv[3:7]) == ["timeout", "-k", "5", "90"]
     assert list(head.argv[7:]) == ["ray", "start", "--head", "--node-ip-address", "192.168.100.10",
-                                   "--port", "6379", "--disable-usage-stats"]
+                                   "--port", "6379", "--disable-usage-stats",
+                                   "--object-store-memory", str(4 * 1024**3)]
     worker = next(s for s in plan.steps if s.name == "ray start (worker)")
     assert list(worker.argv[:3]) == ["docker", "exec", "lab-ray-spark2"]
     assert list(worker.argv[7:]) == ["ray", "start", "--address", "192.168.100.10:6379",
-                                     "--node-ip-address", "192.168.100.11", "--disable-usage-stats"]
+                                     "--node-ip-address", "192.168.100.11", "--disable-usage-stats",
+                                     "--object-store-memory", str(4 * 1024**3)]
     serve = next(s for s in plan.steps if s.name == "vllm serve")
     assert list(serve.argv[:5]) == ["docker", "exec", "lab-ray-head", "sh", "-c"]
     tail = list(serve.argv[6:])

@@ -4,7 +4,9 @@ engine part of `sparktui status --json`."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,29 @@ def test_start_wait_logs_status_stop(testbed: Testbed, tmp_path: Path) -> None:
     report = json.loads(stop.stdout)
     assert report["operation"]["ok"] is True, report
     assert {s["name"] for s in report["operation"]["steps"]} >= {"stop vLLM", "stop Ray", "nothing left"}
+
+
+@pytest.mark.testbed
+@pytest.mark.ray
+def test_testbed_up_config_starts_to_ready_as_it_is() -> None:
+    """`python -m tests.testbed up` prints a config that starts unchanged: the model directory it names
+    exists on every host (a hand-built test bed used to fail preflight before anything started)."""
+    from tests.conftest import _require_testbed
+
+    _require_testbed()
+    up = subprocess.run([sys.executable, "-m", "tests.testbed", "up"], capture_output=True, text=True,
+                        cwd=REPO, timeout=120)
+    assert up.returncode == 0, up.stderr
+    bed_id = re.search(r"^# test bed (\S+):", up.stdout, re.M)
+    config = re.search(r"^# config: (\S+)$", up.stdout, re.M)
+    assert bed_id and config, up.stdout
+    c = ("--config", config.group(1))
+    try:
+        start = sparktui(*c, "start", "--wait", timeout=480)
+        assert start.returncode == 0, start.stdout + start.stderr
+        assert "preflight: model files: 2 files" in start.stdout
+        assert "engine: ready: Application startup complete." in start.stdout
+    finally:
+        sparktui(*c, "stop", timeout=120)
+        subprocess.run([sys.executable, "-m", "tests.testbed", "down", bed_id.group(1)], cwd=REPO,
+                       timeout=120, check=False)

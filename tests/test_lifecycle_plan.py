@@ -28,8 +28,8 @@ def test_host_start_plan_phases_and_environment() -> None:
     assert [p.name for p in plan.phases] == ["Ray head", "Ray workers; wait for every node and GPU in Ray",
                                              "vllm serve (detached)"]
     head = plan.phases[0].steps[0]
-    assert list(head.argv[:6]) == ["env", "X=1", "VLLM_HOST_IP=10.0.0.1", "MASTER_ADDR=10.0.0.1",
-                                   "SPARKTUI_TAG=sparktui/a", "timeout"]
+    assert list(head.argv[:7]) == ["env", "NCCL_DEBUG=INFO", "X=1", "VLLM_HOST_IP=10.0.0.1",
+                                   "MASTER_ADDR=10.0.0.1", "SPARKTUI_TAG=sparktui/a", "timeout"]
     assert head.argv[-5:] == ("--disable-usage-stats", "--num-gpus", "1", "--include-dashboard=false",
                               "--temp-dir", "/tmp/r")[-5:]
     *workers, wait = plan.phases[1].steps

@@ -113,6 +113,24 @@ def test_vllm_flags_checked_against_help() -> None:
     assert vllm_help.parse_version("0.19.2+cu130") == "0.19.2+cu130"
 
 
+def test_malformed_flag_words_refused() -> None:
+    """A flag word with a space, ``;``, ``|`` or a newline is two list items glued (or a pasted shell line):
+    refused by name, never skipped as "not a flag"."""
+    known = vllm_help.flags_in_help(HELP_OLD)
+    for word in ("--max-model-len 4096", "--help; touch /tmp/pwned", "--trust-remote-code|cat",
+                 "--max-model-len\n4096"):
+        check = vllm_help.check_flags([word], known)
+        assert not check.ok and check.malformed == (word,), word
+        msg = check.message("0.11.0")
+        assert "did you mean two list items?" in msg and repr(word) in msg
+        assert "every flag" not in msg
+    odd = vllm_help.check_flags(["--max$len"], known)
+    assert odd.malformed == ("--max$len",) and "not a flag name" in odd.message(None)
+    # A value after "=" may hold spaces (JSON configs); "--" alone ends options.
+    fine = vllm_help.check_flags(['--compilation-config={"level": 3}', "--"], known)
+    assert fine.ok, fine
+
+
 def test_discovery_classification() -> None:
     running = {"spark1": DetachedState("running", 42, 100, "/tmp/vllm.log")}
     state, detail = classify(running, {}, {}, {}, None)

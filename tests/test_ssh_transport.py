@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.config import NodeConfig, load_config
+from sparktui.domain.backoff import Backoff
 from sparktui.remote.cluster import close_cluster, make_transport, open_cluster
 from sparktui.remote.ssh import SSHTransport
 from sparktui.remote.transport import LinkPhase, LinkState, Transport, TransportError
@@ -209,6 +210,60 @@ async def test_dead_link_is_noticed_by_keepalives(make_testbed: MakeTestbed) -> 
         assert "keepalive" in (transport.state.last_error or "")
         bed.link_up("solo")
         await transport.wait_connected(timeout=40)
+    finally:
+        await transport.close()
+
+
+async def test_reconnects_soon_after_sshd_returns_not_after_the_backoff(make_testbed: MakeTestbed) -> None:
+    """A minute's backoff is not waited out: a TCP connect every second notices sshd back."""
+    bed = make_testbed(["solo"])
+    transport = SSHTransport(_node(bed, "solo"), backoff=Backoff(initial=60.0, maximum=60.0, jitter=0.0))
+    await transport.connect()
+    try:
+        bed.kill_sshd("solo")
+        await _wait_for(lambda: transport.state.phase is LinkPhase.RETRYING
+                        and (transport.state.retry_in() or 0) > 30, 20)
+        bed.start_sshd("solo")
+        back = await _wait_for(lambda: transport.state.phase is LinkPhase.CONNECTED, 45, step=0.1)
+        assert back < 45, f"reconnected {back:.1f} s after sshd returned (the backoff said 60 s)"
+        assert (await transport.run(["hostname"])).stdout.strip() == "solo"
+    finally:
+        await transport.close()
+
+
+async def test_reconnects_soon_after_the_link_returns(make_testbed: MakeTestbed) -> None:
+    bed = make_testbed(["solo"])
+    transport = SSHTransport(_node(bed, "solo"), backoff=Backoff(initial=60.0, maximum=60.0, jitter=0.0))
+    await transport.connect()
+    try:
+        bed.link_down("solo")
+        await _wait_for(lambda: transport.state.phase is LinkPhase.RETRYING, 30, step=0.2)
+        bed.link_up("solo")
+        back = await _wait_for(lambda: transport.state.phase is LinkPhase.CONNECTED, 45, step=0.1)
+        assert back < 45, f"reconnected {back:.1f} s after the link returned (the backoff said 60 s)"
+    finally:
+        bed.link_up("solo")
+        await transport.close()
+
+
+async def test_a_node_never_reached_fails_at_once_with_one_line(make_testbed: MakeTestbed) -> None:
+    bed = make_testbed(["solo"])
+    bed.kill_sshd("solo")
+    transport = SSHTransport(_node(bed, "solo"))
+    t0 = time.monotonic()
+    await transport.connect()
+    try:
+        expected = f"solo ({bed.ip('solo')}:22): connection refused — is sshd running?"
+        assert transport.unreachable_now() and transport.unreachable_message() == expected
+        for attempt in (transport.run(["true"]), transport.wait_connected(timeout=60)):
+            with pytest.raises(TransportError) as err:
+                await attempt
+            assert str(err.value) == expected
+        assert time.monotonic() - t0 < 30
+        # The supervisor keeps trying in the background: sshd back, the node is connected.
+        bed.start_sshd("solo")
+        await transport.wait_connected()
+        assert not transport.unreachable_now()
     finally:
         await transport.close()
 

@@ -437,3 +437,23 @@ def test_multinode_mp_mode_headless_rank_prints_its_worker_lines(tmp_path: Path)
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_wedged_engine_answers_health_holds_requests_and_stops_tokens(
+    server: tuple[StandinHTTPServer, list[str]],
+) -> None:
+    srv, _ = server
+    body = {"model": "standin", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    _call(srv, "POST", "/v1/chat/completions", body)
+    srv.model.metrics.wedge()
+    assert _call(srv, "GET", "/health")[0] == 200
+    host, port = srv.server_address[:2]
+    conn = http.client.HTTPConnection(str(host), int(port), timeout=1.0)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(),
+                 headers={"content-type": "application/json"})
+    with pytest.raises(TimeoutError):
+        conn.getresponse()          # held: a wedged engine never answers
+    conn.close()
+    after = sample_from_text(_call(srv, "GET", "/metrics")[2].decode(), "standin")
+    assert after.requests_running == 2.0          # the stuck one and the held one
+    assert after.counters["generation_tokens"] == 2.0

@@ -57,3 +57,17 @@ def test_shipped_example_config_points_to_the_demo() -> None:
     proc = run_sparktui("status")  # ./config.toml is the repo's example
     assert proc.returncode == 2
     assert "example" in proc.stderr and "--demo" in proc.stderr
+
+
+def test_exit_status_says_when_the_engine_cannot_serve() -> None:
+    from sparktui.commands.status import exit_code, render
+
+    nodes = [{"name": "spark1", "role": "head", "reachable": True, "ssh": {"phase": "connected"},
+              "hostname": "spark1", "kernel": "6.11", "uptime_seconds": 60.0}]
+    report = {"cluster": "c", "all_reachable": True, "nodes": nodes,
+              "engine": {"state": "degraded", "detail": "degraded: Ray lost spark2 (10.0.0.2) at 10:02:13"}}
+    assert exit_code(report) == 4
+    assert "engine: degraded — degraded: Ray lost spark2" in render(report)
+    assert exit_code({**report, "engine": {"state": "wedged", "detail": "wedged: …"}}) == 4
+    assert exit_code({**report, "engine": {"state": "ready", "detail": ""}}) == 0
+    assert exit_code({**report, "all_reachable": False}) == 1

@@ -142,14 +142,15 @@ async def test_smoke_test_needs_ready_then_shows_the_answer() -> None:
 
 
 async def test_keys_remapped_from_config() -> None:
-    app, backend = make_app(keys={"start": "g", "stop": "k"})
+    # (a and e: free keys — g and k now move in the log, and a shared key is a config error)
+    app, backend = make_app(keys={"start": "a", "stop": "e"})
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         await pilot.press("s")
-        await pilot.press("g")
+        await pilot.press("a")
         await settle(pilot, app)
         assert backend.calls == ["start"]
-        await pilot.press("k")
+        await pilot.press("e")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
 

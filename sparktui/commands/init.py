@@ -112,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
     if down:
         port = f":{args.port}" if args.port else ""
         for f in down:
-            print(f"sparktui init: {f.host}{port}: {f.error or 'unreachable'}; nothing written",
-                  file=sys.stderr)
+            print(f"sparktui init: {f.host}{port}: {f.error or 'unreachable'}", file=sys.stderr)
+        print("sparktui init: nothing written", file=sys.stderr)
         if args.json:
             print_json({**report, "config": None, "written": None})
         return 1

@@ -63,7 +63,7 @@ async def _logs(config: SparkConfig, args: argparse.Namespace) -> int:
 
 async def _print_log(config: SparkConfig, args: argparse.Namespace, transport: Transport, node: str) -> int:
     from sparktui.domain.lifecycle.plan import vllm_log_path
-    from sparktui.remote.engine_status import read_log
+    from sparktui.remote.file_read import stream_file
     from sparktui.remote.host_facts import read_home
     from sparktui.remote.log_follower import LogFollower
     from sparktui.remote.ray_logs import ray_worker_log_path
@@ -80,11 +80,10 @@ async def _print_log(config: SparkConfig, args: argparse.Namespace, transport: T
     out = sys.stdout.buffer
     python = config.node(node).python
     if not args.follow:
-        data = await read_log(config, transport, path, python=python)
-        if data is None:
+        # The whole file, byte for byte as it is on the node (binary or not UTF-8 included), as it arrives.
+        if not await stream_file(transport, python, path, out.write):
             print(f"sparktui logs: {node}:{path} does not exist (engine never started?)", file=sys.stderr)
             return 1
-        out.write(data)
         out.flush()
         return 0
 

@@ -97,6 +97,19 @@ class ProgressPrinter:
                 f"{step.name}{msg}{secs}")
 
 
+def _refuse_unreachable(kind: str, down: dict[str, str], as_json: bool) -> int:
+    """Start and restart need every node: with one unreachable, nothing is touched and each is said once."""
+    message = f"not {kind}ed: every node is needed, and {len(down)} cannot be reached"
+    if as_json:
+        print_json({"operation": {"kind": kind, "ok": False, "message": message, "steps": []},
+                    "vllm_version": None, "unreachable": down})
+    else:
+        print(f"{kind}: FAILED: {message}:", flush=True)
+        for line in down.values():
+            print(f"  {line}", flush=True)
+    return 1
+
+
 def view_json(view: OperationView | None) -> dict[str, Any] | None:
     if view is None:
         return None
@@ -114,7 +127,11 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
     printer = ProgressPrinter(quiet=args.json)
     transports = await open_cluster(config)
     try:
-        controller = EngineController(config, transports, on_progress=printer)
+        # Each node's first attempt has its outcome: a node never reached is known now, not after waits.
+        down = {name: t.unreachable_message() for name, t in transports.items() if t.unreachable_now()}
+        if down and kind in ("start", "restart"):
+            return _refuse_unreachable(kind, down, args.json)
+        controller = EngineController(config, transports, on_progress=printer, origin=f"`sparktui {kind}`")
         preflight = not getattr(args, "no_preflight", False)
         if kind == "start":
             view = await controller.start(preflight=preflight)
@@ -122,19 +139,30 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
             view = await controller.restart(preflight=preflight)
         else:
             view = await controller.stop()
-        report: dict[str, Any] = {"operation": view_json(view), "vllm_version": controller.vllm_version}
+        report: dict[str, Any] = {"operation": view_json(view), "vllm_version": controller.vllm_version,
+                                  "unreachable": down}
         code = 0 if view.ok else 1
         if not args.json:
-            print(f"{kind}: {'done' if view.ok else 'FAILED'}: {view.message}", flush=True)
+            if down and not view.ok:
+                # Stop did what it could; say once which nodes it could not reach.
+                reached = [n.name for n in config.nodes if n.name not in down]
+                print(f"{kind}: FAILED: stopped what could be reached ({', '.join(reached) or 'nothing'}); "
+                      f"not reached, so nothing there was stopped:", flush=True)
+                for line in down.values():
+                    print(f"  {line}", flush=True)
+            else:
+                print(f"{kind}: {'done' if view.ok else 'FAILED'}: {view.message}", flush=True)
         if view.ok and getattr(args, "wait", False):
-            from sparktui.remote.engine_wait import wait_until_ready
+            from sparktui.remote.memory_watch import wait_guarded
 
             def stage(label: str) -> None:
                 if not args.json:
                     print(f"[{time.monotonic() - printer.t0:6.1f}s] stage  {label}", flush=True)
 
-            result = await wait_until_ready(controller, timeout=args.timeout, on_stage=stage)
+            result, trip = await wait_guarded(controller, timeout=args.timeout, on_stage=stage)
             report["wait"] = result.to_json()
+            if trip is not None:
+                report["memory_guard"] = trip.to_json()
             if not args.json:
                 print(f"engine: {result.outcome}: {result.detail} ({result.seconds:.1f} s)", flush=True)
             code = 0 if result.outcome == "ready" else 1

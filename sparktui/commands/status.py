@@ -20,7 +20,8 @@ DEFAULT_TIMEOUT = 20.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = "exit status: 0 every node answered, 1 some node did not, 2 no usable config"
+    parser.epilog = ("exit status: 0 every node answered, 1 some node did not, 2 no usable config, "
+                     "4 the engine was ready and cannot serve now (degraded or wedged)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"give up on a node after this long (default {DEFAULT_TIMEOUT:.0f})")
@@ -37,7 +38,20 @@ def run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(render(report))
-    return 0 if report["all_reachable"] else 1
+    return exit_code(report)
+
+
+#: Engine states in which an engine that was ready cannot serve (exit status 4).
+CANNOT_SERVE = ("degraded", "wedged")
+
+
+def exit_code(report: dict[str, Any]) -> int:
+    if not report["all_reachable"]:
+        return 1
+    engine = report.get("engine")
+    if isinstance(engine, dict) and engine.get("state") in CANNOT_SERVE:
+        return 4
+    return 0
 
 
 # -- gathering -------------------------------------------------------------------------------------
@@ -46,6 +60,7 @@ def _link(transport: Transport) -> dict[str, Any]:
     retry_in = state.retry_in()
     return {
         "phase": state.phase.value,
+        "endpoint": transport.endpoint,
         "detail": state.describe(),
         "last_error": state.last_error,
         "retry_in": None if retry_in is None else round(retry_in, 1),
@@ -67,7 +82,10 @@ async def _node_status(config: SparkConfig, node: NodeConfig, transport: Transpo
 
     entry = _unreachable(node, transport)
     await transport.connect()
-    if transport.state.phase is LinkPhase.CONNECTED:
+    if transport.state.phase is not LinkPhase.CONNECTED:
+        # One line, said once: `spark2 (10.0.0.2:22): connection refused — is sshd running?`
+        entry["error"] = transport.unreachable_message()
+    else:
         try:
             result, facts = await read_host_facts(transport, node, timeout=15)
         except TransportError as exc:
@@ -113,8 +131,13 @@ async def gather_status(config: SparkConfig, *, timeout: float = DEFAULT_TIMEOUT
             # Discovery would only wait out the same dead link again.
             report["engine"] = {"error": f"unknown: the head ({config.head.name}) is unreachable"}
         else:
+            links = {n["name"]: (n["ssh"] or {}).get("phase", "") for n in nodes}
+            for n in nodes:
+                if not n["reachable"]:
+                    # Discovery would wait out its dead link again: it finds it closed and names it.
+                    await transports[n["name"]].close()
             try:
-                report["engine"] = await asyncio.wait_for(engine_status(config, transports), timeout)
+                report["engine"] = await asyncio.wait_for(engine_status(config, transports, links), timeout)
             except (TransportError, TimeoutError) as exc:
                 report["engine"] = {"error": str(exc) or f"no answer within {timeout:.0f} s"}
     finally:
@@ -161,7 +184,8 @@ def render(report: dict[str, Any]) -> str:
         if not n["reachable"] or n.get("error"):
             # The link's own error, not its "retrying in N s" countdown (stale by the time it is printed).
             why = n.get("error") or ssh.get("last_error") or ssh.get("detail") or "unreachable"
-            notes.append(f"  {n['name']}: {why}")
+            # An unreachable node's line already starts with its name (and address).
+            notes.append(f"  {why}" if why.startswith(f"{n['name']} (") else f"  {n['name']}: {why}")
         tele = _telemetry(n)
         if tele:
             notes.append(f"  {n['name']}: {tele}")
@@ -172,7 +196,10 @@ def render(report: dict[str, Any]) -> str:
     engine = report.get("engine")
     if isinstance(engine, dict):
         state = engine.get("state") or engine.get("error") or "?"
-        lines.append(f"engine: {state}")
+        # "unknown" alone says nothing: say what is not known and why; a state that cannot serve says why.
+        shown = state == "unknown" or engine.get("state") in (*CANNOT_SERVE, "failed")
+        detail = engine.get("detail") if shown else None
+        lines.append(f"engine: {state}" + (f" — {detail}" if detail else ""))
     reachable = sum(1 for n in report["nodes"] if n["reachable"])
     lines.append(f"{reachable}/{len(report['nodes'])} nodes reachable ({report['cluster']})")
     return "\n".join(lines)

@@ -73,6 +73,8 @@ class NodeLinkChanged:
     phase: str                      # LinkPhase value: connecting / connected / retrying / failed / closed
     detail: str                     # human text, e.g. "retrying in 4 s (Connection refused)"
     retry_at: float | None = None   # time.monotonic() of the next attempt
+    #: Why the link is down, whole ("10.0.0.2:22: connection refused — is sshd running?"); "" when up.
+    reason: str = ""
 
 
 @dataclass(frozen=True)

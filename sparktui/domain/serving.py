@@ -359,6 +359,8 @@ class ServingSnapshot:
     counter_reset: bool = False                  # counters went down since the last scrape (restart)
     #: Requests running but no generated token for this long (a wedged engine still answers /health).
     generation_stalled_seconds: float | None = None
+    #: The counter itself (the wedge rule watches it stand still while requests are in).
+    generation_tokens_total: float | None = None
     history: ServingHistory = field(default_factory=ServingHistory)
     #: canonical quantity → the exposition name it was read from (shows which vLLM naming is in use)
     sources: Mapping[str, str] = field(default_factory=dict)
@@ -462,6 +464,7 @@ class ServingTracker:
             window_seconds=span if has_base else 0.0,
             counter_reset=reset,
             generation_stalled_seconds=self._stall(sample, at),
+            generation_tokens_total=sample.counters.get("generation_tokens"),
             sources=dict(sample.sources),
         )
         return self._with_history(snapshot)

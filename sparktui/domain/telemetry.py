@@ -109,6 +109,42 @@ class GpuProcess:
     used_memory: int | None = None
 
 
+#: NVML clock-event ("throttle") reason bits (``nvmlClocksEventReason*`` in nvml.h / pynvml) → what the
+#: node panel says. GpuIdle is not a slowdown worth showing: a resting GPU clocks down.
+CLOCK_EVENT_BITS: tuple[tuple[int, str], ...] = (
+    (0x0001, "idle"),
+    (0x0002, "applications clocks"),
+    (0x0004, "SW power cap"),
+    (0x0008, "HW slowdown"),
+    (0x0010, "sync boost"),
+    (0x0020, "SW thermal"),
+    (0x0040, "HW thermal"),
+    (0x0080, "HW power brake"),
+    (0x0100, "display clock"),
+)
+CLOCK_EVENT_IDLE = 0x0001
+
+
+def clock_event_names(mask: int | None, *, include_idle: bool = False) -> tuple[str, ...]:
+    """Names of the bits set in an NVML clock-event reason mask (unknown bits as hex)."""
+    if not mask:
+        return ()
+    names = [name for bit, name in CLOCK_EVENT_BITS
+             if mask & bit and (include_idle or bit != CLOCK_EVENT_IDLE)]
+    known = sum(bit for bit, _ in CLOCK_EVENT_BITS)
+    if mask & ~known:
+        names.append(f"0x{mask & ~known:x}")
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class XidError:
+    """An Xid critical error NVML reported (``nvmlEventTypeXidCriticalError``): number and node wall time."""
+
+    xid: int
+    wall: float | None = None
+
+
 @dataclass(frozen=True)
 class GpuDevice:
     """One GPU. ``None`` means unknown (NVML said Not Supported or failed; the reason is in
@@ -122,12 +158,24 @@ class GpuDevice:
     temperature_c: float | None = None
     power_w: float | None = None
     sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    mem_clock_max_mhz: float | None = None
+    #: NVML clock-event reason bitmask (``None``: not read); see :func:`clock_event_names`.
+    clock_event_reasons: int | None = None
+    #: Xid errors reported since the probe started; ``None`` when NVML offers no Xid events.
+    xid_errors: tuple[XidError, ...] | None = None
     memory_total: int | None = None
     memory_used: int | None = None
     memory_free: int | None = None
     #: The GPU uses the host's memory (GB10): its memory is the unified memory panel.
     memory_unified: bool = False
     processes: tuple[GpuProcess, ...] = ()
+
+    @property
+    def clock_events(self) -> tuple[str, ...]:
+        """Active slowdown reasons (idle left out), e.g. ``("SW power cap",)``."""
+        return clock_event_names(self.clock_event_reasons)
 
     @property
     def process_memory(self) -> int | None:
@@ -346,12 +394,24 @@ def _gpu(d: Mapping[str, Any]) -> GpuSample:
             memory_util_percent=_float(g.get("memory_util_percent")),
             temperature_c=_float(g.get("temperature_c")), power_w=_float(g.get("power_w")),
             sm_clock_mhz=_float(g.get("sm_clock_mhz")),
+            sm_clock_max_mhz=_float(g.get("sm_clock_max_mhz")),
+            mem_clock_mhz=_float(g.get("mem_clock_mhz")),
+            mem_clock_max_mhz=_float(g.get("mem_clock_max_mhz")),
+            clock_event_reasons=_int(g.get("clock_event_reasons")),
+            xid_errors=_xids(g.get("xid_errors")),
             memory_total=_int(g.get("memory_total")), memory_used=_int(g.get("memory_used")),
             memory_free=_int(g.get("memory_free")), memory_unified=bool(g.get("memory_unified")),
             processes=procs,
         ))
     return GpuSample(source=str(d.get("source") or "none"), devices=tuple(devices),
                      reason=_str(d.get("reason")), driver_version=_str(d.get("driver_version")))
+
+
+def _xids(v: Any) -> tuple[XidError, ...] | None:
+    if not isinstance(v, list):
+        return None
+    return tuple(XidError(xid=x, wall=_float(e.get("wall")))
+                 for e in v if isinstance(e, Mapping) and (x := _int(e.get("xid"))) is not None)
 
 
 def _counter_map(d: Any) -> dict[str, int | None]:

@@ -16,11 +16,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import os
+import socket
 import time
 from collections.abc import Coroutine, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sparktui.config import SparkConfig
+from sparktui.domain.engine_state import EngineTruth, Record, Restart, Tell, Unwatch, Verify
 from sparktui.domain.events import (
     EngineChanged,
     EngineState,
@@ -34,14 +39,17 @@ from sparktui.domain.events import (
     OperationChanged,
     OperationRefused,
     OperationView,
-    StepStatus,
 )
-from sparktui.domain.history import HistoryStore, format_duration, record_from_timeline
+from sparktui.domain.history import HistoryStore, record_from_timeline
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
-from sparktui.domain.logs import Timeline, TimelineSnapshot
+from sparktui.domain.lifecycle.ray_state import RayState
+from sparktui.domain.logs import Timeline, nccl
 from sparktui.domain.logs.ingest import LogIngest
+from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
 from sparktui.domain.readiness import RestartBudget
+from sparktui.domain.serving import ServingSnapshot
+from sparktui.domain.telemetry import Sample
 from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
 from sparktui.remote.host_facts import read_host_facts
@@ -52,8 +60,15 @@ log = logging.getLogger(__name__)
 
 #: How often batched log records and timeline changes are posted (the UI redraws at about this rate).
 FLUSH_INTERVAL = 0.1
+#: Seconds between looks at the head's operation lock (another sparktui's start/stop/restart).
+LOCK_POLL_INTERVAL = 3.0
 #: Seconds before host facts are asked for again when a node did not answer.
 FACTS_RETRY_SECONDS = 10.0
+#: Seconds between readings of Ray's node list while the engine runs (a lost node within 10 s).
+RAY_INTERVAL = 1.0
+#: Engine states in which the memory guard may stop vLLM (starting and serving).
+MEMORY_GUARDED = frozenset({EngineState.STARTING, EngineState.VERIFYING, EngineState.READY,
+                            EngineState.DEGRADED, EngineState.WEDGED})
 
 
 class SshBackend:
@@ -75,30 +90,27 @@ class SshBackend:
         self.controller: EngineController | None = None
         self.history = history or HistoryStore()
         self.budget = RestartBudget(config.serving.auto_restart_limit)
+        #: The engine's state from all the evidence (``sparktui.domain.engine_state``).
+        self.truth = EngineTruth.from_config(config, budget=self.budget)
+        self._published = -1
         self._sink: EventSink | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         # The engine log and what it says; the log shown (the engine's, or a node's Ray worker log).
         self._engine_log = LogIngest(len(config.nodes), display_cap=config.ui.log_buffer_lines)
         self._shown_log = self._engine_log
         self._timeline_dirty = False
-        self._run_started = time.time()
-        # The engine's state as shown.
-        self._state = EngineState.UNKNOWN
-        self._detail = ""
-        self._ttft: float | None = None
-        self._vllm_version: str | None = None
         self._watch: asyncio.Task[Any] | None = None
-        #: When the running engine was verified ready (monotonic), for "crashed after …".
-        self._ready_since: float | None = None
-        self._recorded_run = False
+        #: Ray's node list and the head's reach of the other nodes, watched while the engine runs.
+        self._evidence: list[asyncio.Task[Any]] = []
         self._log_source = "vllm"
         self._side_follower: asyncio.Task[Any] | None = None
         #: How commands run on the head (docker or host); the process check runs every serving poll.
         self._head_runtime = P.runtimes(config)[config.head.name]
-        #: The stop plan's step names: while one of them runs, a restart is still stopping.
-        self._stop_steps = frozenset(step.name for step in P.build_stop_plan(config, None).steps)
         #: Set on every (re)connection of a node: its host facts are read again.
         self._connected = {name: asyncio.Event() for name in self.node_names}
+        self._memory_guard = MemoryGuard(config.engine.memory_floor, config.engine.memory_psi_full)
+        #: RoCE traffic during the start, to weigh the log's NCCL verdict (sparktui.domain.logs.nccl).
+        self._roce = nccl.RoceActivity()
 
     # -- ClusterBackend ----------------------------------------------------------------------------
     async def run(self, sink: EventSink) -> None:
@@ -116,6 +128,7 @@ class SshBackend:
                     group.create_task(self._facts(node.name))
                     group.create_task(self._telemetry(node.name))
                 group.create_task(self._discover())
+                group.create_task(self._watch_lock())
                 group.create_task(self._follow_engine_log())
                 group.create_task(self._flush_loop())
         finally:
@@ -138,8 +151,8 @@ class SshBackend:
     async def smoke_test(self) -> str:
         from sparktui.remote.api_client import EngineApi
 
-        if self._state is not EngineState.READY:
-            raise RuntimeError(f"the engine is {self._state.value}, not ready")
+        if self.truth.state is not EngineState.READY:
+            raise RuntimeError(f"the engine is {self.truth.state.value}, not ready")
         serving = self.config.serving
         api = await EngineApi.connect(self._head_transport(), "127.0.0.1", self.config.engine.api_port)
         async with api:
@@ -181,16 +194,37 @@ class SshBackend:
     def _on_link(self, node: str, state: LinkState) -> None:
         if state.phase is LinkPhase.CONNECTED:
             self._connected[node].set()
-        self._post(NodeLinkChanged(node, state.phase.value, state.describe(), state.retry_at))
+        endpoint = self.transports[node].endpoint if self.transports else None
+        reason = "" if state.phase is LinkPhase.CONNECTED or not state.last_error else (
+            f"{endpoint}: {state.last_error}" if endpoint else state.last_error)
+        self._post(NodeLinkChanged(node, state.phase.value, state.describe(), state.retry_at, reason))
+        self.truth.link(node, state.phase.value)
+        self._sync()
 
-    def _set_engine(self, state: EngineState, detail: str = "") -> None:
-        self._state, self._detail = state, detail
-        self._publish_engine()
+    def _sync(self) -> None:
+        """Publish the engine state when it moved and do what the state machine asks."""
+        truth = self.truth
+        if truth.version != self._published:
+            self._published = truth.version
+            self._publish_engine()
+        for effect in truth.take_effects():
+            if isinstance(effect, Verify):
+                self._begin_verify()
+            elif isinstance(effect, Unwatch):
+                self._stop_watch()
+            elif isinstance(effect, Record):
+                self._record_run(effect)
+            elif isinstance(effect, Tell):
+                self._post(Notice(effect.message, effect.severity))
+            elif isinstance(effect, Restart):
+                self._spawn(self._auto_restart())
+        self._ray_watch_follows()
 
     def _publish_engine(self) -> None:
         snapshot = self._timeline.snapshot(time.time())
-        self._post(EngineChanged(self._state, self._detail, snapshot,
-                                 self._vllm_version or snapshot.vllm_version, self._ttft))
+        truth = self.truth
+        self._post(EngineChanged(truth.state, truth.detail, snapshot,
+                                 truth.vllm_version or snapshot.vllm_version, truth.ttft_seconds))
 
     # -- nodes -------------------------------------------------------------------------------------
     async def _facts(self, name: str) -> None:
@@ -232,6 +266,33 @@ class SshBackend:
                                            name_prefix=self.config.engine.name_prefix, on_error=on_error,
                                            extra_args=engine_probe_args(self.config.engine)):
             self._post(NodeSampled(name, sample))
+            self.truth.gpu(name, sample)
+            self._guard_memory(name, sample)
+            self._roce.observe(name, {p.device: (p.rx_bytes_total or 0) + (p.tx_bytes_total or 0)
+                                      for p in sample.rdma if p.active}, self._timeline.snapshot().current)
+
+    def _guard_memory(self, name: str, sample: Sample) -> None:
+        """The memory guard (sparktui.domain.memory_guard) sees every sample; a trip stops vLLM."""
+        if self._memory_guard.observe(name, sample, armed=self.truth.state in MEMORY_GUARDED):
+            self._spawn(self._memory_stop(self._memory_guard.tripped))
+
+    async def _memory_stop(self, trip: MemoryTrip | None) -> None:
+        """The memory guard tripped: stop vLLM (after a running start step, if one is), then say why."""
+        if trip is None:
+            return
+        self._post(Notice(trip.message, "error"))
+        while True:
+            try:
+                await self._operation("stop")
+            except OperationRefused as exc:
+                if self.readonly or self.controller is None:
+                    self._post(Notice(f"memory guard: not stopped ({exc})", "error"))
+                    return
+                await asyncio.sleep(0.5)    # a start step is running: stop right after it
+                continue
+            break
+        self.truth.memory_stopped(trip.message)
+        self._sync()
 
     # -- engine: discovery and operations ---------------------------------------------------------
     async def _discover(self) -> None:
@@ -244,29 +305,48 @@ class SshBackend:
                 found = await self.controller.discover()
             except TransportError as exc:
                 # Shown, and tried again for as long as the dashboard runs: the head may come back.
-                self._set_engine(EngineState.UNKNOWN, f"head unreachable: {exc}")
+                self.truth.unreachable(f"head unreachable: {exc}")
+                self._sync()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 15.0)
                 continue
-            if self._state is EngineState.UNKNOWN or self.controller.busy is None:
-                self._adopt(found.state, found.detail)
+            # The log read so far refines a running engine (and only a running one).
+            self.truth.timeline(self._timeline.snapshot())
+            self.truth.discovered(found.state, found.detail)
+            self.truth.ray(found.ray)
+            self._sync()
             if found.running:
                 self._post(Notice(f"re-attached to the running engine ({found.detail})"))
             return
 
-    def _adopt(self, state: EngineState, detail: str) -> None:
-        """The discovered state, refined by what the log already said (its timeline outranks it)."""
-        snapshot = self._timeline.snapshot()
-        if state is EngineState.STARTING and snapshot.outcome == "ready":
-            self._begin_verify()
-            return
-        if state in (EngineState.STARTING, EngineState.FAILED) and snapshot.outcome == "failed" \
-                and snapshot.failure is not None:
-            self._set_engine(EngineState.FAILED, _failure_text(snapshot))
-            return
-        if state is EngineState.STARTING and snapshot.current is not None:
-            detail = snapshot.current
-        self._set_engine(state, detail)
+    async def _watch_lock(self) -> None:
+        """Another sparktui's operation (its lock on the head) is shown as the running operation, which
+        disables the lifecycle buttons; when it ends, what runs now is discovered again."""
+        assert self.controller is not None
+        shown: OperationView | None = None
+        me = (socket.gethostname(), os.getpid())
+        while True:
+            await asyncio.sleep(LOCK_POLL_INTERVAL)
+            if self.controller.busy is not None:
+                continue
+            holder = await self.controller.lock_holder()
+            if holder is not None and (holder.host, holder.pid) == me:
+                continue
+            if holder is not None:
+                view = OperationView(kind=holder.kind, running=True, started=holder.started,
+                                     message=f"held by another sparktui: {holder.describe()}")
+                if shown is None or view.message != shown.message:
+                    shown = view
+                    self._post(OperationChanged(view))
+            elif shown is not None:
+                self._post(OperationChanged(replace(shown, running=False, ok=True,
+                                                    message=shown.message.replace("held by", "done by", 1))))
+                shown = None
+                with contextlib.suppress(TransportError):
+                    found = await self.controller.discover()
+                    if self.controller.busy is None:
+                        self.truth.discovered(found.state, found.detail, again=True)
+                        self._sync()
 
     async def _operation(self, kind: str) -> None:
         if self.readonly:
@@ -275,47 +355,18 @@ class SshBackend:
             raise OperationRefused("not connected yet")
         if self.controller.busy is not None:
             raise OperationRefused(f"{self.controller.busy} is already running; wait for it to finish")
-        if kind in ("stop", "restart"):
-            self._stop_watch()
-            if not self._recorded_run and self._timeline.snapshot().outcome == "incomplete" \
-                    and self._state is EngineState.STARTING:
-                self._record_run("stopped")
         if kind in ("start", "restart"):
-            self._ready_since = None
-            self._run_started = time.time()
-            self._recorded_run = False
-            self._ttft = None
+            self._memory_guard.rearm()
         view: OperationView = await getattr(self.controller, kind)()
         self._finish_operation(view)
 
     def _on_operation(self, view: OperationView) -> None:
         self._post(OperationChanged(view))
-        if not view.running:
-            return
-        if view.kind == "stop":
-            self._set_engine(EngineState.STOPPING, _running_step(view))
-        elif view.kind in ("start", "restart", "preflight"):
-            step = _running_step(view)
-            stopping = view.kind == "restart" and any(
-                s.name in self._stop_steps for s in view.steps if s.status is StepStatus.RUNNING)
-            state = EngineState.STOPPING if stopping else (
-                EngineState.PREFLIGHT if "preflight" in step or view.kind == "preflight"
-                else EngineState.STARTING)
-            if self._state is not state or self._detail != step:
-                self._set_engine(state, step)
+        self.truth.operation(view)
+        self._sync()
 
     def _finish_operation(self, view: OperationView) -> None:
-        if view.kind == "stop" or view.kind == "clean":
-            self._set_engine(EngineState.STOPPED if view.ok else EngineState.FAILED,
-                             "" if view.ok else view.message)
-        elif view.kind in ("start", "restart"):
-            if view.ok:
-                snapshot = self._timeline.snapshot()
-                self._set_engine(EngineState.STARTING, snapshot.current or "vllm serve launched")
-            else:
-                self._set_engine(EngineState.FAILED, view.message)
-        elif view.kind == "preflight":
-            self._set_engine(self._state, view.message)
+        # The state machine saw the finished view as the operation's last progress.
         level = "information" if view.ok else "error"
         self._post(Notice(f"{view.kind}: {view.message or ('done' if view.ok else 'failed')}", level))
 
@@ -333,7 +384,6 @@ class SshBackend:
         """A new log file (a new engine run): start a fresh timeline."""
         self._engine_log.reset()
         self._timeline_dirty = True
-        self._recorded_run = False
 
     def _on_log_bytes(self, data: bytes) -> None:
         if self._engine_log.feed(data, time.time()):
@@ -368,7 +418,8 @@ class SshBackend:
         await LogFollower(transport, path, on_bytes, python=(self.config.node(node).python,)).run()
 
     async def _flush_loop(self) -> None:
-        """Post log records in batches and the timeline when it changed, at a steady rate."""
+        """Post log records in batches and the timeline when it changed, at a steady rate; let time pass
+        for the state machine's "for N seconds" rules."""
         while True:
             await asyncio.sleep(FLUSH_INTERVAL)
             batch = self._shown_log.take_records(time.monotonic())
@@ -376,78 +427,105 @@ class SshBackend:
                 self._post(LogRecords(self._log_source, batch))
             if self._timeline_dirty:
                 self._timeline_dirty = False
-                self._on_timeline()
-
-    def _on_timeline(self) -> None:
-        snapshot = self._timeline.snapshot()
-        busy = self.controller.busy if self.controller else None
-        if snapshot.outcome == "failed" and self._state not in (EngineState.STOPPING,):
-            if not self._recorded_run:
-                self._record_run("failed")
-            if busy is None:
-                if self._state is EngineState.READY and self._ready_since is not None:
-                    # The log says why a serving engine died: say it as the crash it is.
-                    failure = snapshot.failure
-                    cause = failure.message if failure is not None else "see the log"
-                    uptime = format_duration(time.monotonic() - self._ready_since)
-                    self._set_engine(EngineState.FAILED, f"crashed after {uptime}: {cause}")
-                elif self._state is not EngineState.FAILED:
-                    self._set_engine(EngineState.FAILED, _failure_text(snapshot))
-                return
-        elif snapshot.outcome == "ready" and self._state in (EngineState.STARTING, EngineState.UNKNOWN):
-            if busy is None:
-                self._begin_verify()
-                return
-        elif self._state is EngineState.STARTING and snapshot.current:
-            self._detail = snapshot.current
-        self._publish_engine()
+                before = self.truth.version
+                self.truth.timeline(self._timeline.snapshot())
+                if self.truth.version == before:
+                    self._publish_engine()   # the stage bars moved; the state did not
+            self.truth.tick()
+            self._sync()
 
     # -- engine: after ready -----------------------------------------------------------------------
     def _begin_verify(self) -> None:
         if self._watch is not None and not self._watch.done():
             return
-        self._set_engine(EngineState.VERIFYING, "health, models, one completion")
+        self._nccl_cross_check()
         self._watch = self._spawn(self._verify_and_watch())
 
+    def _nccl_cross_check(self) -> None:
+        """At ready: the log's NCCL verdict against the RoCE counters; a disagreement is said once."""
+        said = nccl.verdict(self._timeline.snapshot().facts)
+        checked = nccl.cross_check(said, self._roce.moved())
+        if checked is not None and checked.level == "warning" and (said is None or said.level == "ok"):
+            self._post(Notice(checked.text, "warning"))
+        self._roce.reset()
+
     def _stop_watch(self) -> None:
-        if self._watch is not None:
+        # Never the task that asks (a crash it reported ends it anyway).
+        if self._watch is not None and self._watch is not asyncio.current_task():
             self._watch.cancel()
-            self._watch = None
+        self._watch = None
 
     async def _verify_and_watch(self) -> None:
         from sparktui.remote.api_client import EngineApi
         from sparktui.remote.serving_watch import ServingWatch, verify_ready
 
         serving = self.config.serving
+        truth = self.truth
         try:
             api = await EngineApi.connect(self._head_transport(), "127.0.0.1", self.config.engine.api_port)
         except (TransportError, OSError) as exc:
-            self._set_engine(EngineState.FAILED, f"API port not reachable through SSH: {exc}")
+            truth.verify_failed(f"API port not reachable through SSH: {exc}")
+            self._sync()
             return
         async with api:
             check = await verify_ready(api, model=self._served_model())
             if not check.ok:
-                self._set_engine(EngineState.FAILED, f"not serving: {check.summary()}")
+                truth.verify_failed(f"not serving: {check.summary()}")
+                self._sync()
                 return
-            self._ttft = check.ttft_seconds
-            self._vllm_version = check.vllm_version or self._vllm_version
-            ready_at = self._ready_since = time.monotonic()
-            ttft_ms = 1000 * (self._ttft or 0)
-            self._set_engine(EngineState.READY, f"can generate (first token {ttft_ms:.0f} ms)")
-            if not self._recorded_run:
-                self._record_run("ready", ready_seconds=time.time() - self._run_started)
-            watch = ServingWatch(api, ready_at=ready_at, health_fail_seconds=serving.health_fail_seconds,
+            truth.verified(check.ttft_seconds, check.vllm_version)
+            self._sync()
+            if truth.ready_at is None:
+                return    # a later state came first
+            watch = ServingWatch(api, ready_at=truth.ready_at,
+                                 health_fail_seconds=serving.health_fail_seconds,
                                  interval=max(1.0, self.config.ui.refresh_interval),
-                                 model_name=self._served_model(), process_alive=self._vllm_alive)
-            crash = await watch.run(self._post)
-        root = self._timeline.snapshot().failure
-        self._set_engine(EngineState.FAILED, crash.describe(root.message if root else None))
-        decision = self.budget.decide(serving.auto_restart)
-        self._post(Notice(decision.message, "warning" if decision.restart else "error"))
-        if decision.restart:
-            self.budget.restarted()
-            with contextlib.suppress(OperationRefused):
-                await self._operation("restart")
+                                 model_name=self._served_model(), process_alive=self._vllm_alive,
+                                 stall_notice_seconds=math.inf)   # the state machine says "wedged"
+
+            def on_snapshot(snapshot: ServingSnapshot) -> None:
+                truth.serving(snapshot)
+                self._sync()
+
+            crash = await watch.run(self._post, on_snapshot=on_snapshot)
+        truth.crashed(crash)
+        self._sync()
+
+    async def _auto_restart(self) -> None:
+        with contextlib.suppress(OperationRefused):
+            await self._operation("restart")
+
+    def _ray_watch_follows(self) -> None:
+        """Ray's node list and the head's reach are watched while they are evidence (a running engine,
+        no operation)."""
+        wanted = self.truth.watching_ray and self.controller is not None
+        if wanted and not self._evidence:
+            self._evidence = self._start_evidence_watches()
+        elif not wanted and self._evidence:
+            for task in self._evidence:
+                task.cancel()
+            self._evidence = []
+
+    def _start_evidence_watches(self) -> list[asyncio.Task[Any]]:
+        """Ray's node list and the head's reach of each other node, as the state machine's evidence."""
+        from sparktui.remote.peer_watch import peers_of, reach_argv, watch_peers
+
+        assert self.controller is not None
+        head = self.config.head
+        peers = peers_of(self.config)
+        tasks = [self._spawn(self.controller.watch_ray(self._on_ray, interval=RAY_INTERVAL))]
+        if peers:
+            argv = reach_argv(head.python, peers, RAY_INTERVAL)
+            tasks.append(self._spawn(watch_peers(self._head_transport(), argv, self._on_peer)))
+        return tasks
+
+    def _on_peer(self, node: str, reachable: bool) -> None:
+        self.truth.peer(node, reachable)
+        self._sync()
+
+    def _on_ray(self, state: RayState) -> None:
+        self.truth.ray(state)
+        self._sync()
 
     async def _vllm_alive(self) -> bool:
         """Is the detached vLLM process on the head still there? Unknown (head unreachable) counts as
@@ -460,30 +538,13 @@ class SshBackend:
             return True
         return not res.ok or DetachedState.parse(res.stdout).status == "running"
 
-    def _record_run(self, outcome: str, ready_seconds: float | None = None) -> None:
-        self._recorded_run = True
+    def _record_run(self, record: Record) -> None:
         engine = self.config.engine
         try:
-            record = record_from_timeline(
-                self._timeline.snapshot(), started_at=self._run_started, model=engine.model,
-                image=engine.image if engine.runtime == "docker" else "host", ready_seconds=ready_seconds,
-                outcome=outcome, cluster=self.config.cluster.name)
-            self.history.append(record)
+            entry = record_from_timeline(
+                self._timeline.snapshot(), started_at=record.started_at, model=engine.model,
+                image=engine.image if engine.runtime == "docker" else "host",
+                ready_seconds=record.ready_seconds, outcome=record.outcome, cluster=self.config.cluster.name)
+            self.history.append(entry)
         except OSError as exc:
             log.warning("run history not written: %s", exc)
-
-
-def _running_step(view: OperationView) -> str:
-    for step in view.steps:
-        if step.status is StepStatus.RUNNING:
-            return step.name + (f" on {step.node}" if step.node else "")
-    return view.kind
-
-
-def _failure_text(snapshot: TimelineSnapshot) -> str:
-    failure = snapshot.failure
-    if failure is None:
-        return "failed"
-    return f"{failure.kind} during {failure.stage}: {failure.message}"
-
-

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -19,10 +21,14 @@ from typing import Any
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus, StepView
 from sparktui.domain.lifecycle import argv as A
+from sparktui.domain.lifecycle import gpus as G
+from sparktui.domain.lifecycle import oplock as L
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle import vllm_help
 from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, classify
+from sparktui.domain.lifecycle.docker_diag import docker_problem, image_problem
+from sparktui.domain.lifecycle.links import LinkFacts, link_argv, link_views
 from sparktui.domain.lifecycle.memory_fit import check_memory_fit
 from sparktui.domain.lifecycle.output import TAIL_LINES, last_json_object, output_tail
 from sparktui.domain.lifecycle.ray_state import (
@@ -82,8 +88,14 @@ class EngineController:
         config: SparkConfig,
         transports: Mapping[str, Transport],
         on_progress: ProgressCallback | None = None,
+        *,
+        origin: str = "the dashboard",
     ) -> None:
         self.config = config
+        #: Who asks, as the operation lock on the head names it to others ("`sparktui restart`").
+        self.origin = origin
+        #: The takeover of a lock whose holder died, said in the next operation's steps.
+        self._lock_note: str | None = None
         self.transports = dict(transports)
         self.on_progress = on_progress
         #: The operation running now, or the last one.
@@ -115,7 +127,11 @@ class EngineController:
 
     async def start(self, *, preflight: bool = True) -> OperationView:
         async with self._exclusive("start"):
-            return await self._start(self._tracker("start"), preflight=preflight)
+            tracker = self._tracker("start")
+            attached = await self._attach_running(tracker)
+            if attached is not None:
+                return attached
+            return await self._start(tracker, preflight=preflight)
 
     async def stop(self) -> OperationView:
         async with self._exclusive("stop"):
@@ -173,10 +189,9 @@ class EngineController:
     async def ray_state_once(self, timeout: float = 20.0) -> RayState | None:
         """One reading of Ray's node list from the head (``None`` if Ray does not answer)."""
         rt = self._runtimes[self.config.head.name]
-        argv = P.probe_argv(self.config, rt, 0.0, count=1)
+        argv = P.probe_argv(self.config, rt, 0.0, count=1, until_stdin_closes=False, timeout=timeout)
         try:
-            res = await self._run(self.config.head.name, ["timeout", "-k", "3", str(int(timeout)), *argv],
-                                  timeout + 5)
+            res = await self._run(self.config.head.name, argv, timeout + 5)
             return last_probe_state(res.stdout)
         except (TransportError, ProbeError):
             return None
@@ -220,13 +235,74 @@ class EngineController:
         if self._busy is not None:
             raise OperationRefused(f"cannot {kind}: {self._busy} is running; wait for it to finish")
         self._busy = kind
+        lock: RemoteProcess | None = None
         try:
+            if kind != "preflight":  # preflight changes nothing: it runs beside anyone's operation
+                lock = await self._take_lock(kind)
             yield
         finally:
             self._busy = None
+            self._lock_note = None
+            if lock is not None:
+                await self._release_lock(lock)
+
+    async def _take_lock(self, kind: str) -> RemoteProcess | None:
+        """The operation lock on the head (across processes and machines); ``OperationRefused`` when
+        another sparktui holds it. An unreachable head is no reason to refuse a stop: the lock is then
+        skipped (the operation's own steps say the head is unreachable)."""
+        holder = L.LockHolder(kind, self.origin, socket.gethostname(), os.getpid(), time.time())
+        transport = self.transports[self.config.head.name]
+        try:
+            await self.resolve_homes(quiet=True)
+            proc = await transport.start(L.take_argv(self.config, self.homes or None, holder))
+        except TransportError:
+            return None
+        answer: L.LockAnswer | None = None
+        buf = b""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(30):
+                async for chunk in proc.chunks():
+                    buf += chunk
+                    if b"\n" in buf:
+                        answer = L.LockAnswer.parse(buf.split(b"\n", 1)[0].decode("utf-8", "replace"))
+                        break
+        if answer is not None and answer.status == "taken":
+            if answer.holder is not None:
+                self._lock_note = f"took the operation lock over from {answer.holder.describe()}: it is gone"
+            return proc
+        await self._release_lock(proc)
+        if answer is not None and answer.status == "held":
+            raise OperationRefused(L.refusal(kind, answer.holder))
+        return None  # no answer (an old python, a read-only state dir): go on without the lock
+
+    async def _release_lock(self, proc: RemoteProcess) -> None:
+        """``release`` + EOF (the script empties the file: a clean release), then make sure it ends."""
+        try:
+            await proc.write(b"release\n")
+            await proc.close_stdin()
+            await asyncio.wait_for(proc.wait(), 5.0)
+        except Exception:  # a dead channel frees the lock anyway
+            pass
+        finally:
+            proc.terminate()
+            self._reap(proc)
+
+    async def lock_holder(self) -> L.LockHolder | None:
+        """Who holds the operation lock now (another sparktui's start/stop/restart), if anyone."""
+        try:
+            res = await self._run(self.config.head.name, L.show_argv(self.config, self.homes or None), 20)
+        except TransportError:
+            return None
+        answer = L.LockAnswer.parse(res.stdout.strip().splitlines()[-1]) if res.ok and res.stdout.strip() \
+            else None
+        return answer.holder if answer is not None and answer.status == "held" else None
 
     def _tracker(self, kind: str) -> _Tracker:
-        return _Tracker(kind, self._publish)
+        tracker = _Tracker(kind, self._publish)
+        if self._lock_note:
+            tracker.add(StepView(name="operation lock", node=self.config.head.name, status=StepStatus.WARNING,
+                                 message=self._lock_note))
+        return tracker
 
     def _publish(self, view: OperationView) -> None:
         self.operation = view
@@ -250,6 +326,21 @@ class EngineController:
                                   + (f" on {failed.node}" if failed.node else "") + f": {failed.message}")
         where = self.log_path()
         return tracker.finish(True, f"vLLM launched; log: {self.config.head.name}:{where}")
+
+    async def _attach_running(self, tracker: _Tracker) -> OperationView | None:
+        """``start`` on an engine that runs already (e.g. left by a killed ``start --wait``): it is the
+        current run, not leftovers — say so and leave it running (``--wait`` then follows it)."""
+        idx = tracker.add(StepView(name="running engine", node=self.config.head.name,
+                                   status=StepStatus.RUNNING))
+        t0 = time.monotonic()
+        found = await self.discover(ray=False)
+        seconds = round(time.monotonic() - t0, 3)
+        if not found.running:
+            tracker.update(idx, status=StepStatus.OK, message="none: starting", seconds=seconds)
+            return None
+        tracker.update(idx, status=StepStatus.OK, message=found.detail, seconds=seconds)
+        return tracker.finish(True, f"already running ({found.detail}): attached, nothing started; "
+                              "`sparktui restart` starts it afresh")
 
     async def _stop_finished(self, tracker: _Tracker) -> OperationView:
         view = await self._stop(tracker)
@@ -324,7 +415,7 @@ class EngineController:
         try:
             outcome = await self._execute(step, lambda msg: tracker.update(idx, message=msg))
         except TransportError as exc:
-            outcome = _Outcome(StepStatus.FAILED, f"node unreachable: {exc}")
+            outcome = _Outcome(StepStatus.FAILED, str(exc))  # names the node, its address and why
         if outcome.status is StepStatus.FAILED and step.tolerate_failure:
             outcome.status = StepStatus.WARNING
         self.marks[f"done:{step.name}:{step.node}"] = time.time()
@@ -457,6 +548,8 @@ class EngineController:
         containers: dict[str, tuple[F.Container, ...]] = {}
         help_text: list[str] = []
         model_read: list[ModelDir | str] = []
+        links: dict[str, LinkFacts | str] = {}
+        gpus_needed = {x.name: x.gpus for x in P.expected_nodes(cfg)}
         self._rdma = {}
 
         def add(view: StepView) -> None:
@@ -469,7 +562,7 @@ class EngineController:
             try:
                 out = await work()
             except TransportError as exc:
-                out = _Outcome(StepStatus.FAILED, f"unreachable: {exc}")
+                out = _Outcome(StepStatus.FAILED, str(exc))  # names the node, its address and why
             tracker.update(idx, status=out.status, message=out.message, output_tail=out.tail,
                            seconds=round(time.monotonic() - t0, 3))
             summary.views.append(StepView(name, node, out.status, round(time.monotonic() - t0, 3),
@@ -503,20 +596,35 @@ class EngineController:
                 self._rdma[name] = facts[name].dev_infiniband
                 return _Outcome(StepStatus.OK, f"host {facts[name].hostname}")
 
-            jobs = [timed("node facts", name, gather_facts)]
+            jobs = [timed("node facts", name, gather_facts), self._link_facts(name, links)]
             rt = self._runtimes[name]
 
-            if e.runtime == "docker":
+            # The image's vLLM is asked only once docker and the image are there (`docker run` of a missing
+            # image would try a registry, and its error would hide the cause).
+            docker_usable: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            if e.runtime != "docker":
+                docker_usable.set_result(True)
+            else:
                 async def docker() -> _Outcome:
+                    out = _Outcome(StepStatus.FAILED, "the docker check did not finish")
+                    try:
+                        out = await docker_checks()
+                        return out
+                    finally:
+                        docker_usable.set_result(out.status is StepStatus.OK)
+
+                async def docker_checks() -> _Outcome:
                     ver = await self._run(name, A.docker_version(), 30)
                     if not ver.ok:
-                        return _Outcome(StepStatus.FAILED, "docker not usable: " + _failure_text(ver))
+                        why = docker_problem(ver.returncode, ver.stdout, ver.stderr)
+                        return _Outcome(StepStatus.FAILED, why, output_tail(ver.stdout, ver.stderr))
                     img = await self._run(name, A.docker_image_id(e.image), 30)
                     image_ids[name] = img.stdout.strip() if img.ok else None
                     ps = await self._run(name, A.docker_ps(e.name_prefix), 30)
                     containers[name] = F.parse_docker_ps(ps.stdout, e.name_prefix) if ps.ok else ()
                     if not img.ok:
-                        return _Outcome(StepStatus.FAILED, f"image {e.image} not present: `docker pull` it")
+                        return _Outcome(StepStatus.FAILED,
+                                        image_problem(e.image, name, cfg.head.name, img.stdout, img.stderr))
                     return _Outcome(StepStatus.OK, f"docker {ver.stdout.strip()}, image present")
                 jobs.append(timed("docker", name, docker))
 
@@ -524,7 +632,11 @@ class EngineController:
                 # No engine container exists yet: docker asks a throw-away one of the image.
                 return A.docker_run_once(e.image, argv) if e.runtime == "docker" else rt.wrap(argv)
 
+            skipped = _Outcome(StepStatus.SKIPPED, "not run: docker or the image is not usable on this node")
+
             async def version() -> _Outcome:
+                if not await docker_usable:
+                    return skipped
                 res = await self._run(name, before_start(A.vllm_version(e.vllm_command)), 180)
                 versions[name] = vllm_help.parse_version(res.stdout) if res.ok else None
                 if versions[name] is None:
@@ -532,6 +644,8 @@ class EngineController:
                 return _Outcome(StepStatus.OK, f"vLLM {versions[name]}")
 
             async def flags() -> _Outcome:
+                if not await docker_usable:
+                    return skipped
                 every_flag = A.vllm_serve_help(e.vllm_command, "--help=all")
                 res = await self._run(name, before_start(every_flag), 180)
                 if not res.ok or len(vllm_help.flags_in_help(res.stdout)) < 5:
@@ -542,7 +656,16 @@ class EngineController:
                 help_text.append(res.stdout)
                 return _Outcome(StepStatus.OK, f"{len(vllm_help.flags_in_help(res.stdout))} flags known")
 
+            async def gpus() -> _Outcome:
+                cmd = list(e.gpu_list_command)
+                argv = G.gpu_list_docker_argv(e.image, cmd) if e.runtime == "docker" else rt.wrap(cmd)
+                res = await self._run(name, argv, 120)
+                view = G.check_gpus(name, res.returncode, res.stdout, res.stderr, gpus_needed[name],
+                                    e.runtime == "docker")
+                return _Outcome(view.status, view.message, view.output_tail)
+
             jobs.append(timed("vLLM version", name, version))
+            jobs.append(timed("GPUs", name, gpus))
             if node is cfg.head:
                 jobs.append(timed("vLLM help", name, flags))
             # The model's config.json and safetensors headers, read once on the head (memory sizing).
@@ -559,6 +682,8 @@ class EngineController:
             if name == head:
                 add(F.check_ports(name, nf, P.port_roles(cfg)))
             add(F.check_leftovers(name, nf, containers.get(name, ())))
+        for view in link_views(cfg, links):
+            add(view)
         if facts:
             for view in F.check_model(cfg, facts):
                 add(view)
@@ -598,6 +723,14 @@ class EngineController:
             out.append(parse_model_info(res.stdout) if res.ok else "reading the model: " + _failure_text(res))
         except (TransportError, ValueError) as exc:
             out.append(f"reading the model: {exc}")
+
+    async def _link_facts(self, name: str, into: dict[str, LinkFacts | str]) -> None:
+        """The cable's facts for preflight's link checks (``LINK_PY``); a reason string when unreadable."""
+        try:
+            res = await self._run(name, link_argv(self.config, self.config.node(name)), 60)
+            into[name] = LinkFacts.parse(res.stdout) if res.ok else _failure_text(res)
+        except (TransportError, ValueError) as exc:
+            into[name] = str(exc)
 
     # -- helpers -----------------------------------------------------------------------------------
     def _reap(self, proc: RemoteProcess) -> None:

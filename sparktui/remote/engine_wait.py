@@ -1,9 +1,11 @@
 """Waiting for a started engine to be ready (or to fail), for ``--wait`` and the tests.
 
-Three witnesses: the head's vLLM log read through the ``LogFollower`` into the ``Timeline`` (ready =
-uvicorn's "Application startup complete."; failed = a diagnosed failure), the vLLM process on the head
-(gone without a ready log = crashed), and, for the Ray executor, Ray's node list (a node that leaves the
-cluster while vLLM waits for its placement group is named).
+The witnesses — the head's vLLM log read through the ``LogFollower`` into the ``Timeline`` (ready =
+uvicorn's "Application startup complete."), the vLLM process on the head, Ray's node list (for the Ray
+executor) and every node's SSH link — are fed to the engine state machine
+(``sparktui.domain.engine_state.EngineTruth``), which decides, as it does for the dashboard: ready when
+the log says so (the dashboard then verifies with a completion), failed with the log's diagnosis and the
+node any evidence points at, or a node Ray lost named.
 """
 
 from __future__ import annotations
@@ -15,20 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparktui.domain.engine_state import EngineTruth
+from sparktui.domain.events import EngineState
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
-from sparktui.domain.lifecycle.ray_state import RayState, evaluate
+from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.logs import LogReader, Timeline
 from sparktui.remote.engine import EngineController
 from sparktui.remote.log_follower import LogFollower
-from sparktui.remote.transport import TransportError
+from sparktui.remote.transport import LinkState, TransportError
 
 #: Seconds between checks of the vLLM process and of Ray's node list while waiting.
 PROCESS_CHECK_INTERVAL = 1.0
 RAY_CHECK_INTERVAL = 1.0
-#: A node missing from Ray this long while vLLM starts fails the wait (Ray itself needs a few seconds to
-#: declare a node dead, so this only filters single readings).
-RAY_LOST_AFTER = 3.0
 
 
 @dataclass
@@ -59,6 +60,9 @@ async def wait_until_ready(
     timeline = Timeline(expected_nodes=len(config.nodes))
     changed = asyncio.Event()
     shown: str | None = None
+    truth = EngineTruth.from_config(config)
+    # The engine was launched (the start operation ended well): it runs until evidence says otherwise.
+    truth.discovered(EngineState.STARTING, "vllm serve launched")
 
     def reset() -> None:
         nonlocal reader, timeline
@@ -78,48 +82,44 @@ async def wait_until_ready(
             shown = label
             if on_stage is not None and label:
                 on_stage(label)
-        if snap.outcome != "incomplete":
-            changed.set()
+        truth.timeline(snap)
+        changed.set()
+
+    def on_link(node: str, state: LinkState) -> None:
+        truth.link(node, state.phase.value)
+        changed.set()
+
+    for link in controller.transports.values():
+        link.add_listener(on_link)
+        truth.link(link.name, link.state.phase.value)
+
+    def on_ray(state: RayState) -> None:
+        truth.ray(state)
+        changed.set()
 
     follower = LogFollower(transport, controller.log_path(), feed, python=(head.python,), on_reset=reset)
     follow_task = asyncio.create_task(follower.run())
     rt = P.runtimes(config)[head.name]
     state_argv = P.detached_state_argv(config, rt, controller.homes or None)
-    expected = P.expected_nodes(config)
-    missing_since: dict[str, float] = {}
-    lost: list[str] = []
-
-    def on_ray(state: RayState) -> None:
-        readiness = evaluate(state, expected)
-        now = time.monotonic()
-        for name in list(missing_since):
-            if name not in readiness.missing_nodes:
-                del missing_since[name]
-        for name in readiness.missing_nodes:
-            missing_since.setdefault(name, now)
-        # Missing for a few seconds in a row: not a blip.
-        if not lost and any(now - since >= RAY_LOST_AFTER for since in missing_since.values()):
-            lost.append(readiness.diagnosis)
-            changed.set()
-
     ray_task = (asyncio.create_task(controller.watch_ray(on_ray, interval=RAY_CHECK_INTERVAL))
                 if config.engine.executor == "ray" else None)
     try:
         while True:
             elapsed = time.monotonic() - t0
+            truth.tick()
             snap = timeline.snapshot()
-            if snap.outcome == "ready":
+            if truth.state is EngineState.VERIFYING:
                 return WaitResult("ready", "Application startup complete.", "api", elapsed, snap.to_json())
-            if snap.outcome == "failed":
+            if truth.state is EngineState.FAILED:
+                detail = truth.detail
                 f = snap.failure
-                detail = f"{f.kind} during {f.stage}: {f.message}; {f.hint}" if f else "failed"
+                if f is not None and f.hint and f.hint not in detail:
+                    detail += f"; {f.hint}"
                 return WaitResult("failed", detail, snap.current, elapsed, snap.to_json())
             if elapsed > timeout:
                 return WaitResult("timeout", f"not ready after {timeout:.0f} s", snap.current, elapsed,
                                   snap.to_json())
-            if lost:
-                return WaitResult("failed", f"Ray lost a node while vLLM was starting: {lost[0]}",
-                                  snap.current, elapsed, snap.to_json())
+            changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), PROCESS_CHECK_INTERVAL)
                 continue
@@ -127,17 +127,10 @@ async def wait_until_ready(
                 res = await transport.run(state_argv, timeout=20)
             except TransportError:
                 continue  # the head is unreachable for now: the follower resumes when it is back
-            state = DetachedState.parse(res.stdout)
-            if state.status != "running":
-                await asyncio.sleep(0.5)  # let the follower deliver the log's last bytes
-                snap = timeline.snapshot()
-                if snap.outcome == "ready":
-                    continue
-                f = snap.failure
-                why = f"{f.kind}: {f.message}; {f.hint}" if f else "see the log"
-                return WaitResult("failed", f"vLLM exited before it was ready ({why})", snap.current,
-                                  time.monotonic() - t0, snap.to_json())
+            truth.process(DetachedState.parse(res.stdout).status == "running")
     finally:
+        for link in controller.transports.values():
+            link.remove_listener(on_link)
         for task in (follow_task, ray_task):
             if task is not None:
                 task.cancel()

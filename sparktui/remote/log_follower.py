@@ -63,8 +63,9 @@ class LogFollower:
         self._proc: RemoteProcess | None = None
 
     def argv(self) -> list[str]:
+        # "stdin": it ends when its channel closes, even on a log that is never written again.
         return [*self.command_prefix, *self.python, "-c", S.FOLLOW_PY, self.path, str(self.offset),
-                self.inode, str(self.poll)]
+                self.inode, str(self.poll), "stdin"]
 
     async def run(self) -> None:
         """Follow until cancelled; survives any number of dropped channels and connections."""

@@ -7,6 +7,17 @@
 - On loss the supervisor reconnects with exponential backoff and jitter (``RETRYING``, with the time of
   the next attempt and the last error); authentication and host-key faults are ``FAILED`` and retried
   only slowly, because retrying them quickly cannot help.
+- The TCP connection is opened here, not by asyncssh, with its own short timeout (``TCP_TIMEOUT``): a node
+  that is off or cut off is said in seconds, while a slow SSH handshake still has ``connect_timeout``.
+  While a node is unreachable (refused, no answer) a plain TCP connect is tried every ``PROBE_INTERVAL``
+  during the backoff wait; the first one that succeeds ends the wait and its socket carries the SSH
+  handshake. A returning node is connected within about a second, while SSH handshakes against a node
+  that accepts TCP but fails later still wait out the growing backoff (nothing is hammered).
+- A node that has never been connected and whose attempt failed is unreachable *now*: ``run``, ``start``
+  and a bounded ``wait_connected`` raise at once with one line (``spark2 (10.0.0.2:22): connection
+  refused — is sshd running?``) instead of waiting for a retry; the supervisor keeps retrying in the
+  background for whoever keeps the transport (the dashboard). A node that was connected and dropped is
+  waited for (``reconnect_wait``), since it is usually back within seconds.
 - Commands are argument lists, joined for the remote shell by ``shell_line`` (every word quoted).
 """
 
@@ -14,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
+import socket
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 
@@ -41,6 +54,12 @@ DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "/etc/ssh/ssh_known_hosts")
 STDERR_KEEP = 64 * 1024
 #: Exit status reported when ``run`` gives up waiting (like coreutils ``timeout``).
 TIMEOUT_STATUS = 124
+#: How long opening the TCP connection to sshd may take (a LAN peer answers in milliseconds).
+TCP_TIMEOUT = 3.0
+#: While a node is unreachable, how often a TCP connect checks whether it is back (one SYN: cheap).
+PROBE_INTERVAL = 1.0
+#: A connection that lasted less than this before it dropped counts as a failed attempt (see _supervise).
+STABLE_AFTER = 10.0
 
 
 class _PermanentError(Exception):
@@ -57,16 +76,60 @@ class _Client(asyncssh.SSHClient):
         self.lost_reason = _describe(exc) if exc is not None else "connection closed by the node"
 
 
+class _Unreachable(Exception):
+    """The TCP connection to sshd could not be opened (refused, no answer, no route): the node is down or
+    cut off, so waiting for it to come back is worth a cheap probe."""
+
+
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, _Unreachable):
+        return str(exc)
     if isinstance(exc, asyncssh.DisconnectError) and exc.reason:
         return "connection lost" if exc.reason == "Connection lost" else str(exc.reason)
     if isinstance(exc, ConnectionRefusedError):
-        return "connection refused (is sshd running?)"
+        return "connection refused — is sshd running?"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host name ({exc.strerror or exc})"
     if isinstance(exc, TimeoutError):
         return "timed out"
+    if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        return f"{(exc.strerror or 'unreachable').lower()} — is the host up and its link connected?"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower() if exc.errno else exc.strerror
     return str(exc) or type(exc).__name__
+
+
+def _network_fault(exc: BaseException) -> bool:
+    """The TCP connection itself failed (as opposed to SSH on top of it)."""
+    return isinstance(exc, _Unreachable | ConnectionRefusedError | TimeoutError) or (
+        isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ECONNRESET))
+
+
+async def _tcp_connect(host: str, port: int, timeout: float) -> socket.socket:
+    """A connected TCP socket to ``host:port``; raises ``_Unreachable`` saying why not."""
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + timeout
+    try:
+        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
+    except (OSError, TimeoutError) as exc:
+        raise _Unreachable(_describe(exc)) from exc
+    last: BaseException | None = None
+    for family, kind, proto, _name, addr in infos:
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await asyncio.wait_for(loop.sock_connect(sock, addr), max(0.05, deadline - time.monotonic()))
+        except (OSError, TimeoutError) as exc:
+            sock.close()
+            last = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    if isinstance(last, TimeoutError) or last is None:
+        raise _Unreachable(f"no answer within {timeout:.0f} s — is the host up and its link connected?")
+    raise _Unreachable(_describe(last)) from last
 
 
 #: Every command runs under this constant wrapper: it reports its PID on the first line of stdout, then
@@ -185,6 +248,12 @@ class SSHTransport(Transport):
         self._listeners_open: dict[tuple[str, int], asyncssh.SSHListener] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._known_files: list[str] = []
+        #: Where sshd is reached (from ~/.ssh/config when it says), for messages; set by each attempt.
+        self._endpoint = f"{node.host}:{node.port or 22}"
+        #: Ever connected: a node that dropped is waited for, one never reached is reported at once.
+        self._ever_connected = False
+        #: A TCP connection the reachability probe opened, handed to the next SSH handshake.
+        self._ready_sock: socket.socket | None = None
 
     # -- state -------------------------------------------------------------------------------------
     def _set_state(self, state: LinkState) -> None:
@@ -202,6 +271,15 @@ class SSHTransport(Transport):
     @property
     def connection(self) -> asyncssh.SSHClientConnection | None:
         return self._conn
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoint
+
+    def unreachable_now(self) -> bool:
+        """Never connected, and the last attempt failed: there is nothing to wait for."""
+        return (not self._ever_connected and self._state.phase in (LinkPhase.RETRYING, LinkPhase.FAILED)
+                and self._state.attempts > 0)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def connect(self) -> None:
@@ -225,8 +303,14 @@ class SSHTransport(Transport):
             conn.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(conn.wait_closed(), 2.0)
+        self._drop_ready_sock()
         self._listeners_open.clear()
         self._set_state(LinkState(LinkPhase.CLOSED))
+
+    def _drop_ready_sock(self) -> None:
+        sock, self._ready_sock = self._ready_sock, None
+        if sock is not None:
+            sock.close()
 
     async def _wait_change(self, timeout: float) -> None:
         if timeout <= 0:
@@ -256,10 +340,14 @@ class SSHTransport(Transport):
             except Exception as exc:  # anything else (a bug, an odd error): keep retrying, say why
                 failures += 1
                 last_error = _describe(exc)
-                await self._sleep_retrying(failures, last_error)
+                # Probing only helps when TCP itself failed; a node that accepts TCP and then fails the
+                # handshake waits out the backoff.
+                await self._sleep_retrying(failures, last_error, probe=_network_fault(exc))
                 continue
             self._conn = conn
-            failures = 0
+            self._ever_connected = True
+            streak, failures = failures, 0
+            connected_at = time.monotonic()
             await self._restore_forwards(conn)
             self._set_state(LinkState(LinkPhase.CONNECTED))
             await conn.wait_closed()
@@ -267,15 +355,49 @@ class SSHTransport(Transport):
             self._listeners_open.clear()
             if self._closing:
                 return
-            failures = 1
             reason = client.lost_reason or "closed"
             last_error = reason if reason.startswith("connection") else f"connection lost: {reason}"
-            await self._sleep_retrying(failures, last_error)
+            if streak and time.monotonic() - connected_at < STABLE_AFTER:
+                # A reconnect that dropped again at once (a flapping link, a node that kills our sessions):
+                # the backoff keeps growing and no probe cuts it short, so such a node is not hammered.
+                failures = streak + 1
+                await self._sleep_retrying(failures, last_error)
+            else:
+                failures = 1
+                await self._sleep_retrying(failures, last_error, probe=True)
 
-    async def _sleep_retrying(self, failures: int, error: str) -> None:
+    async def _sleep_retrying(self, failures: int, error: str, *, probe: bool = False) -> None:
+        """Wait out the backoff; with ``probe``, end the wait early once a TCP connect to sshd succeeds
+        (that socket is kept for the next handshake)."""
         delay = self.backoff.delay(failures)
-        self._set_state(LinkState(LinkPhase.RETRYING, time.monotonic() + delay, error, failures))
-        await asyncio.sleep(delay)
+        deadline = time.monotonic() + delay
+        self._set_state(LinkState(LinkPhase.RETRYING, deadline, error, failures))
+        target = self._probe_target() if probe else None
+        if target is None:
+            await asyncio.sleep(delay)
+            return
+        while (remaining := deadline - time.monotonic()) > 0:
+            t0 = time.monotonic()
+            try:
+                self._ready_sock = await _tcp_connect(*target, min(TCP_TIMEOUT, max(remaining, 0.2)))
+                return
+            except _Unreachable:
+                pass
+            pause = min(PROBE_INTERVAL - (time.monotonic() - t0), deadline - time.monotonic())
+            if pause > 0:
+                await asyncio.sleep(pause)
+
+    def _probe_target(self) -> tuple[str, int] | None:
+        """(host, port) of sshd as ``~/.ssh/config`` resolves it; ``None`` when a ProxyJump/ProxyCommand
+        stands between (then only asyncssh can open the connection)."""
+        port = {"port": self.node.port} if self.node.port else {}
+        try:
+            options = asyncssh.SSHClientConnectionOptions(host=self.node.host, config=(), **port)
+        except (OSError, ValueError, asyncssh.Error):
+            return None
+        if options.tunnel or options.proxy_command:
+            return None
+        return str(options.host or self.node.host), int(options.port or 22)
 
     def _options(self) -> asyncssh.SSHClientConnectionOptions:
         node = self.node
@@ -323,8 +445,16 @@ class SSHTransport(Transport):
     async def _open(self) -> tuple[asyncssh.SSHClientConnection, _Client]:
         options = self._options()
         client = _Client()
+        host, port = str(options.host or self.node.host), int(options.port or 22)
+        self._endpoint = f"{host}:{port}"
+        sock, self._ready_sock = self._ready_sock, None
+        if sock is None and not (options.tunnel or options.proxy_command):
+            # Our own TCP connect, bounded on its own: "host down" is known in TCP_TIMEOUT, not after the
+            # whole connect_timeout meant for a slow handshake.
+            sock = await _tcp_connect(host, port, min(TCP_TIMEOUT, self.connect_timeout))
         try:
-            conn, _ = await asyncssh.create_connection(lambda: client, self.node.host, options=options)
+            conn, _ = await asyncssh.create_connection(lambda: client, self.node.host, options=options,
+                                                       sock=sock)
         except asyncssh.HostKeyNotVerifiable as exc:
             raise _PermanentError(self._host_key_message(options, exc)) from exc
         except asyncssh.PermissionDenied as exc:
@@ -333,6 +463,10 @@ class SSHTransport(Transport):
                 f"authentication failed for {user}@{self.node.host} ({_describe(exc)}); "
                 f"check identity_file / ~/.ssh/config and the node's authorized_keys"
             ) from exc
+        except BaseException:
+            if sock is not None:
+                sock.close()
+            raise
         return conn, client
 
     def _host_key_message(self, options: asyncssh.SSHClientConnectionOptions, exc: Exception) -> str:
@@ -372,11 +506,12 @@ class SSHTransport(Transport):
             if conn is not None and self._state.phase is LinkPhase.CONNECTED:
                 return conn
             state = self._state
-            if state.phase in (LinkPhase.FAILED, LinkPhase.CLOSED):
-                raise TransportError(f"{self.name}: {state.describe()}")
+            if state.phase in (LinkPhase.FAILED, LinkPhase.CLOSED) or self.unreachable_now():
+                raise TransportError(self.unreachable_message())
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TransportError(f"{self.name}: not connected ({state.describe()})")
+                raise TransportError(f"{self.unreachable_message()} "
+                                     f"(not back within {self.reconnect_wait:.0f} s)")
             await self._wait_change(remaining)
 
     def _hang_up(self, proc: asyncssh.SSHClientProcess[bytes], pid: int | None) -> None:

@@ -112,6 +112,30 @@ class Transport(abc.ABC):
     def add_listener(self, listener: StateListener) -> None:
         self._listeners.append(listener)
 
+    @property
+    def endpoint(self) -> str | None:
+        """Where the node is reached (``10.0.0.2:22``), when that means anything."""
+        return None
+
+    def unreachable_now(self) -> bool:
+        """True when waiting cannot help now: the node was never reached and its attempt failed."""
+        return False
+
+    def unreachable_message(self) -> str:
+        """One line for a node that cannot be used: ``spark2 (10.0.0.2:22): connection refused — is sshd
+        running?`` (the reason, not the retry countdown, which is stale by the time it is read)."""
+        state = self._state
+        where = f"{self.name} ({self.endpoint})" if self.endpoint else self.name
+        if state.phase is LinkPhase.CONNECTED:
+            return f"{where}: connected"
+        if state.last_error:
+            return f"{where}: {state.last_error}"
+        return f"{where}: {state.phase.value}"
+
+    def remove_listener(self, listener: StateListener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
     def _set_state(self, state: LinkState) -> None:
         self._state = state
         for listener in list(self._listeners):
@@ -130,10 +154,13 @@ class Transport(abc.ABC):
         deadline = None if timeout is None else time.monotonic() + timeout
         while self._state.phase is not LinkPhase.CONNECTED:
             if self._state.phase in (LinkPhase.FAILED, LinkPhase.CLOSED):
-                raise TransportError(f"{self.name}: {self._state.describe()}")
+                raise TransportError(self.unreachable_message())
+            # A bounded wait wants an answer: a node never reached, whose attempt failed, is one already
+            # (an unbounded wait, e.g. a dashboard channel, waits for it to come back).
+            if deadline is not None and self.unreachable_now():
+                raise TransportError(self.unreachable_message())
             if deadline is not None and time.monotonic() > deadline:
-                raise TransportError(f"{self.name}: not connected after {timeout:.0f} s "
-                                     f"({self._state.describe()})")
+                raise TransportError(f"{self.unreachable_message()} (not connected after {timeout:.0f} s)")
             await asyncio.sleep(0.05)
 
     # -- channels ----------------------------------------------------------------------------------

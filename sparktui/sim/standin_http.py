@@ -197,6 +197,11 @@ class _Handler(BaseHTTPRequestHandler):
             sent = self._error(500, failure, "InternalServerError")
             model.metrics.http_request(route, "POST", 500, length, sent, time.monotonic() - started)
             return
+        if model.metrics.wedged.is_set():
+            # A wedged engine takes the request and never answers (it counts as running).
+            model.metrics.request_started()
+            while True:
+                time.sleep(3600)
         sent = self._complete(request, name)
         model.metrics.http_request(route, "POST", status, length, sent, time.monotonic() - started)
 

@@ -98,6 +98,8 @@ class ServingMetrics:
         self._build(max_model_len, cache_info or {})
         self.running = 0
         self.waiting = 0
+        #: Set by ``wedge()``: requests never finish (``standin_http`` holds them), tokens stop.
+        self.wedged = threading.Event()
 
     # -- construction -------------------------------------------------------------------------------
     def _build(self, max_model_len: int, cache_info: dict[str, str]) -> None:
@@ -173,6 +175,13 @@ class ServingMetrics:
         child = self._labels(name, **extra)
         if child is not None:
             child.set(value)
+
+    def wedge(self) -> None:
+        """The engine stops generating: one request stuck mid-generation, new ones held forever."""
+        with self._lock:
+            self.running += 1
+            self._publish_load()
+        self.wedged.set()
 
     def request_started(self) -> None:
         with self._lock:

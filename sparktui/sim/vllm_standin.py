@@ -15,6 +15,8 @@ Stand-in options (flags, or environment for launchers that pass only vLLM's flag
 
   --standin-pace SECONDS        SPARKTUI_STANDIN_PACE         start-up replay length (default 60)
   --standin-fail KIND           SPARKTUI_STANDIN_FAIL         oom | nccl | crash_after_ready[:SECONDS]
+                                                              | wedge_after_ready[:SECONDS] (health 200,
+                                                              requests stuck, tokens stop)
   --standin-metrics-dialect D   SPARKTUI_STANDIN_METRICS      old | new metric names (default: by recording)
   --standin-recording NAME      SPARKTUI_STANDIN_RECORDING    a name from sparktui.sim.recording
   --standin-pg-timeout SECONDS  SPARKTUI_STANDIN_PG_TIMEOUT   vLLM's PG wait limit (default 1800)
@@ -152,10 +154,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if args.tensor_parallel_size < 1 or args.pipeline_parallel_size < 1:
         parser.error("argument --tensor-parallel-size/-tp: must be a positive integer")
     fail = args.standin_fail
-    if fail and fail.split(":", 1)[0] not in ("oom", "nccl", "crash_after_ready", "placement"):
+    if fail and fail.split(":", 1)[0] not in ("oom", "nccl", "crash_after_ready", "wedge_after_ready",
+                                                   "placement"):
         parser.error(
             f"argument --standin-fail: invalid choice: {fail!r} (choose from 'oom', 'nccl', "
-            "'crash_after_ready[:SECONDS]', 'placement')"
+            "'crash_after_ready[:SECONDS]', 'wedge_after_ready[:SECONDS]', 'placement')"
         )
     return args
 
@@ -686,15 +689,21 @@ class StandinEngine:
         self.serving = True
         self.head(script.uvicorn("Application startup complete.", api))
         crash_at = time.monotonic() + self.fail_after if self.fail == "crash_after_ready" else None
+        wedge_at = time.monotonic() + self.fail_after if self.fail == "wedge_after_ready" else None
         interval = max(0.1, self.args.standin_stats_interval)
         next_stats = time.monotonic() + interval
         last_prompt, last_gen = self._token_totals()
         was_busy = False
         while True:
-            wake = min(next_stats, crash_at) if crash_at is not None else next_stats
+            wake = min(t for t in (next_stats, crash_at, wedge_at) if t is not None)
             self._sleep_until(wake)
             if crash_at is not None and time.monotonic() >= crash_at:
                 return self._crash()
+            if wedge_at is not None and time.monotonic() >= wedge_at:
+                # A wedged engine (an NCCL hang, a stuck kernel): /health answers, a request stays
+                # running, no token comes out, and every new request hangs.
+                self.metrics.wedge()
+                wedge_at = None
             prompt, gen = self._token_totals()
             busy = prompt > last_prompt or gen > last_gen or self.metrics.running > 0
             # vLLM logs the stats line at DEBUG when this and the previous interval were idle.

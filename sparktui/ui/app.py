@@ -37,12 +37,13 @@ from sparktui.domain.events import (
 )
 from sparktui.domain.history import RunRecord
 from sparktui.domain.history import state_dir as local_state_dir
+from sparktui.domain.keys import DEFAULT_KEYS
 from sparktui.ui.screens.confirm import ConfirmScreen
 from sparktui.ui.state import DashboardState
 from sparktui.ui.widgets.engine_panel import EnginePanel, ServingView
 from sparktui.ui.widgets.log_pane import LogPane
 from sparktui.ui.widgets.node_panel import NodePanel
-from sparktui.ui.widgets.util import show
+from sparktui.ui.widgets.util import node_widget_id, show
 
 #: How often queued events are applied and queued log lines written (Hz). 20 Hz: smooth enough to read a
 #: live bar, rare enough that a flood of 100k lines/s costs 20 ``write_lines`` calls a second, and small
@@ -54,39 +55,44 @@ LIFECYCLE_ACTIONS = ("start", "restart", "stop")
 COMPACT_BELOW = (110, 32)
 
 
+def _binding(binding_id: str, action: str, label: str, tooltip: str = "", *, show: bool = True) -> Binding:
+    """A binding whose default keys come from ``DEFAULT_KEYS`` (what ``[ui.keys]`` is checked against)."""
+    return Binding(DEFAULT_KEYS[binding_id], action, label, id=binding_id, tooltip=tooltip, show=show)
+
+
 class SparkApp(App[int]):
     # Absolute, so subclasses elsewhere (the benchmark) find it too.
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
     TITLE = "sparktui"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "start", "Start", id="start", tooltip="Preflight, then start the engine on every node"),
-        Binding("r", "restart", "Restart", id="restart", tooltip="Stop, then start (asks first)"),
-        Binding("x", "stop", "Stop", id="stop", tooltip="Stop vLLM, Ray and our containers (asks first)"),
-        Binding("t", "smoke_test", "Smoke test", id="smoke_test", tooltip="One streaming completion"),
-        Binding("slash", "find", "Find", id="find", tooltip="Find text in the log"),
+        _binding("start", "start", "Start", "Preflight, then start the engine on every node"),
+        _binding("restart", "restart", "Restart", "Stop, then start (asks first)"),
+        _binding("stop", "stop", "Stop", "Stop vLLM, Ray and our containers (asks first)"),
+        _binding("smoke_test", "smoke_test", "Smoke test", "One streaming completion"),
+        _binding("find", "find", "Find", "Find text in the log"),
         # Help and Quit early: a narrow footer is cut on the right, and these two must stay on screen.
-        Binding("question_mark", "toggle_help", "Help", id="help"),
-        Binding("q", "quit", "Quit", id="quit"),
-        Binding("f", "filter", "Filter", id="filter", tooltip="Show only log lines containing a text"),
-        Binding("l", "cycle_level", "Level", id="level", tooltip="Minimum log level: all/INFO/WARNING/ERROR"),
-        Binding("o", "cycle_node", "Node", id="node", tooltip="Show log lines of one node only"),
-        Binding("w", "cycle_source", "Source", id="log_source",
-                tooltip="Switch between the vLLM log and each node's Ray worker log"),
-        Binding("z", "toggle_full_log", "Full log", id="full_log", tooltip="Full-screen log"),
-        Binding("n", "find_next(True)", "Next match", id="find_next", show=False),
-        Binding("N", "find_next(False)", "Previous match", id="find_previous", show=False),
+        _binding("help", "toggle_help", "Help"),
+        _binding("quit", "quit", "Quit"),
+        _binding("filter", "filter", "Filter", "Show only log lines containing a text"),
+        _binding("level", "cycle_level", "Level", "Minimum log level: all/INFO/WARNING/ERROR"),
+        _binding("node", "cycle_node", "Node", "Show log lines of one node only"),
+        _binding("log_source", "cycle_source", "Source",
+                 "Switch between the vLLM log and each node's Ray worker log"),
+        _binding("full_log", "toggle_full_log", "Full log", "Full-screen log"),
+        _binding("find_next", "find_next(True)", "Next match", show=False),
+        _binding("find_previous", "find_next(False)", "Previous match", show=False),
         # The log's movement keys, as less and vim have them, from anywhere (a text field keeps its own).
-        Binding("j", "log_lines(1)", "Down a line", id="log_down", show=False),
-        Binding("k", "log_lines(-1)", "Up a line", id="log_up", show=False),
-        Binding("pagedown", "log_pages(1)", "Page down", id="log_page_down", show=False),
-        Binding("pageup", "log_pages(-1)", "Page up", id="log_page_up", show=False),
-        Binding("g,home", "log_top", "Top of the log", id="log_top", show=False),
-        Binding("G,end", "follow", "Follow log", id="follow", show=False),
-        Binding("W", "toggle_wrap", "Wrap", id="wrap", show=False, tooltip="Fold long log lines"),
-        Binding("c", "copy_line", "Copy line", id="copy_line", show=False,
-                tooltip="Copy the current match (or the last line in view) to the clipboard"),
-        Binding("ctrl+s", "save_log", "Save log", id="save_log", show=False,
-                tooltip="Save the log as shown (filters applied) to a file"),
+        _binding("log_down", "log_lines(1)", "Down a line", show=False),
+        _binding("log_up", "log_lines(-1)", "Up a line", show=False),
+        _binding("log_page_down", "log_pages(1)", "Page down", show=False),
+        _binding("log_page_up", "log_pages(-1)", "Page up", show=False),
+        _binding("log_top", "log_top", "Top of the log", show=False),
+        _binding("follow", "follow", "Follow log", show=False),
+        _binding("wrap", "toggle_wrap", "Wrap", "Fold long log lines", show=False),
+        _binding("copy_line", "copy_line", "Copy line",
+                 "Copy the current match (or the last line in view) to the clipboard", show=False),
+        _binding("save_log", "save_log", "Save log", "Save the log as shown (filters applied) to a file",
+                 show=False),
     ]
 
     def __init__(
@@ -140,7 +146,7 @@ class SparkApp(App[int]):
         with Horizontal(id="top"):
             with Horizontal(id="nodes"):
                 for name, _role in self.node_roles:
-                    yield NodePanel(self.state.nodes[name], id=f"node-{name}", classes="node-panel")
+                    yield NodePanel(self.state.nodes[name], id=node_widget_id(name), classes="node-panel")
             yield EnginePanel(id="engine")
         yield Static(id="asymmetry")
         yield LogPane(self.ui_config.log_buffer_lines, naive=self.naive_log, aliases=self.node_addresses,
@@ -250,7 +256,7 @@ class SparkApp(App[int]):
             self._render_asymmetry()
 
     def _render_node(self, name: str) -> None:
-        panels = self.query(f"#node-{name}")
+        panels = self.query(f"#{node_widget_id(name)}")
         if panels:
             panel = panels.first(NodePanel)
             panel.refresh_from_state()

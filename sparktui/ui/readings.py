@@ -42,6 +42,11 @@ class NodeReading:
     gpu_temp_c: float | None = None
     gpu_power_w: float | None = None
     gpu_clock_mhz: float | None = None
+    gpu_clock_max_mhz: float | None = None
+    #: Active clock-event (throttle) reasons from NVML, e.g. ("SW power cap",); idle left out.
+    gpu_clock_events: tuple[str, ...] = ()
+    #: Xid errors NVML reported on this node's GPUs since the probe started (newest last).
+    gpu_xids: tuple[int, ...] = ()
     gpu_mem_used_gib: float | None = None
     gpu_mem_total_gib: float | None = None
     #: Why there is no GPU reading ("no GPU", "NVML not available"), when there is none.
@@ -106,6 +111,9 @@ def reading_from(sample: Sample, telemetry: NodeTelemetry, now: float) -> NodeRe
         gpu_temp_c=gpu.temperature_c if gpu else None,
         gpu_power_w=gpu.power_w if gpu else None,
         gpu_clock_mhz=gpu.sm_clock_mhz if gpu else None,
+        gpu_clock_max_mhz=gpu.sm_clock_max_mhz if gpu else None,
+        gpu_clock_events=tuple(dict.fromkeys(name for g in gpus for name in g.clock_events)),
+        gpu_xids=tuple(x.xid for g in gpus for x in (g.xid_errors or ())),
         gpu_mem_used_gib=gpu_mem_used,
         gpu_mem_total_gib=gpu_mem_total,
         gpu_missing=None if gpu else (sample.gpu.reason or "no GPU"),

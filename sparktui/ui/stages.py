@@ -14,7 +14,7 @@ STAGE_ORDER: tuple[str, ...] = tuple(STAGES)
 STAGE_LABELS = {
     "config": "config", "placement": "Ray placement", "distributed": "distributed", "weights": "weights",
     "compile": "compile", "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "engine": "engine init",
-    "api": "API server",
+    "api": "API server", "serving": "serving (after ready)",
 }
 #: Facts shown under the stage bars, in this order, with their captions and units.
 FACT_CAPTIONS = (

@@ -39,6 +39,8 @@ class NodeState:
     link_phase: str = "connecting"
     link_detail: str = ""
     retry_at: float | None = None
+    #: Why the link is down, whole (shown wrapped under the title); "" when up.
+    link_reason: str = ""
     facts: NodeFacts | None = None
     reading: NodeReading | None = None
     sampled_at: float | None = None
@@ -47,6 +49,15 @@ class NodeState:
     mem_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     gpu_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     roce_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+
+    def link_summary(self, now_monotonic: float | None = None) -> str:
+        """The title's part: the phase and the countdown (``retrying in 4 s``); the reason has its line."""
+        if not self.link_reason:
+            return self.link_text(now_monotonic)
+        if self.link_phase == "retrying" and self.retry_at is not None:
+            now = time.monotonic() if now_monotonic is None else now_monotonic
+            return f"retrying in {max(0, round(self.retry_at - now))} s"
+        return self.link_phase
 
     def link_text(self, now_monotonic: float | None = None) -> str:
         """``connected`` / ``connecting`` / ``retrying in 4 s (Connection refused)`` / ``failed (…)``."""
@@ -132,6 +143,7 @@ class DashboardState:
         if isinstance(event, NodeLinkChanged):
             n = self.node(event.node)
             n.link_phase, n.link_detail, n.retry_at = event.phase, event.detail, event.retry_at
+            n.link_reason = event.reason
             return {f"node:{n.name}"}
         if isinstance(event, NodeFacts):
             self.node(event.node).facts = event

@@ -6,6 +6,16 @@
 ``python -m tests.testbed up`` builds one for manual runs and prints its config; ``down`` removes it.
 """
 
-from tests.testbed.bed import Host, Testbed, TestbedError, teardown_all, testbed_root, unavailable_reason
+from tests.testbed import docker_image
+from tests.testbed.bed import (
+    Host,
+    Testbed,
+    TestbedError,
+    docker_unavailable_reason,
+    teardown_all,
+    testbed_root,
+    unavailable_reason,
+)
 
-__all__ = ["Host", "Testbed", "TestbedError", "teardown_all", "testbed_root", "unavailable_reason"]
+__all__ = ["Host", "Testbed", "TestbedError", "docker_image", "docker_unavailable_reason", "teardown_all",
+           "testbed_root", "unavailable_reason"]

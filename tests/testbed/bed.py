@@ -19,6 +19,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -31,9 +32,16 @@ from tests.testbed import toml_writer
 
 SSHD = "/usr/sbin/sshd"
 HOSTINIT = Path(__file__).with_name("hostinit.py")
+#: Stand-ins for the NVIDIA prestart hook and a runc wrapper that clamps memlock (see the files).
+DOCKER_STUBS = Path(__file__).with_name("docker_stubs")
+_DOCKER_TOOLS = ("dockerd", "docker", "containerd", "runc")
+#: The PATH directories ``hide_command`` covers (/bin and /sbin are links to them on Debian 12).
+_PATH_DIRS = ("/usr/local/bin", "/usr/bin", "/usr/local/sbin", "/usr/sbin")
 #: All test beds live under this directory (one sub-directory per run id) unless overridden.
 DEFAULT_ROOT = Path("/var/tmp/sparktui-testbed")
 ROOT_ENV = "SPARKTUI_TESTBED_ROOT"
+#: The stand-in's "model" directory in every host's private /tmp (``up`` creates it; the config names it).
+MODEL_DIR = "/tmp/models/standin-model"
 _LOCK_NAME = ".subnet.lock"
 #: The bridge's (controller's) host number in the /24; hosts get 1, 2, …
 _BRIDGE_HOST = 254
@@ -54,6 +62,14 @@ def unavailable_reason() -> str | None:
     if missing:
         return (f"missing tools for the test bed: {', '.join(missing)} "
                 "(install iproute2, util-linux, openssh-client)")
+    return None
+
+
+def docker_unavailable_reason() -> str | None:
+    """Why no test host can run its own dockerd here (``None`` when it can)."""
+    missing = [tool for tool in _DOCKER_TOOLS if shutil.which(tool) is None]
+    if missing:
+        return f"missing for docker test hosts: {', '.join(missing)} (install docker.io)"
     return None
 
 
@@ -176,7 +192,8 @@ class Testbed:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, names: Sequence[str] = ("spark1", "spark2"), root: Path | None = None) -> None:
+    def __init__(self, names: Sequence[str] = ("spark1", "spark2"), root: Path | None = None, *,
+                 docker: bool = False) -> None:
         if not names:
             raise ValueError("a test bed needs at least one host")
         self.names = tuple(names)
@@ -190,6 +207,8 @@ class Testbed:
         self._torn_down = False
         #: The process that built it (``down --stale`` removes beds whose builder is gone; 0: never stale).
         self.owner_pid = os.getpid()
+        #: Every host runs its own dockerd (private /run, cgroups, /dev with a stand-in uverbs device).
+        self.with_docker = docker
 
     # -- context manager ---------------------------------------------------------------------------
     def __enter__(self) -> Testbed:
@@ -235,7 +254,7 @@ class Testbed:
 
     # -- build -------------------------------------------------------------------------------------
     def up(self, timeout: float = 15.0) -> Testbed:
-        reason = unavailable_reason()
+        reason = unavailable_reason() or (docker_unavailable_reason() if self.with_docker else None)
         if reason:
             raise TestbedError(reason)
         try:
@@ -252,7 +271,13 @@ class Testbed:
             self._save_manifest()
             for host in self.hosts.values():
                 self._wait_sshd(host, deadline)
+            if self.with_docker:
+                for name in self.names:
+                    self.start_dockerd(name, wait=False)
+                for name in self.names:
+                    self.wait_dockerd(name)
             self._write_known_hosts()
+            self.make_model_dirs()
             self.write_config(self.config_path)
         except BaseException:
             self.teardown()
@@ -365,7 +390,7 @@ class Testbed:
                 ["ip", "netns", "exec", host.netns,
                  "unshare", "--pid", "--fork", "--mount-proc", "--uts", "--mount",
                  sys.executable, str(HOSTINIT), host.name, str(host.tmp), str(host.sshd_config),
-                 str(host.sshd_log)],
+                 str(host.sshd_log), *self._docker_init_args(host)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True,  # a Ctrl-C in the terminal must not reach the hosts
             )
@@ -373,6 +398,13 @@ class Testbed:
             log.close()
         self._procs[host.name] = proc
         host.unshare_pid = proc.pid
+
+    def _docker_init_args(self, host: Host) -> list[str]:
+        if not self.with_docker:
+            return []
+        etc = host.path / "etc-docker"
+        etc.mkdir(exist_ok=True)
+        return ["--docker", str(etc)]
 
     def _init_log(self, host: Host) -> str:
         with contextlib.suppress(OSError):
@@ -416,7 +448,8 @@ class Testbed:
     def _save_manifest(self) -> None:
         data = {
             "id": self.id, "dir": str(self.dir), "bridge": self.bridge, "subnet": self.subnet,
-            "owner_pid": self.owner_pid, "hosts": [asdict(h) for h in self.hosts.values()],
+            "owner_pid": self.owner_pid, "docker": self.with_docker,
+            "hosts": [asdict(h) for h in self.hosts.values()],
         }
         tmp = self.manifest_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2))
@@ -431,6 +464,7 @@ class Testbed:
         bed.id, bed.dir = data["id"], Path(data["dir"])
         bed.bridge, bed.subnet = data["bridge"], data["subnet"]
         bed.owner_pid = int(data.get("owner_pid") or 0)
+        bed.with_docker = bool(data.get("docker"))
         bed.hosts = {h.name: h for h in hosts}
         return bed
 
@@ -454,7 +488,7 @@ class Testbed:
             "nodes": nodes,
             "engine": {
                 "runtime": "host",
-                "model": "/models/standin-model",
+                "model": MODEL_DIR,
                 "served_model_name": "standin",
                 "tensor_parallel_size": len(self.hosts),
                 "executor": "ray",
@@ -487,6 +521,15 @@ class Testbed:
         from sparktui.config import parse_config
 
         return parse_config(self.config_dict(**overrides), "<testbed>")
+
+    def make_model_dirs(self, names: Sequence[str] | None = None) -> None:
+        """The same small "model" directory (``MODEL_DIR``, in each host's private /tmp) on every host, so
+        the config ``up`` writes passes preflight's model check as it is."""
+        for name in names or self.names:
+            root = self.host_tmp(name) / MODEL_DIR.removeprefix("/tmp/")
+            root.mkdir(parents=True, exist_ok=True)
+            (root / "config.json").write_text('{"architectures": ["StandinForCausalLM"]}\n')
+            (root / "model-00001-of-00001.safetensors").write_bytes(b"\0" * 4096)
 
     # -- driving the hosts -------------------------------------------------------------------------
     def _init_pid(self, name: str) -> int:
@@ -571,6 +614,137 @@ class Testbed:
                 "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
                 f"root@{self.ip(name)}", *remote]
 
+    # -- docker ------------------------------------------------------------------------------------
+    def cgroup_parent(self, name: str) -> str:
+        """The cgroup under which host ``name``'s dockerd puts its containers (removed at teardown)."""
+        return f"{self.id}-{name}"
+
+    def docker_data(self, name: str) -> Path:
+        return self.host(name).path / "docker-data"
+
+    def dockerd_log(self, name: str) -> Path:
+        return self.host(name).path / "dockerd.log"
+
+    def dockerd_argv(self, name: str) -> list[str]:
+        """The host's dockerd: its own data root, exec root, pid file and socket (the default path, in
+        the host's private /run), no iptables/bridge (containers use the host network, as sparktui's do),
+        and runc behind the memlock clamp."""
+        host = self.host(name)
+        config = host.path / "daemon.json"
+        if not config.exists():
+            config.write_text("{}\n")
+        return ["dockerd", "--config-file", str(config), "--data-root", str(self.docker_data(name)),
+                "--exec-root", "/run/docker", "--pidfile", "/run/docker.pid", "-H", "unix:///run/docker.sock",
+                "--iptables=false", "--bridge=none", "--ip-masq=false",
+                "--exec-opt", "native.cgroupdriver=cgroupfs",
+                "--cgroup-parent", "/" + self.cgroup_parent(name),
+                "--add-runtime", f"clamp={DOCKER_STUBS / 'runc-clamp'}", "--default-runtime", "clamp"]
+
+    def start_dockerd(self, name: str, *, wait: bool = True, timeout: float = 60) -> None:
+        """Start host ``name``'s dockerd (re-parented to the host's init, like sshd) and wait for it."""
+        if not self.with_docker:
+            raise TestbedError("this test bed was built without docker (Testbed(..., docker=True))")
+        # The stub hook must be on dockerd's own PATH: that is where it looks for it.
+        path = f"{DOCKER_STUBS}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        script = 'log=$1; shift; "$@" </dev/null >>"$log" 2>&1 &'
+        proc = subprocess.run([*self._nsenter(name), "env", f"PATH={path}", "sh", "-c", script, "sh",
+                               str(self.dockerd_log(name)), *self.dockerd_argv(name)],
+                              capture_output=True, text=True, timeout=30)
+        if proc.returncode != 0:
+            raise TestbedError(f"starting dockerd on {name} failed: {proc.stderr.strip()}")
+        if wait:
+            self.wait_dockerd(name, timeout)
+
+    def wait_dockerd(self, name: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            res = self.exec(name, ["docker", "version", "--format", "{{.Server.Version}}"], timeout=30)
+            if res.returncode == 0:
+                return
+            last = res.stderr.strip()
+            time.sleep(0.2)
+        log = self.dockerd_log(name).read_text(errors="replace")[-2000:] if self.dockerd_log(name).exists() \
+            else ""
+        raise TestbedError(f"dockerd on {name} did not answer in {timeout:.0f} s: {last}\n{log}")
+
+    def dockerd_pid(self, name: str) -> int | None:
+        """dockerd's PID as seen from the root namespace (``None`` when it does not run)."""
+        for pid in self.pids(name):
+            argv = _cmdline(pid)
+            if argv and Path(argv[0]).name == "dockerd":
+                return pid
+        return None
+
+    def stop_dockerd(self, name: str, timeout: float = 30) -> None:
+        """Stop host ``name``'s dockerd the way its service would (SIGTERM; it stops its containers)."""
+        pid = self.dockerd_pid(name)
+        if pid is None:
+            return
+        _kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _kill(pid, signal.SIGKILL)
+
+    def docker(self, name: str, *args: str, timeout: float = 120,
+               check: bool = True) -> subprocess.CompletedProcess[str]:
+        """``docker ARGS`` on host ``name`` (its own daemon)."""
+        res = self.exec(name, ["docker", *args], timeout=timeout)
+        if check and res.returncode != 0:
+            raise TestbedError(f"{name}: docker {' '.join(args)} failed ({res.returncode}): "
+                               f"{res.stderr.strip()}")
+        return res
+
+    def hide_command(self, name: str, command: str) -> None:
+        """Make ``command`` vanish from host ``name`` as if it were not installed: each PATH directory that
+        has it gets an overlay (in the host's own mount namespace) whose whiteout hides it."""
+        for n, directory in enumerate(_PATH_DIRS):
+            if not Path(directory, command).exists():
+                continue
+            base = self.host(name).path / f"hide-{command}-{n}"
+            (base / "upper").mkdir(parents=True, exist_ok=True)
+            (base / "work").mkdir(exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mknod(base / "upper" / command, 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+            res = self.exec(name, ["mount", "-t", "overlay", "overlay", "-o",
+                                   f"lowerdir={directory},upperdir={base / 'upper'},workdir={base / 'work'}",
+                                   directory])
+            if res.returncode != 0:
+                raise TestbedError(f"{name}: hiding {directory}/{command} failed: {res.stderr.strip()}")
+
+    def unhide_commands(self, name: str) -> None:
+        """Undo ``hide_command`` on host ``name``."""
+        for base in sorted(self.host(name).path.glob("hide-*-*")):
+            directory = _PATH_DIRS[int(base.name.rsplit("-", 1)[1])]
+            self.exec(name, ["umount", directory])
+            shutil.rmtree(base, ignore_errors=True)
+
+    def _stop_docker(self, problems: list[str]) -> None:
+        """Containers first (their processes sit in other PID namespaces), then each dockerd."""
+        for name in self.names:
+            host = self.hosts.get(name)
+            if host is None or host.init_pid is None or _pid_ns(host.init_pid) is None:
+                continue
+            with contextlib.suppress(subprocess.TimeoutExpired, TestbedError):
+                ids = self.docker(name, "ps", "-aq", timeout=20, check=False).stdout.split()
+                if ids:
+                    self.docker(name, "rm", "-f", *ids, timeout=60, check=False)
+            with contextlib.suppress(TestbedError):
+                self.stop_dockerd(name)
+
+    def _remove_cgroups(self, problems: list[str]) -> None:
+        """dockerd's cgroup directories stay behind in the machine's hierarchies: remove them."""
+        for name in self.names:
+            for top in Path("/sys/fs/cgroup").glob(f"*/{self.cgroup_parent(name)}"):
+                for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                try:
+                    top.rmdir()
+                except OSError as exc:
+                    problems.append(f"rmdir {top}: {exc}")
+
     # -- teardown ----------------------------------------------------------------------------------
     def teardown(self, keep_dir: bool = False) -> list[str]:
         """Remove every process, namespace, link and file of this test bed; safe after partial failure.
@@ -581,6 +755,8 @@ class Testbed:
         if self._torn_down:
             return problems
         own_ns = _pid_ns(os.getpid())
+        if self.with_docker:
+            self._stop_docker(problems)
         # 1. Ask each host's init to stop its processes, then make sure.
         inits: dict[str, tuple[int, str | None]] = {}
         for host in self.hosts.values():
@@ -628,7 +804,9 @@ class Testbed:
                 # A veth may vanish on its own meanwhile (its peer's namespace went away): that is fine.
                 if done.returncode != 0 and "Cannot find device" not in done.stderr:
                     problems.append(f"ip link del {link}: {done.stderr.strip()}")
-        # 4. Files.
+        if self.with_docker:
+            self._remove_cgroups(problems)
+        # 4. Files (a data root holds read-only overlay layers: rmtree copes as root).
         if self.id and not keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
         self._torn_down = True

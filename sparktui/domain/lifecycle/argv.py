@@ -6,6 +6,8 @@ transport's ``shlex.join``, so a config value can never be interpreted by a shel
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,7 +27,15 @@ def node_tag(prefix: str, node_name: str) -> str:
 
 
 def container_name(prefix: str, node_name: str, is_head: bool) -> str:
-    return f"{prefix}-ray-head" if is_head else f"{prefix}-ray-{node_name}"
+    """``<prefix>-ray-head`` / ``<prefix>-ray-<node>``; a node name Docker would refuse (a space, ``é``)
+    becomes its safe characters plus a short hash of the whole name, so two nodes never share one."""
+    if is_head:
+        return f"{prefix}-ray-head"
+    if re.fullmatch(r"[A-Za-z0-9_.-]+", node_name):
+        return f"{prefix}-ray-{node_name}"
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", node_name)
+    digest = hashlib.sha1(node_name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{prefix}-ray-{safe}-{digest}"
 
 
 @dataclass(frozen=True)

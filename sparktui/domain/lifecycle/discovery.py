@@ -88,7 +88,9 @@ def classify(
         pids = ", ".join(f"{n} pid {v.pid}" for n, v in exited.items())
         return EngineState.FAILED, f"vLLM exited ({pids}) without being stopped: see the log"
     if unreachable and not any(processes.values()) and not any(containers.values()):
-        return EngineState.UNKNOWN, "unreachable: " + ", ".join(f"{n} ({e})" for n, e in unreachable.items())
+        # A transport's message already starts with the node's name ("spark2 (10.0.0.2:22): …").
+        said = [e if e.startswith(f"{n} ") else f"{n} ({e})" for n, e in unreachable.items()]
+        return EngineState.UNKNOWN, "cannot tell what runs on " + "; ".join(said)
     left = [f"{n}: {len(ps)} process(es)" for n, ps in processes.items() if ps]
     left += [f"{n}: container {c.name}" for n, cs in containers.items() for c in cs]
     if left:

@@ -77,7 +77,7 @@ _SCRIPT_NAMES = {
     S.DETACH_SH: "<detach.sh>", S.STOP_DETACHED_SH: "<stop-detached.sh>",
     S.DETACHED_STATE_SH: "<detached-state.sh>", S.TAGGED_PY: "<tagged.py>", S.FACTS_PY: "<facts.py>",
     S.RAY_PROBE_PY: "<ray-probe.py>", S.FOLLOW_PY: "<follow.py>", S.RAY_LOGS_PY: "<ray-logs.py>",
-    S.READ_PY: "<read.py>",
+    S.READ_PY: "<read.py>", S.DROP_CACHES_SH: "<drop-caches.sh>",
 }
 
 
@@ -134,13 +134,19 @@ class NodeRuntime:
         return A.with_env(argv, self.env) if tagged else list(argv)
 
 
+#: Set in the engine environment unless ``engine.env`` says otherwise: NCCL's INFO lines name the
+#: transport it chose (``NET/IB … RoCE`` or ``NET/Socket``), which the NCCL verdict reads from the log.
+NCCL_DEFAULT_ENV: Mapping[str, str] = {"NCCL_DEBUG": "INFO"}
+
+
 def runtimes(config: SparkConfig) -> dict[str, NodeRuntime]:
     e = config.engine
     head = config.head
     out = {}
     for node in config.nodes:
         tag = A.node_tag(e.name_prefix, node.name)
-        env = {**e.env, "VLLM_HOST_IP": node.address, "MASTER_ADDR": head.address, A.TAG_ENV: tag}
+        env = {**NCCL_DEFAULT_ENV, **e.env, "VLLM_HOST_IP": node.address, "MASTER_ADDR": head.address,
+               A.TAG_ENV: tag}
         out[node.name] = NodeRuntime(
             node=node, is_head=node is head, docker=e.runtime == "docker",
             container=A.container_name(e.name_prefix, node.name, node is head), tag=tag, env=env,
@@ -181,9 +187,21 @@ HEAD_ONLY_RAY_ARGS = ("--temp-dir", "--include-dashboard", "--dashboard-host", "
                       "--ray-client-server-port", "--autoscaling-config", "--dashboard-agent-grpc-port")
 
 
+#: Where the kernel takes ``echo 3`` to free the page cache.
+DROP_CACHES_PATH = "/proc/sys/vm/drop_caches"
+
+
+def object_store_args(config: SparkConfig) -> list[str]:
+    """``--object-store-memory`` from ``engine.ray_object_store_memory`` unless ``ray_start_args`` has one
+    (Ray's own default reserves ~30 % of a Spark's unified memory for the object store)."""
+    size = int(config.engine.ray_object_store_memory)
+    given = any(a.split("=", 1)[0] == "--object-store-memory" for a in config.engine.ray_start_args)
+    return [] if given or size <= 0 else ["--object-store-memory", str(size)]
+
+
 def _ray_args(config: SparkConfig, is_head: bool) -> tuple[str, ...]:
     """``ray start`` extras for one node: ``engine.ray_start_args`` less the head-only options on workers."""
-    args = list(config.engine.ray_start_args)
+    args = [*object_store_args(config), *config.engine.ray_start_args]
     if is_head:
         return tuple(args)
     out: list[str] = []
@@ -251,14 +269,25 @@ def detached_state_argv(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str
 
 
 def probe_argv(config: SparkConfig, rt: NodeRuntime, seconds: float,
-               interval: float = RAY_POLL_INTERVAL, *, count: int | None = None) -> list[str]:
+               interval: float = RAY_POLL_INTERVAL, *, count: int | None = None,
+               until_stdin_closes: bool = True, timeout: float | None = None) -> list[str]:
     """The Ray probe on the head: a reading every ``interval`` s for about ``seconds`` s (or ``count``
-    readings)."""
+    readings).
+
+    ``until_stdin_closes`` (a streaming probe, started with ``Transport.start``): it ends with its channel
+    (``docker exec -i`` carries the EOF into the container). ``timeout``: a one-shot probe is bounded by
+    ``timeout`` inside the runtime — outside ``docker exec`` it would only kill the docker client.
+    """
     head = config.head.address
     if count is None:
         count = max(1, int(seconds / interval) + 5)
-    return rt.wrap([*config.engine.ray_python, "-c", S.RAY_PROBE_PY,
-                    f"{head}:{config.engine.ray_port}", head, str(interval), str(count)])
+    argv = [*config.engine.ray_python, "-c", S.RAY_PROBE_PY, f"{head}:{config.engine.ray_port}", head,
+            str(interval), str(count)]
+    if until_stdin_closes:
+        argv.append("stdin")
+    if timeout is not None:
+        argv = ["timeout", "-k", "3", str(math.ceil(timeout)), *argv]
+    return rt.wrap(argv, interactive=until_stdin_closes)
 
 
 # ---- start ----------------------------------------------------------------------------------------
@@ -278,6 +307,16 @@ def build_start_plan(
     phases: list[Phase] = []
     notes = [f"runtime {e.runtime}, executor {e.executor}, {len(config.nodes)} node(s), "
              f"TP {e.tensor_parallel_size} × PP {e.pipeline_parallel_size}"]
+    if e.executor == "ray":
+        store = object_store_args(config)
+        notes.append(f"Ray object store {int(store[1]) / 1024**3:.1f} GiB per node "
+                     "(engine.ray_object_store_memory)" if store
+                     else "Ray object store as ray_start_args / Ray's default says")
+    if e.drop_caches:
+        phases.append(Phase("free the page cache (engine.drop_caches)", tuple(
+            Step("drop caches", node.name, ("sh", "-c", S.DROP_CACHES_SH, "sh", DROP_CACHES_PATH), 60.0,
+                 tolerate_failure=True)
+            for node in config.nodes)))
     if e.runtime == "docker":
         steps = []
         for node in config.nodes:
@@ -308,7 +347,8 @@ def build_start_plan(
         # two), so it sees the last node register within one poll interval; a failed worker start cancels it.
         probe = tuple(probe_argv(config, head_rt, e.ray_wait_timeout))
         steps.append(Step("Ray nodes and GPUs", head.name, probe, e.ray_wait_timeout, StepKind.WAIT_RAY,
-                          fallback=tuple(head_rt.wrap(A.ray_status(e.ray_command, head.address, e.ray_port))),
+                          fallback=tuple(head_rt.wrap(_timeout(A.ray_status(e.ray_command, head.address,
+                                                                            e.ray_port), 25))),
                           expected=expected_nodes(config)))
         phases.append(Phase("Ray workers; wait for every node and GPU in Ray", tuple(steps),
                             done_when="Ray nodes and GPUs"))

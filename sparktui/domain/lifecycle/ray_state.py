@@ -152,7 +152,10 @@ def evaluate(state: RayState | None, expected: Sequence[ExpectedNode]) -> Readin
             gpu = nodes[0].gpu
             if gpu < e.gpus:
                 short.append(e.name)
-                problems.append(f"node {e.name} ({e.ip}) has {_n(gpu)} of {_n(e.gpus)} GPU(s) in Ray")
+                problems.append(
+                    f"node {e.name} ({e.ip}) has {_n(gpu)} of {_n(e.gpus)} GPU(s) in Ray: its GPU is not "
+                    "visible to Ray there — run its container with `--gpus all` (NVIDIA container runtime), "
+                    f"or give Ray `--num-gpus {_n(e.gpus)}` (engine.ray_start_args)")
     expected_ips = {e.ip for e in expected}
     strangers = sorted(ip for ip in by_ip if ip not in expected_ips)
     if strangers:

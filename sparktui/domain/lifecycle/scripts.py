@@ -93,30 +93,46 @@ HOME_SH = r'printf "%s" "$HOME"'
 
 # ---- python (the node's python3; standard library only) ---------------------------------------------
 #: The start of TAGGED_PY and FACTS_PY: ``ours(tag)`` is {pid: command line} of the live processes whose
-#: environment carries SPARKTUI_TAG=<tag> (Ray daemons, Ray workers, vLLM: they all inherit it), this
-#: script and zombies left out.
+#: environment carries SPARKTUI_TAG=<tag> (Ray daemons, Ray workers, vLLM: they all inherit it) and of
+#: their descendants, this script and zombies left out. Descendants count because a tag can vanish: Ray's
+#: agents (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``) rewrite their command line over their
+#: environment (setproctitle), but they stay children of the tagged raylet.
 _OURS_PY = r"""
 import os
 
 def ours(tag):
     needle = ("SPARKTUI_TAG=" + tag).encode()
     me = os.getpid()
-    found = {}
+    parent = {}
+    tagged = set()
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == me:
             continue
         try:
-            with open("/proc/%s/environ" % d, "rb") as f:
-                if needle not in f.read().split(b"\0"):
-                    continue
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").strip().decode("utf-8", "replace")
             with open("/proc/%s/stat" % d) as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
+                fields = f.read().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":
+                continue
+            parent[int(d)] = int(fields[1])
+            with open("/proc/%s/environ" % d, "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    tagged.add(int(d))
+        except (OSError, ValueError, IndexError):
+            continue
+    grew = True
+    while grew:
+        grew = False
+        for pid, ppid in parent.items():
+            if ppid in tagged and pid not in tagged and pid != me:
+                tagged.add(pid)
+                grew = True
+    found = {}
+    for pid in tagged:
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                found[pid] = f.read().replace(b"\0", b" ").strip().decode("utf-8", "replace")
         except OSError:
             continue
-        if state != "Z":
-            found[int(d)] = cmd
     return found
 """
 
@@ -231,11 +247,34 @@ if path:
 print(json.dumps(out))
 """
 
-#: argv: ADDRESS NODE_IP INTERVAL COUNT. Connects to the Ray cluster once and prints one
+#: The start of the streaming helpers (Ray probe, log follower): with ``stdin`` as their last argument they
+#: end as soon as their stdin reaches EOF — when the channel that started them closes, or the sparktui that
+#: opened it dies. A write to a closed channel is not enough: under ``docker exec`` the container's shim
+#: holds the output open (the docker client dies, the helper never sees a broken pipe), and a follower of a
+#: quiet log writes nothing for hours. ``docker exec -i`` carries the EOF into the container.
+_STDIN_WATCH_PY = r"""
+import os, sys, threading
+
+def _until_stdin_closes():
+    def watch():
+        try:
+            while os.read(0, 65536):
+                pass
+        except OSError:
+            pass
+        os._exit(0)
+    threading.Thread(target=watch, daemon=True).start()
+
+if sys.argv[-1] == "stdin":
+    sys.argv.pop()
+    _until_stdin_closes()
+"""
+
+#: argv: ADDRESS NODE_IP INTERVAL COUNT [stdin]. Connects to the Ray cluster once and prints one
 #: ``RAYPROBE {json}`` line per INTERVAL (``ray.nodes()``: the same keys in Ray 2.9 … 2.60), COUNT times
 #: at most; it also ends when the channel closes (the next print fails). ``RAYPROBE_ERROR {json}`` when
 #: Ray cannot be imported or joined.
-RAY_PROBE_PY = r"""
+RAY_PROBE_PY = _STDIN_WATCH_PY + r"""
 import json, logging, os, sys, time
 addr, ip, interval, count = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -263,11 +302,11 @@ for _ in range(count):
     time.sleep(interval)
 """
 
-#: argv: PATH OFFSET INODE POLL. Streams a growing file as frames on stdout: ``D <n>\n`` + n bytes of
+#: argv: PATH OFFSET INODE POLL [stdin]. Streams a growing file as frames on stdout: ``D <n>\n`` + n bytes of
 #: data, ``R <inode>\n`` when the file is (or became) another file than INODE (offset restarts at 0:
 #: a new engine run), ``W 0\n`` while the file does not exist. Resuming with the last OFFSET and INODE
 #: after a dropped connection therefore loses and repeats nothing. Ends when its channel closes.
-FOLLOW_PY = r"""
+FOLLOW_PY = _STDIN_WATCH_PY + r"""
 import os, sys, time
 path, offset, ino, poll = os.path.expanduser(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 out = sys.stdout.buffer
@@ -361,14 +400,173 @@ print(json.dumps({"dir": os.path.realpath(base), "files": files}))
 
 #: argv: PATH [MAX_BYTES]. Writes the file's last MAX_BYTES bytes (all by default); exit 3 if missing.
 READ_PY = r"""
-import os, sys
+import os, shutil, sys
 path = os.path.expanduser(sys.argv[1])
 limit = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 try:
     with open(path, "rb") as f:
         if limit:
             f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
-        sys.stdout.buffer.write(f.read())
+        shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
 except FileNotFoundError:
     sys.exit(3)
+"""
+
+#: argv: DROP_CACHES_PATH. Frees the page cache (``engine.drop_caches``) where permitted: as root, else
+#: through passwordless ``sudo -n``; otherwise exit 1 with the reason (the start goes on, warned).
+DROP_CACHES_SH = r"""
+path=$1
+sync
+before=$(awk '/^MemAvailable:/ {print int($2/1048576)}' /proc/meminfo 2>/dev/null)
+if [ -w "$path" ] && (echo 3 > "$path") 2>/dev/null; then how=root
+elif command -v sudo >/dev/null 2>&1 && echo 3 | sudo -n tee "$path" >/dev/null 2>&1; then how=sudo
+else
+    echo "page cache not freed: $path is not writable (needs root or passwordless sudo; engine.drop_caches)"
+    exit 1
+fi
+after=$(awk '/^MemAvailable:/ {print int($2/1048576)}' /proc/meminfo 2>/dev/null)
+echo "page cache freed ($how): MemAvailable ${before:-?} -> ${after:-?} GiB"
+"""
+
+#: argv: one JSON object {"sys_root", "interface", "peers": [address, …], "port"}. Prints one JSON object:
+#: every RDMA port (state, link layer, netdev, RoCE v2 GID indices), the netdevs' speed / MTU / operstate,
+#: and for each peer whether it answers from this node over the interface (a TCP connect from the
+#: interface's address: a reset counts as reachable, a timeout or "no route" does not). Preflight's link
+#: checks judge it (``sparktui.domain.lifecycle.links``).
+LINK_PY = r"""
+import errno, json, os, socket, struct, sys
+req = json.loads(sys.argv[1])
+root = req.get("sys_root") or "/sys"
+def text(*parts):
+    try:
+        with open(os.path.join(*parts)) as f:
+            return f.read().strip()
+    except (OSError, ValueError):
+        return None
+def listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+ib = os.path.join(root, "class", "infiniband")
+rdma, netdevs = [], set()
+for dev in listdir(ib):
+    for port in listdir(os.path.join(ib, dev, "ports")):
+        base = os.path.join(ib, dev, "ports", port)
+        types = {}
+        for n in listdir(os.path.join(base, "gid_attrs", "types")):
+            t = text(base, "gid_attrs", "types", n)
+            if t:
+                types[n] = t
+        netdev = text(base, "gid_attrs", "ndevs", "0")
+        if not netdev:
+            nets = listdir(os.path.join(ib, dev, "device", "net"))
+            netdev = nets[0] if nets else None
+        if netdev:
+            netdevs.add(netdev)
+        rdma.append({"device": dev, "port": port, "state": text(base, "state"),
+                     "link_layer": text(base, "link_layer"), "rate": text(base, "rate"), "netdev": netdev,
+                     "rocev2_gids": sorted((int(n) for n, t in types.items() if t == "RoCE v2"))})
+iface = req.get("interface")
+if iface:
+    netdevs.add(iface)
+nets = {}
+for name in sorted(netdevs):
+    d = os.path.join(root, "class", "net", name)
+    nets[name] = {"exists": os.path.isdir(d), "speed": text(d, "speed"), "mtu": text(d, "mtu"),
+                  "operstate": text(d, "operstate")}
+def if_addr(name):
+    try:
+        import fcntl
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            packed = struct.pack("256s", name[:15].encode())
+            return socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, packed)[20:24])   # SIOCGIFADDR
+        finally:
+            s.close()
+    except OSError:
+        return None
+source = if_addr(iface) if iface else None
+reach = {}
+for peer in req.get("peers") or []:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(3.0)
+    try:
+        if source:
+            s.bind((source, 0))
+        s.connect((peer, int(req.get("port") or 22)))
+        reach[peer] = "ok"
+    except ConnectionRefusedError:
+        reach[peer] = "ok"
+    except OSError as e:
+        if e.errno:
+            reach[peer] = errno.errorcode.get(e.errno, "") + " " + (e.strerror or str(e))
+        else:
+            reach[peer] = str(e) or "timed out"
+    finally:
+        s.close()
+print(json.dumps({"rdma": rdma, "netdevs": nets, "interface": iface, "source": source, "reach": reach}))
+"""
+
+#: argv: ``take PATH HOLDER_JSON`` or ``show PATH``. The operation lock on the head (``state_dir``): one
+#: start/stop/restart at a time across every sparktui on every machine.
+#: ``take`` holds an flock on PATH for as long as its stdin stays open — the channel of the sparktui that
+#: took it: when that sparktui ends, or dies, or its link drops, the channel closes and the lock is free
+#: (no stale lock from a dead holder). It prints ``TAKEN {"previous": …}`` (the holder recorded in the file:
+#: empty when the last holder released it cleanly, else one that vanished holding it) or ``HELD {holder}``.
+#: A clean release writes ``release`` before the EOF and empties the file; an EOF alone (the holder died,
+#: its link dropped) leaves the record for the next taker to report. ``show`` prints ``HELD {holder}`` or
+#: ``FREE {}`` from /proc/locks, without touching the lock.
+LOCK_PY = r"""
+import fcntl, json, os, sys
+mode, path = sys.argv[1], os.path.expanduser(sys.argv[2])
+
+def recorded(fd):
+    os.lseek(fd, 0, 0)
+    data = os.read(fd, 65536).decode("utf-8", "replace").strip()
+    try:
+        return json.loads(data) if data else {}
+    except ValueError:
+        return {"unreadable": data[:200]}
+
+if mode == "show":
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        print("FREE {}")
+        sys.exit(0)
+    ino = os.fstat(fd).st_ino
+    held = False
+    with open("/proc/locks") as f:
+        for line in f:
+            parts = line.split()
+            if "FLOCK" in parts and len(parts) > 5 and parts[5].rsplit(":", 1)[-1] == str(ino):
+                held = True
+    print(("HELD " if held else "FREE ") + json.dumps(recorded(fd) if held else {}))
+    sys.exit(0)
+
+os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError:
+    print("HELD " + json.dumps(recorded(fd)), flush=True)
+    sys.exit(3)
+previous = recorded(fd)
+os.ftruncate(fd, 0)
+os.lseek(fd, 0, 0)
+os.write(fd, (sys.argv[3] + "\n").encode())
+os.fsync(fd)
+print("TAKEN " + json.dumps({"previous": previous}), flush=True)
+said = b""
+try:
+    while True:
+        data = os.read(0, 65536)
+        if not data:
+            break
+        said += data
+except OSError:
+    pass
+if b"release" in said:
+    os.ftruncate(fd, 0)
 """

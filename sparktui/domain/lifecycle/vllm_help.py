@@ -62,17 +62,37 @@ def flags_of(args: Iterable[str]) -> list[str]:
     return [a for a in args if _FLAG.match(a.split("=", 1)[0])]
 
 
+#: In a flag's name these mean two words glued into one list item (or a shell line pasted in).
+_GLUE = (" ", "\t", "\n", "\r", ";", "|", "&")
+
+
+def malformed_flags(args: Iterable[str]) -> list[str]:
+    """Words that start with ``--`` but are no flag: ``"--max-model-len 4096"`` (one list item where two
+    were meant), ``"--help; touch x"``. Only the name (before ``=``) is judged: a value may hold spaces
+    (``--override-generation-config={"temperature": 0.6}``)."""
+    return [a for a in args if a.startswith("--") and a != "--" and not _FLAG.match(a.split("=", 1)[0])]
+
+
+def _malformed_reason(word: str) -> str:
+    name = word.split("=", 1)[0]
+    if any(c in name for c in _GLUE):
+        return f"{word!r} is not one flag (did you mean two list items?)"
+    return f"{word!r} is not a flag name"
+
+
 @dataclass(frozen=True)
 class FlagCheck:
     unknown: tuple[str, ...]
     reserved: tuple[tuple[str, str], ...]
+    #: Words starting with ``--`` that are no flag at all (see ``malformed_flags``).
+    malformed: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.unknown and not self.reserved
+        return not self.unknown and not self.reserved and not self.malformed
 
     def message(self, version: str | None) -> str:
-        parts = []
+        parts = [f"malformed in engine.extra_args: {_malformed_reason(w)}" for w in self.malformed]
         if self.unknown:
             parts.append(f"unknown to vLLM {version or '(version unknown)'}: " + ", ".join(self.unknown))
         for flag, key in self.reserved:
@@ -98,7 +118,7 @@ def check_flags(extra_args: Sequence[str], known: frozenset[str]) -> FlagCheck:
                                              and flag.startswith(k) for k in known):
             continue
         unknown.append(arg)
-    return FlagCheck(tuple(unknown), tuple(reserved))
+    return FlagCheck(tuple(unknown), tuple(reserved), tuple(malformed_flags(extra_args)))
 
 
 def parse_version(text: str) -> str | None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
+
 STAGES = (
     "config", "placement", "distributed", "weights", "compile", "kv_cache", "cuda_graphs", "engine", "api",
 )
@@ -198,7 +200,7 @@ BAR_KEYWORDS: tuple[str, ...] = (
 )
 
 STARTUP_KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
-    [r.keyword for r in RULES] + list(ERROR_KEYWORDS) + list(BAR_KEYWORDS)
+    [r.keyword for r in RULES] + list(ERROR_KEYWORDS) + list(BAR_KEYWORDS) + list(NCCL_KEYWORDS)
 ))
 # Once the API is up only a dying engine or a new start matters: the serving-time flood of stats,
 # access-log and NCCL lines is skipped without being parsed.

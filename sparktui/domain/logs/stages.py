@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from sparktui.domain.logs import failures as fl
+from sparktui.domain.logs import nccl
 from sparktui.domain.logs.line import LogRecord, md_hms, parse_line, split_glued, strip_ansi
 from sparktui.domain.logs.rules import (
     ARGS_PAIR,
@@ -293,6 +294,8 @@ class Timeline:
         if (rec.has_prefix or rec.level is not None) and rec.role not in ("autoscaler", "raylet"):
             self._nodes.setdefault(rec.node or "head", None)
         msg = rec.message
+        if "NCCL INFO" in msg and nccl.observe(msg, rec.node, self._facts):
+            return  # NCCL's transport lines: the NCCL verdict's facts (sparktui.domain.logs.nccl)
         if self._outcome == "failed" and not self._failure_confirmed and self._moves_on(rec):
             self._recover()
         if (rec.role is not None and 0 <= self._furthest < _DISTRIBUTED and self._outcome == "incomplete"
@@ -712,7 +715,7 @@ class Timeline:
             if k is not None:
                 kind, message = k, text
                 break
-        self._failure = (kind, "engine", message, 4)
+        self._failure = (kind, "serving", message, 4)  # after ready: not a start-up stage
         self._failure_confirmed = True
         self._outcome = "failed"
 

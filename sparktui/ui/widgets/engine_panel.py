@@ -111,6 +111,8 @@ class EnginePanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label("engine", id="engine-state")
+        # "unknown" says nothing alone: what is not known and why, whole and wrapped.
+        yield Static(id="engine-why")
         yield Label("", id="engine-eta")
         with Horizontal(id="engine-buttons"):
             yield Button("Start", id="btn-start", variant="success", compact=True)
@@ -134,6 +136,12 @@ class EnginePanel(Vertical):
         stall = stall_seconds(engine.timeline, now) if running else None
         stalled = stall if stall is not None and stall >= STALL_WARN_S else None
         show(self.query_one("#engine-state", Label), self._state_text(engine, running), layout=False)
+        why = self.query_one("#engine-why", Static)
+        unknown = engine.state is EngineState.UNKNOWN and bool(engine.detail)
+        if why.display != unknown:
+            why.display = unknown
+        if unknown:
+            show(why, Text(engine.detail, style="yellow"))
         eta_label = self.query_one("#engine-eta", Label)
         eta = eta_text(views, running, self.elapsed(running, now) if running else None, runs)
         eta_label.display = engine.state is EngineState.STARTING and bool(eta.plain)
@@ -180,7 +188,7 @@ class EnginePanel(Vertical):
             label = f"starting: {running.label}"
         t.append(f" {label} ", style=_STATE_STYLE.get(state, ""))
         # (A backend may put the stage name in the detail; it is in the label already.)
-        if engine.detail and state is not EngineState.FAILED and engine.detail not in (
+        if engine.detail and state not in (EngineState.FAILED, EngineState.UNKNOWN) and engine.detail not in (
                 getattr(running, "name", None), getattr(running, "label", None)):
             t.append(f"  {engine.detail}", style="dim")
         if state is EngineState.READY and engine.ttft_seconds is not None:
@@ -286,6 +294,11 @@ def facts_text(facts: dict[str, Any], engine: EngineChanged, width: int = 0) -> 
                 used += 3
         t.append_text(item)
         used += item.cell_len
+    if facts.get("nccl_verdict"):
+        # The NCCL verdict (sparktui.domain.logs.nccl): RoCE with both HCAs, or the socket fallback.
+        t.append("\n")
+        ok = facts.get("nccl_verdict_level") == "ok"
+        t.append(str(facts["nccl_verdict"]), style="green" if ok else "bold yellow")
     return t
 
 

@@ -6,9 +6,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import Label
+from textual.widgets import Label, Static
 
 from sparktui.ui import format as fmt
+from sparktui.ui.readings import NodeReading
 from sparktui.ui.state import NodeState
 from sparktui.ui.widgets.sparkline import ScaledSparkline
 from sparktui.ui.widgets.util import show
@@ -44,7 +45,7 @@ class NodeSummary(Widget):
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         reading = self.node.reading
         cables = len(reading.cables) if reading else 0
-        return 4 + max(1, cables)
+        return 4 + max(1, cables) + (1 if reading is not None and gpu_alert(reading) else 0)
 
     def render(self) -> Text:
         n, width = self.node, max(10, self.size.width)
@@ -79,6 +80,17 @@ class NodeSummary(Widget):
             out.append(f"  {fmt.number(r.gpu_power_w, ' W')}")
             if r.gpu_clock_mhz is not None and width >= 40:
                 out.append(f"  {r.gpu_clock_mhz:.0f} MHz", style="dim")
+            out.append("\n")
+        if gpu_alert(r):
+            # Hidden slow clock states ("nvidia-smi shows nothing"): NVML's clock-event reasons, Xid errors.
+            out.append("clk ", style="bold")
+            if r.gpu_xids:
+                out.append(f"Xid {', '.join(str(x) for x in r.gpu_xids[-3:])}", style="bold white on red")
+                out.append("  ")
+            if r.gpu_clock_events:
+                out.append(", ".join(r.gpu_clock_events), style="bold yellow")
+                if r.gpu_clock_mhz is not None and r.gpu_clock_max_mhz:
+                    out.append(f"  SM {r.gpu_clock_mhz:.0f}/{r.gpu_clock_max_mhz:.0f} MHz", style="yellow")
             out.append("\n")
         out.append("cpu ", style="bold")
         out.append(f"{fmt.percent(r.cpu_percent):>4}")
@@ -142,6 +154,11 @@ def compact_readings(n: NodeState) -> Text:
     return t
 
 
+def gpu_alert(r: NodeReading) -> bool:
+    """A clock-event reason or an Xid error is active: the panel gives it a line of its own."""
+    return bool(r.gpu_clock_events or r.gpu_xids)
+
+
 def short_rate(rate: str) -> str:
     """``"200 Gb/sec (4X HDR)"`` → ``"200G"`` (the link's nominal rate)."""
     head = rate.split(" ", 1)[0]
@@ -157,6 +174,8 @@ class NodePanel(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label(id="node-title")
+        # Why the link is down, whole and wrapped (the title is one line and would cut it).
+        yield Static(id="node-link")
         yield NodeSummary(self.node)
         for key, caption, scale in (("mem", "mem", 100.0), ("gpu", "gpu", 100.0), ("roce", "net", 200.0)):
             with Horizontal(classes="spark-row"):
@@ -174,11 +193,17 @@ class NodePanel(Vertical):
         title.append("  ")
         compact = self.screen.has_class("-compact")
         # On one compact line a healthy link is a green dot; anything else keeps its words.
-        link = "●" if compact and n.link_phase == "connected" else n.link_text()
+        link = "●" if compact and n.link_phase == "connected" else n.link_summary()
         title.append(link, style=_LINK_STYLE.get(n.link_phase, ""))
         if compact:
             title.append_text(compact_readings(n))
         show(self.query_one("#node-title", Label), title, layout=False)
+        reason = self.query_one("#node-link", Static)
+        down = bool(n.link_reason) and n.link_phase != "connected"
+        if reason.display != down:
+            reason.display = down
+        if down:
+            show(reason, Text(n.link_reason, style=_LINK_STYLE.get(n.link_phase, "")))
         self.set_class(n.link_phase not in ("connected",), "-link-down")
         self.query_one(NodeSummary).update_from_state()
         # Memory and GPU on 0–100 %. Traffic on 0 to the window's peak (at least 10 Gb/s): a fixed 0–400

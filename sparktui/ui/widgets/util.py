@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -19,3 +22,17 @@ def show(widget: Static, content: Text | str, *, layout: bool = True) -> None:
         return
     setattr(widget, _SHOWN, content)
     widget.update(content, layout=layout)
+
+
+_ID_SAFE = re.compile(r"[A-Za-z0-9_-]+\Z")
+
+
+def node_widget_id(name: str) -> str:
+    """A node panel's widget id: ``node-<name>`` when the name is a valid id as it is, else the name with
+    every other character as ``_`` plus a short hash of the whole name, so ``spark1.lan``, ``spark 2`` or
+    ``Kühl`` stay distinct and never reach Textual as an invalid id."""
+    if _ID_SAFE.match(name):
+        return f"node-{name}"
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", name)
+    digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"node-{safe}-{digest}"

@@ -1,0 +1,91 @@
+"""Can the head reach each other node? A small script streamed from the head, one line per round.
+
+Ray declares a node dead only after its health checks time out (about 30–40 s on a cut cable), and the
+controller's own SSH link to that node says nothing about the path between the nodes. The head's view
+is what the engine depends on: a TCP connect from the head to each node's Ray address (a refused
+connection is an answer: the host is there; a timeout or "unreachable" is not) every ``interval`` s.
+The result feeds ``EngineTruth.peer`` ("the head cannot reach spark2 at 10.0.0.2").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable, Sequence
+
+from sparktui.config import SparkConfig
+from sparktui.domain.logs import LineSplitter
+from sparktui.remote.transport import Transport, TransportError
+
+#: Runs on the head: argv = interval, rounds (0: until killed), then ``name=ip:port`` items; prints
+#: {"name": true|false} per round.
+REACH_PY = r"""
+import errno, itertools, json, socket, sys, time
+interval, rounds = float(sys.argv[1]), int(sys.argv[2])
+peers = [(a.split("=", 1)[0], a.split("=", 1)[1].rsplit(":", 1)) for a in sys.argv[3:]]
+answered = (errno.ECONNREFUSED, errno.ECONNRESET)
+for n in itertools.count(1):
+    t0 = time.monotonic()
+    out = {}
+    for name, (ip, port) in peers:
+        s = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(min(1.0, interval))
+        try:
+            s.connect((ip, int(port)))
+            out[name] = True
+        except OSError as exc:
+            out[name] = exc.errno in answered
+        finally:
+            s.close()
+    print(json.dumps(out), flush=True)
+    if n == rounds:
+        break
+    time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+"""
+
+
+def reach_argv(python: str, peers: Sequence[tuple[str, str, int]], interval: float,
+               rounds: int = 0) -> list[str]:
+    """``peers``: (name, ip, port) of every node but the head."""
+    return [python, "-c", REACH_PY, f"{interval:g}", str(rounds),
+            *(f"{name}={ip}:{port}" for name, ip, port in peers)]
+
+
+def peers_of(config: SparkConfig) -> list[tuple[str, str, int]]:
+    """Every node but the head, at its Ray address (the SSH port: open on the node, refused is fine)."""
+    return [(n.name, n.address, n.port or 22) for n in config.nodes if n.name != config.head.name]
+
+
+async def reach_once(config: SparkConfig, transport: Transport) -> dict[str, bool]:
+    """One round from the head (``status``); empty when the head did not answer."""
+    peers = peers_of(config)
+    if not peers:
+        return {}
+    res = await transport.run(reach_argv(config.head.python, peers, 1.0, rounds=1), timeout=20)
+    with contextlib.suppress(ValueError, AttributeError):
+        lines = res.stdout.strip().splitlines()
+        return {str(k): bool(v) for k, v in json.loads(lines[-1]).items()} if lines else {}
+    return {}
+
+
+async def watch_peers(transport: Transport, argv: Sequence[str],
+                      on_result: Callable[[str, bool], None]) -> None:
+    """Stream the head's reachability rounds until cancelled (restarted when the head's link drops)."""
+    while True:
+        try:
+            await transport.wait_connected()
+            proc = await transport.start(list(argv))
+        except TransportError:
+            await asyncio.sleep(1.0)
+            continue
+        lines = LineSplitter()
+        try:
+            async for chunk in proc.chunks():
+                for line in lines.feed(chunk):
+                    with contextlib.suppress(ValueError, AttributeError):
+                        for name, ok in json.loads(line).items():
+                            on_result(str(name), bool(ok))
+        finally:
+            proc.terminate()
+        await asyncio.sleep(1.0)
