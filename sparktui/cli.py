@@ -23,9 +23,11 @@ VERBS: dict[str, str] = {
     "logs": "print the head's vLLM log (--follow to keep streaming)",
     "timeline": "read a vLLM log and print its init-stage timeline, facts and failure",
     "history": "list earlier engine starts with their stage durations",
-    "recipes": "list the known-good per-model settings and the vLLM flags each implies",
     "linktest": "measure the cable between the nodes (all_reduce_perf or ib_write_bw) against the pass mark",
     "image": "copy the head's engine image to the nodes that lack it (image sync)",
+    "recipes": "list the known-good per-model settings and the vLLM flags each implies",
+    "bench": "benchmark the running engine at several concurrencies, with energy per token, and compare",
+    "export": "serve node telemetry, engine state and bench results as Prometheus metrics",
 }
 #: Verbs that read a file given to them and never the config: no --config in their usage.
 WITHOUT_CONFIG = frozenset({"timeline", "history", "recipes", "init"})
@@ -46,7 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"sparktui {__version__}")
     _add_config_option(parser)
-    parser.add_argument("--demo", action="store_true", help="run on a built-in simulated two-node cluster")
+    scenarios = importlib.import_module("sparktui.sim.demo_scenarios")
+    listing = "; ".join(f"{name}: {sc.summary}" for name, sc in scenarios.SCENARIOS.items())
+    listing = listing.replace("%", "%%")   # argparse formats help with %
+    parser.add_argument("--demo", nargs="?", const=scenarios.DEFAULT_SCENARIO, default=None,
+                        choices=list(scenarios.SCENARIOS), metavar="SCENARIO",
+                        help=f"run on a built-in simulated two-node cluster; SCENARIO (default "
+                        f"{scenarios.DEFAULT_SCENARIO}) shows what a start or a failure looks like — "
+                        f"{listing}")
     parser.add_argument("--readonly", action="store_true", help="watch only: start/stop/restart disabled")
     importlib.import_module("sparktui.commands.dashboard").add_arguments(parser)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")

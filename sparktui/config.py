@@ -225,12 +225,41 @@ class UIConfig(_Model):
         return value
 
 
+#: The state changes ``[notify]`` can announce (``sparktui.domain.notify``).
+NotifyEvent = Literal["ready", "failed", "wedged", "degraded", "node_lost", "stopped"]
+NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("ready", "failed", "wedged", "degraded", "node_lost", "stopped")
+
+
+class NotifyConfig(_Model):
+    """Who hears of state changes: a command (argv list; the JSON payload on its stdin) and/or a webhook."""
+
+    command: tuple[NonEmpty, ...] = Field(default=(), strict=False)
+    webhook: str | None = None
+    events: tuple[NotifyEvent, ...] = Field(default=NOTIFY_EVENTS, strict=False)
+    #: Seconds between two notifications of the same event (and node); those in between are counted.
+    min_interval: Annotated[float, Field(ge=0, strict=False)] = 60.0
+    #: Seconds a command or webhook may take before it is given up.
+    timeout: Annotated[float, Field(gt=0, strict=False)] = 10.0
+
+    @field_validator("webhook")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.command or self.webhook)
+
+
 class SparkConfig(_Model):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     nodes: tuple[NodeConfig, ...] = Field(min_length=1, strict=False)
     engine: EngineConfig
     serving: ServingConfig = Field(default_factory=ServingConfig)
     ui: UIConfig = Field(default_factory=UIConfig)
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
 
     @model_validator(mode="after")
     def _one_head(self) -> SparkConfig:
@@ -333,16 +362,15 @@ def _key_binding_problems(data: Mapping[str, Any]) -> list[ConfigProblem]:
 
 
 def parse_config(data: Mapping[str, Any], path: Path | str | None = None) -> SparkConfig:
-    # Imported here: recipes reuse this module's error types. Merged first: the checks below see
-    # what the recipe brought too.
+    # Imported here: recipes reuse this module's error types.
     from sparktui.domain.recipes import apply_recipe
 
-    data = apply_recipe(data, path)
     controls = _control_characters(data)
     if controls:
         # Reported alone: the same value's other faults would only repeat it.
         raise ConfigError(path, controls)
     keys = _key_binding_problems(data)
+    data = apply_recipe(data, path)
     try:
         config = SparkConfig.model_validate(data)
     except ValidationError as exc:

@@ -8,10 +8,19 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from sparktui.config import ClusterConfig, EngineConfig, Mount, NodeConfig, ServingConfig, UIConfig
+from sparktui.config import (
+    ClusterConfig,
+    EngineConfig,
+    Mount,
+    NodeConfig,
+    NotifyConfig,
+    ServingConfig,
+    UIConfig,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS: list[type[BaseModel]] = [ClusterConfig, NodeConfig, EngineConfig, Mount, ServingConfig, UIConfig]
+MODELS: list[type[BaseModel]] = [ClusterConfig, NodeConfig, EngineConfig, Mount, ServingConfig, UIConfig,
+                                 NotifyConfig]
 KEYS = sorted({(m.__name__, key) for m in MODELS for key in m.model_fields})
 
 

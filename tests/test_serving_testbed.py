@@ -68,6 +68,7 @@ class RunningEngine:
     output: bytearray
     api: EngineApi
     ready_at: float
+    port: int = 0          # the API port on the test host (the forward's local port differs)
 
 
 StartEngine = Callable[..., Awaitable[RunningEngine]]
@@ -110,7 +111,7 @@ async def start_engine(ray_host: Testbed) -> AsyncIterator[StartEngine]:
             await asyncio.sleep(0.1)
         ready_at = time.monotonic()
         api = await EngineApi.connect(transport, "127.0.0.1", port)
-        engine = RunningEngine(transport, process, output, api, ready_at)
+        engine = RunningEngine(transport, process, output, api, ready_at, port)
         started.append((engine, reader))
         return engine
 

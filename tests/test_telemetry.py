@@ -94,7 +94,7 @@ def test_rates_multiply_by_four_and_sum_twins() -> None:
     assert cable.tx_bytes_per_s == pytest.approx(3e9)
     assert cable.rx_gbps == pytest.approx(60.0)
     assert cable.tx_gbps == pytest.approx(24.0)
-    assert cable.active and cable.link_gbps == 400.0
+    assert cable.active and cable.link_gbps == 200.0   # twins share the port's 200 G
     idle = rates.cable("rocep1s0f0+roceP2p1s0f0")
     assert idle is not None and idle.rx_bytes_per_s == 0 and not idle.active and idle.link_gbps is None
 

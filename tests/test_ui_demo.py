@@ -16,6 +16,7 @@ from sparktui.commands.dashboard import EXAMPLE_NOTICE, NO_CONFIG_NOTICE, choose
 from sparktui.domain.events import EngineChanged, EngineState, NodeSampled, OperationRefused
 from sparktui.domain.telemetry import NodeTelemetry
 from sparktui.sim.demo import DemoBackend, DemoSimulation
+from sparktui.sim.demo_story import STORY
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens.confirm import ConfirmScreen
 from tests.ui_fakes import settle
@@ -40,7 +41,7 @@ def test_start_reaches_ready_in_about_a_minute_through_the_real_parser() -> None
     assert sim.feed is not None
     snap = sim.feed.snapshot()
     assert snap.outcome == "ready"
-    assert snap.vllm_version == "0.8.3"
+    assert snap.vllm_version == STORY.vllm_version
     done = {s.name for s in snap.stages if s.status == "done"}
     assert {"config", "placement", "weights", "kv_cache", "cuda_graphs"} <= done
 
@@ -62,7 +63,8 @@ def test_metrics_move_with_the_stage() -> None:
                     util = event.sample.gpu.devices[0].util_percent or 0.0
                     by_stage.setdefault(stage, []).append((gbps, util, event.sample.memory.used or 0))
     weights, graphs, config = by_stage["weights"], by_stage["cuda_graphs"], by_stage["config"]
-    assert max(g for g, _, _ in weights) > 20          # weights stream over the cable
+    assert max(g for g, _, _ in graphs) > 20           # all-reduce in every captured graph: the cable is busy
+    assert max(g for g, _, _ in weights) < 5           # each node reads its own shard from its own disk
     assert max(u for _, u, _ in graphs) > 80           # GPUs busy capturing graphs
     assert max(u for _, u, _ in config) < 10
     assert max(m for _, _, m in graphs) > max(m for _, _, m in config) + 50 * 1024**3   # memory rose
@@ -113,7 +115,9 @@ async def test_demo_app_reaches_ready_and_the_buttons_work() -> None:
         assert app.state.engine.state is EngineState.STOPPED
         await pilot.press("s")
         await settle(pilot, app)
-        assert app.state.engine.state in (EngineState.PREFLIGHT, EngineState.STARTING)
+        # At 40× a slow (shared) CI box can let the whole simulated start pass before this line runs.
+        assert app.state.engine.state in (EngineState.PREFLIGHT, EngineState.STARTING, EngineState.VERIFYING,
+                                          EngineState.READY)
 
 
 def test_the_app_writes_its_own_screenshot(tmp_path: Path) -> None:

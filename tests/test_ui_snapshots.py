@@ -1,5 +1,6 @@
 """Snapshots of the demo screen (pytest-textual-snapshot), frozen at fixed points of the simulated start so
-every run draws the same picture: mid-start (weights loading) at 120×40, serving at 200×50.
+every run draws the same picture: mid-start (weights loading) at 120×40, serving at 200×50, and the
+failure scenarios' end screens (``--demo oom|nccl-socket-fallback|wedge|worker-lost``) at 120×40.
 
 Update after an intended change: ``pytest tests/test_ui_snapshots.py --snapshot-update`` and review the SVGs.
 """
@@ -14,8 +15,8 @@ from sparktui.sim.demo import DemoBackend
 from sparktui.ui.app import SparkApp
 
 
-def demo_app(frozen_at: float) -> SparkApp:
-    backend = DemoBackend(seed=7, frozen_at=frozen_at)
+def demo_app(frozen_at: float, scenario: str = "start") -> SparkApp:
+    backend = DemoBackend(seed=7, frozen_at=frozen_at, scenario=scenario)
     return SparkApp(backend, roles=backend.node_roles, cluster_name="demo: two simulated DGX Sparks")
 
 
@@ -35,3 +36,19 @@ def test_demo_starting_120x40(snap_compare: Any) -> None:
 
 def test_demo_serving_200x50(snap_compare: Any) -> None:
     assert snap_compare(demo_app(75.0), terminal_size=(200, 50), run_before=_settled)
+
+
+def test_demo_oom_failed_120x40(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(70.0, "oom"), terminal_size=(120, 40), run_before=_settled)
+
+
+def test_demo_nccl_socket_fallback_120x40(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(75.0, "nccl-socket-fallback"), terminal_size=(120, 40), run_before=_settled)
+
+
+def test_demo_wedged_120x40(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(95.0, "wedge"), terminal_size=(120, 40), run_before=_settled)
+
+
+def test_demo_worker_lost_120x40(snap_compare: Any) -> None:
+    assert snap_compare(demo_app(90.0, "worker-lost"), terminal_size=(120, 40), run_before=_settled)

@@ -1,4 +1,4 @@
-"""``sparktui [--config PATH] [--demo] [--readonly]``: the dashboard.
+"""``sparktui [--config PATH] [--demo [SCENARIO]] [--readonly]``: the dashboard.
 
 Which backend: ``--demo`` → the built-in simulation; an explicit config (``--config`` or
 ``$SPARKTUI_CONFIG``) → the real nodes over SSH; a config found by the default lookup that is still the
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sparktui.config import ConfigError, SparkConfig, UIConfig, find_config, load_config
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from sparktui.domain.history import RunRecord
 
@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1",
                         help="with --web: the address to listen on (default 127.0.0.1, loopback only)")
     parser.add_argument("--port", type=int, default=8566, help="with --web: the port (default 8566)")
+    parser.add_argument("--export", metavar="HOST:PORT", default=None,
+                        help="also serve Prometheus metrics from the dashboard (see `sparktui export`)")
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
         from sparktui.sim.demo import DemoBackend
 
         frozen = getattr(args, "demo_frozen_at", None)
-        backend = DemoBackend(readonly=readonly, frozen_at=frozen)
+        scenario = getattr(args, "demo", None) or "start"   # no config at all: the demo's default start
+        backend = DemoBackend(readonly=readonly, frozen_at=frozen, scenario=scenario)
         roles: dict[str, str] = dict(backend.node_roles)
         addresses: dict[str, str] = {}
         name = "demo: two simulated DGX Sparks"
@@ -117,16 +120,61 @@ def run(args: argparse.Namespace) -> int:
         def history() -> list[RunRecord]:  # earlier starts of the same model and image, for ETAs
             return HistoryStore().runs_for(engine.model, engine.image)
 
+    bench = None
+    power_tap = None
+    if not choice.demo and choice.config is not None:
+        from sparktui.commands.bench import quick_bench
+        from sparktui.domain.bench import PowerTap
+
+        power_tap = PowerTap()
+        real, config = backend, choice.config
+
+        def bench() -> Awaitable[str]:  # the `b` key: through the head's connection, power from our probe
+            return quick_bench(config, real.transports[config.head.name], power_tap)
+
+    backend, stop_exporter = _observed(backend, choice.config, getattr(args, "export", None), power_tap)
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
                    screenshot=screenshot, readonly=readonly, node_addresses=addresses,
-                   history=history)
+                   history=history, bench=bench)
     size = _size(getattr(args, "size", None))
     if screenshot is not None:
         # Headless: the screenshot is made by the app itself, at the size asked for (default 160×48).
         app.run(headless=True, size=size or (160, 48))
     else:
         app.run(size=size)
+    stop_exporter()
     return int(app.return_code or 0)
+
+
+def _observed(backend: Any, config: SparkConfig | None, export: str | None,
+              *extra: Any) -> tuple[Any, Callable[[], None]]:
+    """The backend with the event stream's observers: ``[notify]`` (real nodes), the exporter (with
+    ``--export``) and ``extra`` ones. Returns it and a function that stops the exporter."""
+    from sparktui.remote.event_tap import TappedBackend
+
+    observers: list[Any] = [o for o in extra if o is not None]
+    stop: Callable[[], None] = lambda: None  # noqa: E731
+    if export:
+        from sparktui.commands.export import start_exporter
+
+        try:
+            state, exporter = start_exporter(config, export, tuple(getattr(backend, "node_names", ())))
+        except (ValueError, OSError) as exc:
+            print(f"sparktui: --export {export}: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        observers.append(state)
+        stop = exporter.stop
+    if config is not None and config.notify.enabled and not isinstance(backend, _demo_type()):
+        from sparktui.remote.notifier import Notifier
+
+        observers.append(Notifier(config.notify, config.cluster.name))
+    return (TappedBackend(backend, *observers) if observers else backend), stop
+
+
+def _demo_type() -> type:
+    from sparktui.sim.demo import DemoBackend
+
+    return DemoBackend
 
 
 def _size(text: str | None) -> tuple[int, int] | None:

@@ -121,10 +121,15 @@ def view_json(view: OperationView | None) -> dict[str, Any] | None:
 
 
 async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> int:
+    from sparktui.domain.events import EngineChanged, EngineState
     from sparktui.remote.cluster import close_cluster, open_cluster
     from sparktui.remote.engine import EngineController
+    from sparktui.remote.notifier import Notifier
 
     printer = ProgressPrinter(quiet=args.json)
+    # [notify] hears the same engine events the dashboard would post for this operation.
+    notify = Notifier(config.notify, config.cluster.name)
+    notify(EngineChanged(EngineState.STOPPING if kind == "stop" else EngineState.STARTING))
     transports = await open_cluster(config)
     try:
         # Each node's first attempt has its outcome: a node never reached is known now, not after waits.
@@ -142,6 +147,8 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
         report: dict[str, Any] = {"operation": view_json(view), "vllm_version": controller.vllm_version,
                                   "unreachable": down}
         code = 0 if view.ok else 1
+        if kind == "stop" or not view.ok:
+            notify(EngineChanged(EngineState.STOPPED if view.ok else EngineState.FAILED, view.message))
         if not args.json:
             if down and not view.ok:
                 # Stop did what it could; say once which nodes it could not reach.
@@ -166,8 +173,10 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
             if not args.json:
                 print(f"engine: {result.outcome}: {result.detail} ({result.seconds:.1f} s)", flush=True)
             code = 0 if result.outcome == "ready" else 1
+            notify(EngineChanged(EngineState.READY if code == 0 else EngineState.FAILED, result.detail))
         if args.json:
             print_json(report)
         return code
     finally:
+        await notify.drain()
         await close_cluster(transports)

@@ -13,15 +13,16 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from sparktui.domain.logs.stages import StageSnapshot, TimelineSnapshot
 
 SCHEMA_VERSION = 1
+T = TypeVar("T")
 HISTORY_FILE = "runs.jsonl"
 
 #: The start-up stages in the order vLLM goes through them: ``sparktui.domain.logs.STAGES``, copied so that
@@ -121,6 +122,36 @@ def default_history_path(environ: Mapping[str, str] | None = None) -> Path:
     return state_dir(environ) / HISTORY_FILE
 
 
+def append_line(path: Path, line: str) -> None:
+    """Append one JSON line to a history file, creating it (and its folder) when missing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (line + "\n").encode("utf-8")
+    # One write on an O_APPEND descriptor: concurrent writers never interleave inside a line.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_lines(path: Path, parse: Callable[[str], T]) -> list[T]:
+    """Every line of a history file that ``parse`` accepts (it raises ``ValueError`` for the others: a
+    crash mid-write, a newer schema); no file = nothing yet."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    out: list[T] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            out.append(parse(line))
+        except ValueError:
+            continue
+    return out
+
+
 class HistoryStore:
     """The runs file. Reading skips lines it cannot parse (a crash mid-write, a newer schema)."""
 
@@ -128,29 +159,11 @@ class HistoryStore:
         self.path = path if path is not None else default_history_path()
 
     def append(self, record: RunRecord) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = (record.to_json() + "\n").encode("utf-8")
-        # One write on an O_APPEND descriptor: concurrent writers never interleave inside a line.
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+        append_line(self.path, record.to_json())
 
     def load(self) -> list[RunRecord]:
         """All runs, oldest first."""
-        try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return []
-        runs: list[RunRecord] = []
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            try:
-                runs.append(RunRecord.from_json(line))
-            except ValueError:
-                continue
+        runs = read_lines(self.path, RunRecord.from_json)
         runs.sort(key=lambda r: r.started_at)
         return runs
 

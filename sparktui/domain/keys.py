@@ -14,6 +14,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "restart": "r",
     "stop": "x",
     "smoke_test": "t",
+    "bench": "b",
     "find": "slash",
     "help": "question_mark",
     "quit": "q",

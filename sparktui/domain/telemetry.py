@@ -516,7 +516,9 @@ class CableRate:
     tx_bytes_per_s: float | None
     #: Counter name → increase summed over the cable's devices.
     increases: Mapping[str, int] = field(default_factory=dict)
-    #: Link speed of the active devices summed (Gb/s); ``None`` when none is active.
+    #: The cable's link speed (Gb/s): the fastest active device's. A GB10 cable's two PCIe "twins" each
+    #: report the port's 200 Gb/sec in sysfs, but they share it (each carries ≤ 100 G; both together make
+    #: the 200 G), so a sum would claim 400 G. ``None`` when none is active.
     link_gbps: float | None = None
     active: bool = False
 
@@ -642,7 +644,7 @@ def compute_rates(prev: Sample, cur: Sample, cables: Sequence[Cable] | None = No
             rx_bytes_per_s=_sum(pr.rx_bytes_per_s for pr in members) if members else None,
             tx_bytes_per_s=_sum(pr.tx_bytes_per_s for pr in members) if members else None,
             increases=increases,
-            link_gbps=sum(active_speeds) if active_speeds else None,
+            link_gbps=max(active_speeds) if active_speeds else None,
             active=any(p.active for p in live),
         ))
     return Rates(seconds=seconds, ports=ports, cables=tuple(cable_rates), cpu_percent=cur.cpu.percent)

@@ -271,6 +271,10 @@ class EngineApi:
         except httpx.HTTPError as exc:
             raise EngineApiError(_describe(exc, url, self.completion_timeout)) from exc
 
+    def chat_stream(self, body: Mapping[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """The events of one streaming ``/v1/chat/completions`` request (``body`` as sent)."""
+        return self._stream_events("/v1/chat/completions", body)
+
     async def smoke_test(self, model: str, prompt: str, max_tokens: int = 32) -> SmokeResult:
         """One streaming chat completion with a fixed prompt: tokens/s, TTFT and the first words."""
         body = {

@@ -547,9 +547,9 @@ class EngineController:
         versions: dict[str, str | None] = {}
         containers: dict[str, tuple[F.Container, ...]] = {}
         help_text: list[str] = []
-        model_read: list[ModelDir | str] = []
         links: dict[str, LinkFacts | str] = {}
         gpus_needed = {x.name: x.gpus for x in P.expected_nodes(cfg)}
+        model_read: list[ModelDir | str] = []
         self._rdma = {}
 
         def add(view: StepView) -> None:
@@ -708,6 +708,13 @@ class EngineController:
                          message=check.message(self.vllm_version)))
         return summary
 
+    async def _link_facts(self, name: str, into: dict[str, LinkFacts | str]) -> None:
+        """The cable's facts for preflight's link checks (``LINK_PY``); a reason string when unreadable."""
+        try:
+            res = await self._run(name, link_argv(self.config, self.config.node(name)), 60)
+            into[name] = LinkFacts.parse(res.stdout) if res.ok else _failure_text(res)
+        except (TransportError, ValueError) as exc:
+            into[name] = str(exc)
     async def _model_for_sizing(self, node: str, model_path: str | None, out: list[ModelDir | str]) -> None:
         """The head's view of the model directory (or the HF cache's snapshot of a model id) into ``out``;
         a failure is kept as its reason (sizing is then skipped, never the start)."""
@@ -723,14 +730,6 @@ class EngineController:
             out.append(parse_model_info(res.stdout) if res.ok else "reading the model: " + _failure_text(res))
         except (TransportError, ValueError) as exc:
             out.append(f"reading the model: {exc}")
-
-    async def _link_facts(self, name: str, into: dict[str, LinkFacts | str]) -> None:
-        """The cable's facts for preflight's link checks (``LINK_PY``); a reason string when unreadable."""
-        try:
-            res = await self._run(name, link_argv(self.config, self.config.node(name)), 60)
-            into[name] = LinkFacts.parse(res.stdout) if res.ok else _failure_text(res)
-        except (TransportError, ValueError) as exc:
-            into[name] = str(exc)
 
     # -- helpers -----------------------------------------------------------------------------------
     def _reap(self, proc: RemoteProcess) -> None:

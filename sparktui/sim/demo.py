@@ -21,7 +21,6 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from sparktui.domain.events import (
     EngineChanged,
@@ -41,7 +40,7 @@ from sparktui.domain.events import (
     StepView,
 )
 from sparktui.domain.history import RunRecord, record_run
-from sparktui.domain.logs import LogRecord
+from sparktui.domain.logs import LogRecord, TimelineSnapshot
 from sparktui.domain.serving import LatencyQuantiles, ServingHistory, ServingSnapshot
 from sparktui.domain.telemetry import (
     CpuSample,
@@ -53,68 +52,66 @@ from sparktui.domain.telemetry import (
     RdmaPort,
     Sample,
 )
-from sparktui.sim import standin_script as script
-from sparktui.sim.recording import DEFAULT_RECORDING, RecordedLine, load_recording, ready_index
+from sparktui.sim.demo_scenarios import DEFAULT_SCENARIO, SCENARIOS, Scenario
+from sparktui.sim.demo_story import STORY, start_log
+from sparktui.sim.recording import RecordedLine, parse_recorded, ready_index
 from sparktui.sim.timeline_feed import TimelineFeed
 
 #: A fixed wall-clock origin for the simulation (2026-01-01 00:00 UTC) so frozen screens never change.
 EPOCH = 1_767_225_600.0
 GIB = 1024**3
-#: GB10: MemTotal 127600748 kB.
-MEM_TOTAL = 127_600_748 * 1024
+MEM_TOTAL = STORY.mem_total_bytes
 #: Longest silence kept from the recording (its 160 s weight download becomes this).
 MAX_GAP_S = 2.5
 #: Seconds a burst of progress-bar updates (shards, CUDA-graph shapes) is spread over.
 PROGRESS_SPAN_S = 9.0
 _PROGRESS_HINT = re.compile(r"\d+%(?: Completed \||\|)")
-NODES = ("spark1", "spark2")
-ROLES = {"spark1": "head", "spark2": "worker"}
-NODE_IPS = {"spark1": "192.168.100.10", "spark2": "192.168.100.11"}
-#: What the demo cluster serves: the recorded start is rewritten to this model on two Sparks (TP 2), as
-#: the stand-in engine rewrites it for the configured run.
-DEMO_MODEL = "/models/Qwen3.5-122B-A10B-FP8"
-DEMO_SERVED_NAME = "qwen3.5-122b"
-DEMO_TP = 2
-RDMA_DEVICES = ("rocep1s0f1", "roceP2p1s0f1")
-LINK_RATE = "200 Gb/sec (4X HDR)"
+NODES = STORY.nodes
+ROLES = {NODES[0]: "head", NODES[1]: "worker"}
+NODE_IPS = dict(zip(STORY.nodes, STORY.ips, strict=True))
+RDMA_DEVICES = STORY.rdma_devices
+LINK_RATE = STORY.link_rate
 STEP_SECONDS = 0.35
 
 PREFLIGHT_STEPS: tuple[tuple[str, str | None, str], ...] = (
-    ("SSH reachable", "spark1", "aurora@spark1"),
-    ("SSH reachable", "spark2", "aurora@spark2"),
+    ("SSH reachable", NODES[0], f"aurora@{NODES[0]}"),
+    ("SSH reachable", NODES[1], f"aurora@{NODES[1]}"),
     ("docker usable", None, "both nodes"),
-    ("image present, same ID", None, "nvcr.io/nvidia/vllm:25.11-py3 sha256:3f1c…"),
-    ("model directory identical", None, "30 files, 131.4 GiB on both"),
-    ("RDMA link up", None, "rocep1s0f1+roceP2p1s0f1 ACTIVE 200G"),
-    ("free unified memory", None, "111 GiB / 109 GiB available"),
-    ("ports free", "spark1", "8000, 6379"),
+    ("image present, same ID", None, f"{STORY.image} sha256:3f1c…"),
+    ("model directory identical", None, f"{STORY.model_files} files, {STORY.model_dir_gib} GiB on both"),
+    ("RDMA link up", None, f"{'+'.join(RDMA_DEVICES)} ACTIVE {STORY.link_gbps:.0f}G"),
+    ("free unified memory", None, f"{STORY.mem_total_gib - STORY.idle_used_gib[0]:.0f} GiB / "
+                                  f"{STORY.mem_total_gib - STORY.idle_used_gib[1]:.0f} GiB available"),
+    ("ports free", NODES[0], f"{STORY.api_port}, {STORY.ray_port}"),
     ("no leftovers of an earlier run", None, ""),
-    ("vLLM version in image", None, "0.8.3 (log dialect known)"),
+    ("vLLM version in image", None, f"{STORY.vllm_version} (log dialect known)"),
 )
 LAUNCH_STEPS: tuple[tuple[str, str | None, str], ...] = (
-    ("ray start --head", "spark1", "GCS 192.168.100.10:6379"),
-    ("ray start", "spark2", "joined"),
+    ("ray start --head", NODES[0], f"GCS {STORY.ips[0]}:{STORY.ray_port}"),
+    ("ray start", NODES[1], "joined"),
     ("wait for Ray: 2 nodes, 2 GPUs", None, "2/2 nodes, 2/2 GPUs"),
-    ("vllm serve (detached)", "spark1", "pid 5941, log ~/.local/state/sparktui/vllm.log"),
+    ("vllm serve (detached)", NODES[0], f"pid {STORY.api_pid}, log ~/.local/state/sparktui/vllm.log"),
 )
 STOP_STEPS: tuple[tuple[str, str | None, str], ...] = (
-    ("stop vLLM (SIGINT)", "spark1", "exited after 1.2 s"),
-    ("ray stop", "spark1", ""),
-    ("ray stop", "spark2", ""),
+    ("stop vLLM (SIGINT)", NODES[0], "exited after 1.2 s"),
+    ("ray stop", NODES[0], ""),
+    ("ray stop", NODES[1], ""),
     ("remove our containers", None, "sparktui-head, sparktui-worker"),
     ("verify nothing is left", None, "no container or Ray/vLLM process of ours"),
 )
 
 
-def two_spark_recording(name: str) -> list[RecordedLine]:
-    """The recorded start as it reads for ``DEMO_MODEL`` with tensor parallel 2: sizes and model rewritten,
-    the recording's extra ranks left out (the stand-in engine's rules)."""
-    lines = load_recording(name)
-    rewrite = script.Rewriter(script.detect_dialect(lines), DEMO_MODEL, DEMO_SERVED_NAME, DEMO_TP, 1,
-                              None, 8000, 4242, None)
-    fixed = datetime.fromtimestamp(EPOCH, UTC)  # restamped by the replay; fixed keeps the demo reproducible
-    return [dataclasses.replace(line, text=rewrite(line.text, fixed), raw=rewrite(line.raw, fixed))
-            for line in lines if not script.rank_beyond(line, DEMO_TP)]
+#: Requests running with no token out for this long = wedged (the serving panel's stall clock).
+WEDGE_AFTER_S = 10.0
+#: Ray's GCS marks a node dead after missing heartbeats (≈ 5 × 3 s on 2.60; reference ray-cluster-state §8).
+RAY_DEAD_AFTER_S = 6.0
+#: What `ray list nodes` says of a node whose raylet stopped answering (Ray 2.60, recorded).
+RAY_DEAD_MESSAGE = "Unexpected termination: health check failed due to missing too many heartbeats"
+
+
+def story_recording(scenario: Scenario) -> list[RecordedLine]:
+    """The head's vLLM log for this scenario's start, as replayable lines."""
+    return parse_recorded(start_log(STORY, nccl=scenario.nccl, fail=scenario.fail))
 
 
 @dataclass(frozen=True)
@@ -122,13 +119,14 @@ class ReplayLine:
     at: float                 # seconds after `vllm serve` was launched
     text: str                 # the physical line as Ray's log monitor would print it on the head
     node: str                 # where it was printed
-    worker: bool
+    remote: bool              # forwarded by Ray from the worker node
 
 
 def squeeze(lines: Sequence[RecordedLine], target_seconds: float) -> list[ReplayLine]:
     """Keep the recording's rhythm but cap every silence at ``MAX_GAP_S``, give progress bars time to
     animate (tqdm lines carry no timestamp, so a recording has all of a bar's updates at one instant), then
-    scale so uvicorn's "Application startup complete" lands at ``target_seconds``."""
+    scale so uvicorn's "Application startup complete" (or a failed start's last line) lands at
+    ``target_seconds``."""
     cut = ready_index(list(lines))
     end = (cut + 12) if cut is not None else len(lines)   # a few lines after ready (the routes, the banner)
     kept = list(lines[:end])
@@ -155,16 +153,9 @@ def squeeze(lines: Sequence[RecordedLine], target_seconds: float) -> list[Replay
     scale = target_seconds / ready_at if ready_at else 1.0
     out = []
     for line, at in zip(kept, times, strict=True):
-        node = "spark2" if line.remote else "spark1"
-        text = line.raw
-        if line.role == "worker":
-            # Ray names the worker node by IP: use the demo cluster's addresses so node filters line up.
-            name = (line.source or "").split(" pid=")[0] if line.source and " pid=" in line.source else ""
-            pid = (line.source or "pid=0").split("pid=")[-1].split(",")[0]
-            prefix = f"({name + ' ' if name else ''}pid={pid}"
-            prefix += f", ip={NODE_IPS['spark2']})" if line.remote else ")"
-            text = f"{prefix} {line.text}"
-        out.append(ReplayLine(at * scale, text, node, line.role == "worker"))
+        # The story's log names spark2 by its Ray ``ip=`` already; the line is replayed as written.
+        remote = f"ip={NODE_IPS[NODES[1]]})" in line.raw
+        out.append(ReplayLine(at * scale, line.raw, NODES[1] if remote else NODES[0], remote))
     return out
 
 
@@ -188,24 +179,61 @@ class Load:
     gpu: float            # utilisation %
     cpu: float            # %
     roce: float           # Gb/s each way on the cable
-    mem: float            # unified memory used, GiB
+    power: float | None = None   # W; None: follows the utilisation
 
 
-IDLE = Load(gpu=0, cpu=3, roce=0.002, mem=7.5)
-#: The worker runs no API server and no engine core: less CPU and memory, the same GPU work.
-NODE_FACTOR = {"spark1": (1.0, 1.0), "spark2": (0.55, 0.93)}
+IDLE = Load(gpu=0, cpu=3, roce=0.002)
+#: The worker runs no API server and no engine core: less CPU, the same GPU work.
+CPU_FACTOR = {NODES[0]: 1.0, NODES[1]: 0.55}
 STAGE_LOAD = {
-    "config": Load(2, 35, 0.01, 10),
-    "placement": Load(2, 20, 0.05, 11),
-    "distributed": Load(8, 25, 1.5, 13),
-    "weights": Load(15, 60, 34.0, 75),       # weights read and sharded: the cable is busy, memory climbs
-    "compile": Load(96, 100, 0.8, 78),
-    "kv_cache": Load(70, 40, 6.0, 104),
-    "cuda_graphs": Load(93, 55, 18.0, 106),  # all-reduce in every captured graph
-    "engine": Load(20, 20, 0.5, 106),
-    "api": Load(5, 15, 0.1, 106),
+    "config": Load(2, 35, 0.01),
+    "placement": Load(2, 20, 0.05),
+    "distributed": Load(8, 25, 1.5),      # NCCL rings set up over the cable
+    "weights": Load(15, 60, 0.4),         # each node reads its own copy of its shard: little on the cable
+    "compile": Load(96, 100, 0.8),
+    "kv_cache": Load(70, 40, 6.0),
+    "cuda_graphs": Load(93, 55, 18.0),    # all-reduce in every captured graph
+    "engine": Load(20, 20, 0.5),
+    "api": Load(5, 15, 0.1),
 }
-SERVING = Load(gpu=62, cpu=18, roce=9.0, mem=106)
+SERVING = Load(gpu=62, cpu=18, roce=9.0)
+#: A wedged engine: kernels spin (NCCL waiting on a peer) but draw little power — no real work.
+WEDGED_LOAD = Load(gpu=95, cpu=12, roce=0.01, power=20.0)
+#: NCCL over TCP sockets moves a fraction of what RoCE does (the same cable, through the kernel).
+SOCKET_FACTOR = 0.3
+
+
+def engine_memory_gib(snapshot: TimelineSnapshot | None) -> float:
+    """Unified memory the engine holds on each node as its stages go: CUDA context and NCCL buffers once
+    distributed init starts, the weight shard as the shards load, the profiling run's activation peak,
+    then the KV cache (which is larger) and the CUDA graphs — and all of it stays once ready."""
+    if snapshot is None:
+        return 0.0
+    st = {s.name: s for s in snapshot.stages}
+    order = [s.name for s in snapshot.stages]
+
+    def reached(name: str) -> bool:
+        return any(st[n].status != "pending" for n in order[order.index(name):])
+
+    def fraction(name: str) -> float:
+        stage = st[name]
+        if stage.status in ("done", "skipped") or any(
+                st[n].status != "pending" for n in order[order.index(name) + 1:]):
+            return 1.0
+        if stage.status == "pending":
+            return 0.0
+        return stage.progress.done / stage.progress.total if stage.progress and stage.progress.total else 0.0
+
+    mem = STORY.non_torch_gib if reached("distributed") else 0.0
+    mem += STORY.weights_gib * fraction("weights")
+    profiling = st["kv_cache"].status in ("running", "failed") or (
+        st["kv_cache"].status == "pending" and st["compile"].status in ("done", "skipped"))
+    if profiling:   # vLLM ≤ 0.17 logs nothing as the profiling run starts: it follows compile at once
+        mem += STORY.activation_gib                   # the profiling run's peak, before the KV cache
+    elif fraction("kv_cache") == 1.0:
+        mem += STORY.kv_cache_gib
+    mem += STORY.graphs_gib * fraction("cuda_graphs")
+    return mem
 
 
 @dataclass
@@ -215,26 +243,32 @@ class NodeSim:
     seq: int = 0
     rx: dict[str, int] = field(default_factory=lambda: {d: 0 for d in RDMA_DEVICES})
     tx: dict[str, int] = field(default_factory=lambda: {d: 0 for d in RDMA_DEVICES})
-    mem: float = IDLE.mem
+    mem: float = 0.0
     temp: float = 38.0
+    last_gpu: tuple[float, float] = (0.0, 0.0)   # utilisation %, power W of the latest sample
 
     def __post_init__(self) -> None:
-        self.cpu_factor, self.mem_factor = NODE_FACTOR.get(self.name, (1.0, 1.0))
-        self.mem = IDLE.mem * self.mem_factor
+        self.cpu_factor = CPU_FACTOR.get(self.name, 1.0)
+        self.idle_mem = STORY.idle_used_gib[NODES.index(self.name)] if self.name in NODES else 7.0
+        self.mem = self.idle_mem
 
-    def sample(self, t: float, load: Load, interval: float, received: float | None, ray_up: bool = False,
-               vllm_up: bool = False) -> Sample:
+    def sample(self, t: float, load: Load, engine_gib: float, interval: float, received: float | None,
+               ray_up: bool = False, vllm_up: bool = False, cached_gib: float = 4.2) -> Sample:
         r = self.rng
         self.seq += 1
         # Memory moves towards its target instead of jumping (weights stream in over seconds).
-        self.mem += (load.mem * self.mem_factor - self.mem) * min(1.0, 0.35 * interval)
+        target = self.idle_mem + engine_gib
+        self.mem += (target - self.mem) * min(1.0, 0.6 * interval)
         jitter = 1.0 + 0.08 * math.sin(t * 1.7 + self.seq) + r.uniform(-0.05, 0.05)
+        if load.power is not None:   # spinning kernels: a flat line, not a working engine's wobble
+            jitter = 1.0 + r.uniform(-0.02, 0.02)
         gpu = max(0.0, min(100.0, load.gpu * jitter)) if load.gpu else 0.0
         # The worker trails the head a little: the same work, a few percent apart.
         if self.name != NODES[0]:
             gpu = max(0.0, min(100.0, gpu * 0.97))
-        self.temp += ((38 + gpu * 0.42) - self.temp) * 0.25
-        power = 11 + gpu * 0.95 + r.uniform(-1, 1)
+        self.temp += ((38 + (gpu if load.power is None else load.power * 0.5) * 0.42) - self.temp) * 0.25
+        power = (11 + gpu * 0.95 if load.power is None else load.power) + r.uniform(-1, 1)
+        self.last_gpu = (gpu, power)
         gbps = max(0.0, load.roce * jitter)
         for i, dev in enumerate(RDMA_DEVICES):
             share = 0.5 + (0.04 if i == 0 else -0.04)
@@ -244,18 +278,20 @@ class NodeSim:
         used = int(self.mem * GIB)
         procs: tuple[NodeProcess, ...] = ()
         gpu_procs: tuple[GpuProcess, ...] = ()
+        index = NODES.index(self.name) if self.name in NODES else 1
         if ray_up:
             procs = (NodeProcess(1201, "raylet", "raylet"),)
         if vllm_up:
-            procs = (*procs, NodeProcess(1312, "ray::RayWorkerWrapper", "ray-worker"))
+            worker = STORY.worker_pids[index]
+            procs = (*procs, NodeProcess(worker, "ray::RayWorkerWrapper", "ray-worker"))
             if self.name == NODES[0]:
-                procs = (NodeProcess(5941, "vllm", "vllm"), *procs)
-            gpu_procs = (GpuProcess(5941 if self.name == NODES[0] else 1312, "python3",
-                                    int(max(0.0, self.mem - IDLE.mem) * GIB)),)
+                procs = (NodeProcess(STORY.api_pid, "vllm", "vllm"), *procs)
+            # The engine's memory is the Ray worker actor's (it holds this node's shard and KV cache).
+            gpu_procs = (GpuProcess(worker, "ray::RayWorkerWrapper", int(engine_gib * GIB)),)
         return Sample(
             seq=self.seq, mono=t, wall=EPOCH + t, host=self.name, interval=interval,
             memory=MemorySample(total=MEM_TOTAL, used=used, available=MEM_TOTAL - used,
-                                cached=int(4.2 * GIB), swap_total=0, swap_used=0),
+                                cached=int(cached_gib * GIB), swap_total=0, swap_used=0),
             cpu=CpuSample(percent=round(min(100.0, load.cpu * self.cpu_factor * jitter), 1), count=20),
             gpu=GpuSample(source="nvml", driver_version="580.95.05", devices=(GpuDevice(
                 index=0, name="NVIDIA GB10", util_percent=round(gpu), temperature_c=round(self.temp),
@@ -264,7 +300,8 @@ class NodeSim:
             ),)),
             rdma=tuple(
                 RdmaPort(device=dev, port=1, state="ACTIVE", state_id=4, phys_state="LinkUp", phys_state_id=5,
-                         rate=LINK_RATE, rate_gbps=200.0, link_layer="Ethernet", netdev="enp1s0f1np1",
+                         rate=LINK_RATE, rate_gbps=STORY.link_gbps, link_layer="Ethernet",
+                         netdev=STORY.interface,
                          counters={"port_xmit_data": self.tx[dev], "port_rcv_data": self.rx[dev],
                                    "symbol_error": 0, "link_downed": 0, "port_rcv_errors": 0},
                          hw_counters={"out_of_sequence": 0, "packet_seq_err": 0, "np_cnp_sent": 0})
@@ -273,6 +310,53 @@ class NodeSim:
             processes=procs,
             received=received,
         )
+
+
+# ---- the engine's state: every decision the demo makes, in one place --------------------------------
+@dataclass(frozen=True)
+class Evidence:
+    """What the demo knows when it decides the engine's state (the same evidence a real backend has)."""
+
+    state: EngineState
+    outcome: str | None = None        # the log timeline's: "ready" | "failed" | "incomplete"
+    failure: str = ""                 # its diagnosis, when failed
+    verified: bool = False            # /health, /v1/models and one completion answered
+    lost_node: str | None = None      # a node Ray reports dead: "spark2 (192.168.100.11)"
+    lost_reason: str = ""
+    running: int = 0                  # requests running
+    stalled_seconds: float = 0.0      # seconds since the last generated token while requests run
+    gpu_util: float = 0.0
+    gpu_power: float = 0.0
+    nccl_socket: bool = False         # NCCL said "Using network Socket": tensor parallel runs over TCP
+
+
+def decide(e: Evidence) -> tuple[EngineState, str] | None:
+    """The state change the evidence calls for, with its detail line; None = stay. Pure, so the real
+    backend's state machine can replace it one for one."""
+    if e.state is EngineState.STARTING:
+        if e.outcome == "failed":
+            return EngineState.FAILED, e.failure or "the engine failed to start"
+        if e.outcome == "ready":
+            return EngineState.VERIFYING, "health, models, one tiny completion"
+    if e.state is EngineState.VERIFYING and e.verified:
+        if e.nccl_socket:
+            return EngineState.READY, ("NCCL over TCP sockets (NET/Socket), not RoCE: every all-reduce is "
+                                       "slower — answers: /health, /v1/models, one completion")
+        return EngineState.READY, "answers: /health, /v1/models, one completion"
+    if e.state in (EngineState.READY, EngineState.WEDGED) and e.lost_node:
+        return EngineState.DEGRADED, (f"{e.lost_node} left the Ray cluster ({e.lost_reason}); "
+                                      f"tensor parallel needs both nodes")
+    if e.state is EngineState.READY and e.running and e.stalled_seconds >= WEDGE_AFTER_S:
+        return EngineState.WEDGED, (f"{e.running} requests running, no token for {e.stalled_seconds:.0f} s; "
+                                    f"GPUs {e.gpu_util:.0f} % busy at {e.gpu_power:.0f} W")
+    return None
+
+
+def failure_text(snapshot: TimelineSnapshot) -> str:
+    failure = snapshot.failure
+    if failure is None:
+        return "the engine failed to start"
+    return f"{failure.kind} during {failure.stage or 'an unknown stage'}: {failure.message}"
 
 
 # ---- the simulation ---------------------------------------------------------------------------------
@@ -289,12 +373,15 @@ class DemoSimulation:
     """The whole demo cluster as a function of simulated time. ``advance(t)`` returns the events that
     happened up to ``t``; nothing here reads a real clock or sleeps."""
 
-    def __init__(self, seed: int = 7, recording: str = DEFAULT_RECORDING, ready_after: float = 52.0,
+    def __init__(self, seed: int = 7, scenario: str = DEFAULT_SCENARIO, ready_after: float = 52.0,
                  interval: float = 1.0, live_received: bool = False) -> None:
+        if scenario not in SCENARIOS:
+            raise ValueError(f"unknown demo scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+        self.scenario = SCENARIOS[scenario]
         self.rng = random.Random(seed)
         self.interval = interval
         self.live_received = live_received
-        self.replay = squeeze(two_spark_recording(recording), ready_after)
+        self.replay = squeeze(story_recording(self.scenario), ready_after)
         self.nodes = {n: NodeSim(n, random.Random(seed * 31 + i)) for i, n in enumerate(NODES)}
         self.t = 0.0
         self.state = EngineState.STOPPED
@@ -311,8 +398,16 @@ class DemoSimulation:
         self._send_tail = False
         self.worker_tail: dict[str, deque[LogRecord]] = {n: deque(maxlen=300) for n in NODES}
         self.next_stats_line = 0.0
-        self.serving = _ServingSim(random.Random(seed + 1))
+        self.serving = _ServingSim(random.Random(seed + 1), slow=self.scenario.nccl == "socket")
         self.smoke_count = 0
+        self.engine_gib = {n: 0.0 for n in NODES}
+        # Page cache per node. oom: spark2's holds the model directory just copied there, which CUDA on
+        # unified memory does not count as free — the reason its profiling run runs out (the hint says so).
+        self.cached_gib = {n: 4.2 for n in NODES}
+        if self.scenario.fail == "oom":
+            self.cached_gib[NODES[1]] = STORY.oom_page_cache_gib
+        self.ray_lost_at: float | None = None      # when spark2's raylet stopped (worker-lost)
+        self.nccl_warned = False
         self._out: list[Event] = []
 
     # -- requests ---------------------------------------------------------------------------------
@@ -383,7 +478,7 @@ class DemoSimulation:
             self._launch()
         elif op.kind in ("stop", "restart"):
             self.ray_up = False
-            self._set_state(EngineState.STOPPED, "nothing of ours left on spark1, spark2")
+            self._set_state(EngineState.STOPPED, f"nothing of ours left on {', '.join(NODES)}")
             if op.then == "start":
                 self.request("start")
                 assert self.operation is not None
@@ -396,12 +491,17 @@ class DemoSimulation:
         self.feed = TimelineFeed(node_names={ip: n for n, ip in NODE_IPS.items()}, expected_nodes=len(NODES))
         self.ready_at = None
         self.verifying_until = None
+        self.ray_lost_at = None
+        self.nccl_warned = False
+        self.engine_gib = {n: 0.0 for n in NODES}
+        self.serving.reset()
         self._set_state(EngineState.STARTING, "vllm serve launched")
 
     def _halt_engine(self) -> None:
         self.launched_at = None
         self.feed = None
         self.ready_at = None
+        self.engine_gib = {n: 0.0 for n in NODES}
         self.serving.reset()
 
     def _set_state(self, state: EngineState, detail: str) -> None:
@@ -411,6 +511,41 @@ class DemoSimulation:
             state, detail, timeline=timeline, vllm_version=self.feed.vllm_version if self.feed else None,
             ttft_seconds=0.182 if state is EngineState.READY else None,
         ))
+
+    # -- deciding ---------------------------------------------------------------------------------
+    def evidence(self) -> Evidence:
+        snap = self.feed.snapshot() if self.feed is not None else None
+        lost = None
+        if self.ray_lost_at is not None and self.t >= self.ray_lost_at + RAY_DEAD_AFTER_S:
+            lost = f"{NODES[1]} ({NODE_IPS[NODES[1]]})"
+        last = self.serving.last
+        head_gpu = self.nodes[NODES[0]].last_gpu
+        return Evidence(
+            state=self.state,
+            outcome=snap.outcome if snap is not None else None,
+            failure=failure_text(snap) if snap is not None and snap.outcome == "failed" else "",
+            verified=self.verifying_until is not None and self.t >= self.verifying_until,
+            lost_node=lost, lost_reason=RAY_DEAD_MESSAGE if lost else "",
+            running=int(last.requests_running or 0) if last is not None else 0,
+            stalled_seconds=(last.generation_stalled_seconds or 0.0) if last is not None else 0.0,
+            gpu_util=head_gpu[0], gpu_power=head_gpu[1], nccl_socket=self.nccl_warned,
+        )
+
+    def _decide(self) -> None:
+        change = decide(self.evidence())
+        if change is None:
+            return
+        state, detail = change
+        if state is EngineState.VERIFYING:
+            self.ready_at = self.t
+            self.verifying_until = self.t + 1.5
+        if state is EngineState.FAILED:
+            self.engine_gib = {n: 0.0 for n in NODES}    # the engine's processes exited: memory freed
+        self._set_state(state, detail)
+        if state is EngineState.READY:
+            self._out.append(Notice("engine ready — try the smoke test (t)"))
+        elif state in (EngineState.WEDGED, EngineState.DEGRADED, EngineState.FAILED):
+            self._out.append(Notice(f"engine {state.value}: {detail}", severity="error"))
 
     # -- time -------------------------------------------------------------------------------------
     def advance(self, t: float) -> list[Event]:
@@ -432,10 +567,25 @@ class DemoSimulation:
             self._step_operation()
         self.t = max(self.t, t)
         self._replay_to(t)
-        if self.verifying_until is not None and t >= self.verifying_until:
-            self.verifying_until = None
-            self._set_state(EngineState.READY, "answers: /health, /v1/models, one completion")
-            self._out.append(Notice("engine ready — try the smoke test (t)"))
+        self._after_ready()
+        self._decide()
+
+    def _after_ready(self) -> None:
+        """The scenario's event after ready: the serving engine wedges, or spark2 drops out of Ray."""
+        event = self.scenario.after_ready
+        if event is None or self.ready_at is None or self.state not in (
+                EngineState.READY, EngineState.WEDGED):
+            return
+        if self.t < self.ready_at + self.scenario.at:
+            return
+        if event == "wedge" and not self.serving.frozen:
+            self.serving.freeze(EPOCH + self.t)
+        elif event == "worker-lost" and self.ray_lost_at is None:
+            self.ray_lost_at = self.t
+            self.serving.freeze(EPOCH + self.t)        # the tensor-parallel peer is gone: decode hangs
+            self.engine_gib[NODES[1]] = 0.0           # its actor died with the raylet
+            self._out.append(NodeLinkChanged(NODES[1], "connected", f"connected to {NODES[1]} (simulated); "
+                                             "its raylet has stopped"))
 
     def _replay_to(self, t: float) -> None:
         if self.launched_at is None or self.feed is None:
@@ -450,20 +600,31 @@ class DemoSimulation:
         records = self.feed.feed([restamp(line.text, EPOCH + self.launched_at + line.at) for line in batch],
                                  EPOCH + t)
         self._emit_log(records)
-        if self.feed.failed and self.state is EngineState.STARTING:
-            self._set_state(EngineState.FAILED, "the engine failed to start")
-        elif self.feed.ready and self.ready_at is None and self.state is EngineState.STARTING:
-            self.ready_at = t
-            self.verifying_until = t + 1.5
-            self._set_state(EngineState.VERIFYING, "health, models, one tiny completion")
-        elif self.state in (EngineState.STARTING,):
+        if self.state is not EngineState.FAILED:
+            target = engine_memory_gib(self.feed.snapshot())
+            for n in NODES:   # while the engine runs its memory only grows (it never halves at ready)
+                if n != NODES[1] or self.ray_lost_at is None:
+                    self.engine_gib[n] = max(self.engine_gib[n], target)
+        self._nccl_notice(batch)
+        if self.state is EngineState.STARTING and self.feed.snapshot().outcome == "incomplete":
             self._set_state(EngineState.STARTING, "")
+
+    def _nccl_notice(self, batch: Sequence[ReplayLine]) -> None:
+        """NCCL said it runs over TCP sockets: tell the person (until the parser's NCCL verdict is on main,
+        the demo reads NCCL's own line here)."""
+        if self.nccl_warned or not any("NCCL INFO Using network Socket" in line.text for line in batch):
+            return
+        self.nccl_warned = True
+        self._out.append(Notice(
+            "NCCL fell back to TCP sockets (NET/Socket): no RDMA device found, so tensor-parallel traffic "
+            f"goes through the kernel, not RoCE — check NCCL_IB_HCA ({'+'.join(RDMA_DEVICES)}) and that "
+            "/dev/infiniband is passed into the container", severity="warning"))
 
     def _emit_log(self, records: Sequence[LogRecord]) -> None:
         """The head's vLLM log always; a node's Ray worker log too while it is the one selected."""
         self._out.append(LogRecords("vllm", records))
         for r in records:
-            if r.has_prefix:   # forwarded by Ray from a worker actor (the head's own lines carry no prefix)
+            if r.has_prefix and r.role == "RayWorkerWrapper":   # forwarded by Ray from a worker actor
                 self.worker_tail[r.node or NODES[0]].append(r)
         if self.log_source.startswith("ray:"):
             node = self.log_source[4:]
@@ -472,7 +633,8 @@ class DemoSimulation:
                 self._send_tail = False
                 self._out.append(LogRecords(self.log_source, list(self.worker_tail.get(node, ()))))
                 return
-            worker = [r for r in records if r.has_prefix and (r.node or NODES[0]) == node]
+            worker = [r for r in records if r.has_prefix and r.role == "RayWorkerWrapper"
+                      and (r.node or NODES[0]) == node]
             if worker:
                 self._out.append(LogRecords(self.log_source, worker))
 
@@ -483,7 +645,8 @@ class DemoSimulation:
             self._emit_log([])
 
     def _serving_log(self) -> None:
-        """What a serving vLLM prints: a stats line every few seconds, an access-log line per request."""
+        """What a serving vLLM (V1) prints: the API server's stats line every few seconds (loggers.py) and
+        uvicorn's access-log line per request."""
         snap = self.serving.last
         if self.feed is None or snap is None or self.t < self.next_stats_line:
             return
@@ -491,58 +654,87 @@ class DemoSimulation:
         stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime(EPOCH + self.t))
         running = int(snap.requests_running or 0)
         prompt, generation = snap.prompt_tokens_per_s or 0.0, snap.generation_tokens_per_s or 0.0
+        api = f"(APIServer pid={STORY.api_pid})"
         lines = [
-            f"INFO {stamp} [metrics.py:488] Avg prompt throughput: {prompt:.1f} tokens/s, "
-            f"Avg generation throughput: {generation:.1f} tokens/s, Running: {running} "
-            f"reqs, Swapped: 0 reqs, Pending: {int(snap.requests_waiting or 0)} reqs, GPU KV cache usage: "
-            f"{100 * (snap.kv_cache_usage or 0):.1f}%, CPU KV cache usage: 0.0%.",
+            f"{api} INFO {stamp} [loggers.py:257] Engine 000: Avg prompt throughput: {prompt:.1f} tokens/s, "
+            f"Avg generation throughput: {generation:.1f} tokens/s, Running: {running} reqs, "
+            f"Waiting: {int(snap.requests_waiting or 0)} reqs, GPU KV cache usage: "
+            f"{100 * (snap.kv_cache_usage or 0):.1f}%, Prefix cache hit rate: "
+            f"{100 * (snap.prefix_cache_hit_rate or 0):.1f}%",
         ]
-        lines += [f'INFO:     192.168.100.20:{51000 + self.rng.randint(0, 999)} - "POST /v1/chat/completions '
-                  f'HTTP/1.1" 200 OK' for _ in range(running)]
+        if not self.serving.frozen:   # a wedged engine finishes nothing: no response, no access line
+            lines += [f'{api} INFO:     192.168.100.20:{51000 + self.rng.randint(0, 999)} - '
+                      f'"POST /v1/chat/completions HTTP/1.1" 200 OK' for _ in range(running)]
         self._emit_log(self.feed.feed(lines, EPOCH + self.t))
 
     def _sample(self) -> None:
-        load = self._load()
         received = time.monotonic() if self.live_received else None
         for name, node in self.nodes.items():
-            sample = node.sample(self.t, load, self.interval, received, ray_up=self.ray_up,
-                                 vllm_up=self.launched_at is not None)
+            lost = name == NODES[1] and self.ray_lost_at is not None
+            load = IDLE if lost else self._load()
+            sample = node.sample(self.t, load, self.engine_gib[name], self.interval, received,
+                                 ray_up=self.ray_up and not lost,
+                                 vllm_up=self.launched_at is not None and not lost,
+                                 cached_gib=self.cached_gib[name])
             self._out.append(NodeSampled(name, sample))
-        if self.state is EngineState.READY:
+        if self.state in (EngineState.READY, EngineState.WEDGED, EngineState.DEGRADED):
             self._out.append(ServingSampled(self.serving.snapshot(EPOCH + self.t)))
             self._serving_log()
 
     def _load(self) -> Load:
-        if self.state is EngineState.READY:
+        load = self._stage_load()
+        if self.scenario.nccl == "socket" and load is not IDLE:
+            load = dataclasses.replace(load, roce=load.roce * SOCKET_FACTOR)
+        return load
+
+    def _stage_load(self) -> Load:
+        if self.state in (EngineState.READY, EngineState.WEDGED, EngineState.DEGRADED):
+            if self.serving.frozen:
+                return WEDGED_LOAD
             return SERVING if self.serving.busy(self.t) else STAGE_LOAD["api"]
         if self.state in (EngineState.STARTING, EngineState.VERIFYING) and self.feed is not None:
-            return STAGE_LOAD.get(self.feed.running_stage() or "config", STAGE_LOAD["api"])
+            snap = self.feed.snapshot()
+            if snap.outcome == "ready":
+                return STAGE_LOAD["api"]
+            return STAGE_LOAD.get(snap.current or "config", STAGE_LOAD["api"])
         if self.state is EngineState.PREFLIGHT:
-            return Load(1, 12, 0.002, IDLE.mem)
+            return Load(1, 12, 0.002)
         return IDLE
 
     # -- the initial picture ----------------------------------------------------------------------
     def hello(self) -> list[Event]:
         out: list[Event] = []
-        for name in NODES:
+        for name, host in zip(NODES, STORY.hostnames, strict=True):
             out.append(NodeLinkChanged(name, "connected", f"connected to {name} (simulated)"))
-            out.append(NodeFacts(name, hostname=f"{name}-gb10", kernel="6.11.0-1016-nvidia",
+            out.append(NodeFacts(name, hostname=host, kernel="6.11.0-1016-nvidia",
                                  uptime_seconds=86_400 * 3 + 3600))
-        out.append(EngineChanged(EngineState.STOPPED, "nothing running on spark1, spark2"))
+        out.append(EngineChanged(EngineState.STOPPED, f"nothing running on {', '.join(NODES)}"))
         return out
 
 
 class _ServingSim:
-    """Made-up but plausible serving figures: bursts of requests from a couple of users."""
+    """Made-up but plausible serving figures: bursts of requests from a couple of users. ``freeze``: the
+    requests in flight stay in flight and no token comes out (a wedged engine)."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, slow: bool = False) -> None:
         self.rng = rng
+        self.slow = slow              # NCCL over sockets: every all-reduce is slower, so is decode
         self.last: ServingSnapshot | None = None
+        self.frozen_since: float | None = None
         self.hist: dict[str, deque[float]] = {
             n: deque(maxlen=120) for n in ServingHistory.__dataclass_fields__
         }
 
+    @property
+    def frozen(self) -> bool:
+        return self.frozen_since is not None
+
+    def freeze(self, wall: float) -> None:
+        self.frozen_since = wall
+
     def reset(self) -> None:
+        self.frozen_since = None
+        self.last = None
         for ring in self.hist.values():
             ring.clear()
 
@@ -552,27 +744,52 @@ class _ServingSim:
     def snapshot(self, wall: float) -> ServingSnapshot:
         r = self.rng
         t = wall - EPOCH
+        if self.frozen_since is not None:
+            return self._frozen(wall)
         busy = self.busy(t)
+        speed = 0.55 if self.slow else 1.0
         running = float(r.randint(2, 6)) if busy else 0.0
         waiting = float(r.choice((0, 0, 0, 1))) if busy else 0.0
-        gen = (running * r.uniform(19, 23)) if busy else 0.0
-        prompt = (running * r.uniform(150, 420)) if busy else 0.0
+        gen = (running * r.uniform(19, 23) * speed) if busy else 0.0
+        prompt = (running * r.uniform(150, 420) * speed) if busy else 0.0
         kv = min(0.9, 0.04 + running * r.uniform(0.03, 0.05)) if busy else 0.01
-        values = {"generation_tokens_per_s": gen, "prompt_tokens_per_s": prompt, "kv_cache_usage": kv,
-                  "requests_running": running, "requests_waiting": waiting,
-                  "ttft_p95": 0.41 if busy else 0.0, "itl_p95": 0.052 if busy else 0.0}
-        for name, value in values.items():
-            self.hist[name].append(value)
+        self._record({"generation_tokens_per_s": gen, "prompt_tokens_per_s": prompt, "kv_cache_usage": kv,
+                      "requests_running": running, "requests_waiting": waiting,
+                      "ttft_p95": 0.41 / speed if busy else 0.0, "itl_p95": 0.052 / speed if busy else 0.0})
         self.last = ServingSnapshot(
             at=wall, requests_running=running, requests_waiting=waiting, kv_cache_usage=kv,
             prefix_cache_hit_rate=0.46 if busy else None, prompt_tokens_per_s=prompt,
             generation_tokens_per_s=gen, requests_per_s=running / 8 if busy else 0.0,
-            ttft=LatencyQuantiles(0.18, 0.41, 40, 0.21) if busy else LatencyQuantiles(),
-            itl=LatencyQuantiles(0.044, 0.052, 900, 0.045) if busy else LatencyQuantiles(),
+            ttft=LatencyQuantiles(0.18 / speed, 0.41 / speed, 40, 0.21 / speed) if busy
+            else LatencyQuantiles(),
+            itl=LatencyQuantiles(0.044 / speed, 0.052 / speed, 900, 0.045 / speed) if busy
+            else LatencyQuantiles(),
             window_seconds=20.0,
             history=ServingHistory(**{n: tuple(v) for n, v in self.hist.items()}),
         )
         return self.last
+
+    def _frozen(self, wall: float) -> ServingSnapshot:
+        assert self.frozen_since is not None
+        prev = self.last
+        running = max(4.0, prev.requests_running or 0.0) if prev is not None else 4.0
+        waiting = (prev.requests_waiting or 0.0) + (1.0 if self.rng.random() < 0.3 else 0.0) if prev else 1.0
+        kv = prev.kv_cache_usage if prev is not None and prev.kv_cache_usage else 0.2
+        self._record({"generation_tokens_per_s": 0.0, "prompt_tokens_per_s": 0.0, "kv_cache_usage": kv,
+                      "requests_running": running, "requests_waiting": waiting, "ttft_p95": 0.0,
+                      "itl_p95": 0.0})
+        self.last = ServingSnapshot(
+            at=wall, requests_running=running, requests_waiting=waiting, kv_cache_usage=kv,
+            prefix_cache_hit_rate=prev.prefix_cache_hit_rate if prev else None, prompt_tokens_per_s=0.0,
+            generation_tokens_per_s=0.0, requests_per_s=0.0, window_seconds=20.0,
+            generation_stalled_seconds=wall - self.frozen_since,
+            history=ServingHistory(**{n: tuple(v) for n, v in self.hist.items()}),
+        )
+        return self.last
+
+    def _record(self, values: dict[str, float]) -> None:
+        for name, value in values.items():
+            self.hist[name].append(value)
 
 
 # ---- the backend ------------------------------------------------------------------------------------
@@ -587,15 +804,15 @@ class DemoBackend:
     node_roles = ROLES
 
     def __init__(self, *, seed: int = 7, frozen_at: float | None = None, autostart: bool = True,
-                 readonly: bool = False, speed: float = 1.0, recording: str = DEFAULT_RECORDING,
+                 readonly: bool = False, speed: float = 1.0, scenario: str = DEFAULT_SCENARIO,
                  ready_after: float = 52.0, tick: float = 0.1) -> None:
         self.readonly = readonly
         self.frozen_at = frozen_at
         self.autostart = autostart
         self.speed = speed
         self.tick = tick
-        self.seed, self.recording, self.ready_after = seed, recording, ready_after
-        self.sim = DemoSimulation(seed, recording, ready_after, live_received=frozen_at is None)
+        self.seed, self.scenario, self.ready_after = seed, scenario, ready_after
+        self.sim = DemoSimulation(seed, scenario, ready_after, live_received=frozen_at is None)
         self._runs: list[RunRecord] | None = None
         self._sink: EventSink | None = None
         self._t0 = time.monotonic()
@@ -625,10 +842,15 @@ class DemoBackend:
         if self.autostart:
             # Read-only too: then it plays a start someone else made, which is what watching looks like.
             self.sim.request("start")
-            self._post([Notice("demo: a simulated two-node start is running — it reaches ready in about "
-                               "a minute; then try t (smoke test), r (restart), x (stop)"
-                               if not self.readonly else
-                               "demo, read-only: watching a simulated start; the controls are disabled")])
+            scenario = SCENARIOS[self.scenario]
+            if scenario.name != DEFAULT_SCENARIO:
+                message = f"demo scenario {scenario.name}: {scenario.summary}"
+            elif self.readonly:
+                message = "demo, read-only: watching a simulated start; the controls are disabled"
+            else:
+                message = ("demo: a simulated two-node start is running — it reaches ready in about a "
+                           "minute; then try t (smoke test), r (restart), x (stop)")
+            self._post([Notice(message)])
         self._t0 = time.monotonic()
         while True:
             self._post(self.sim.advance(self._now()))
@@ -656,7 +878,7 @@ class DemoBackend:
         """Three made-up earlier starts of the demo's model, so the stage bars show ETAs as they do with a
         real run history (durations from a dry run of this same simulation, give or take 15 %)."""
         if self._runs is None:
-            dry = DemoSimulation(self.seed, self.recording, self.ready_after)
+            dry = DemoSimulation(self.seed, DEFAULT_SCENARIO, self.ready_after)
             dry.request("start")
             t = 0.0
             while dry.state is not EngineState.READY and t < 300:

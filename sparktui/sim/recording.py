@@ -126,6 +126,14 @@ def load_recording(name: str = DEFAULT_RECORDING) -> list[RecordedLine]:
     return _classify(physical[start:])
 
 
+def parse_recorded(text: str) -> list[RecordedLine]:
+    """Log text (e.g. the demo's composed start) as replayable lines, the same way a recording is read."""
+    physical = text.split("\n")
+    if physical and physical[-1] == "":
+        physical.pop()
+    return _classify(physical)
+
+
 def _classify(physical: list[str]) -> list[RecordedLine]:
     out: list[RecordedLine] = []
     first_ts: datetime | None = None

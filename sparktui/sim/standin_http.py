@@ -16,12 +16,13 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from sparktui.sim.standin_load import LoadShape
 from sparktui.sim.standin_metrics import METRICS_CONTENT_TYPE, FinishedRequest, ServingMetrics
 
 # The stand-in's "model" always answers with this text, one word per token.
@@ -59,8 +60,6 @@ ANSWER = [
     "time",
     "them.",
 ]
-TTFT_SECONDS = 0.03
-ITL_SECONDS = 0.012
 
 
 @dataclass
@@ -74,11 +73,15 @@ class ServedModel:
     seen_prompts: set[str] = field(default_factory=set)
     engine_check: Callable[[], str | None] = lambda: None
     """Run before generating; returns an error text when the engine can no longer generate."""
+    load: LoadShape = field(default_factory=LoadShape.from_env)
+    """Token rate and latency as functions of the streams generating at once (``standin_load``)."""
 
 
 class StandinHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    #: uvicorn listens with a backlog of 2048; socketserver's 5 resets a burst of concurrent clients.
+    request_queue_size = 2048
 
     def __init__(self, host: str, port: int, model: ServedModel) -> None:
         self.model = model
@@ -213,23 +216,27 @@ class _Handler(BaseHTTPRequestHandler):
         prompt_tokens = _prompt_tokens(request["messages"])
         max_tokens = request.get("max_tokens") or request.get("max_completion_tokens")
         limit = int(max_tokens) if max_tokens else len(ANSWER)
-        words = ANSWER[: max(0, limit)]
-        finish = "length" if limit < len(ANSWER) else "stop"
+        if request.get("ignore_eos"):
+            # vLLM's bench client asks for exactly max_tokens tokens this way; the answer repeats.
+            words = list(itertools.islice(itertools.cycle(ANSWER), max(0, limit)))
+            finish = "length"
+        else:
+            words = ANSWER[: max(0, limit)]
+            finish = "length" if limit < len(ANSWER) else "stop"
         cached = prompt_tokens if prompt_text in model.seen_prompts else 0
         model.seen_prompts.add(prompt_text)
         model.metrics.request_started()
         rid = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
-        itl: list[float] = []
-        first_token_at = arrival
+        token_times: list[float] = []   # when each token was produced
         try:
             if request.get("stream"):
-                sent = self._stream(request, name, rid, created, words, finish, prompt_tokens, itl)
-                first_token_at = arrival + TTFT_SECONDS
+                with model.load.stream():
+                    sent = self._stream(request, name, rid, created, words, finish, prompt_tokens,
+                                        token_times)
             else:
-                token_times = list(_generate(words))
-                first_token_at = token_times[0] if token_times else time.monotonic()
-                itl = [b - a for a, b in itertools.pairwise(token_times)]
+                with model.load.stream():
+                    token_times.extend(model.load.pace(len(words)))
                 usage = _usage(prompt_tokens, len(words))
                 sent = self._json(
                     200,
@@ -258,6 +265,8 @@ class _Handler(BaseHTTPRequestHandler):
                 )
         finally:
             done = time.monotonic()
+            first_token_at = token_times[0] if token_times else done
+            itl = [b - a for a, b in itertools.pairwise(token_times)]
             model.metrics.request_finished(
                 FinishedRequest(
                     prompt_tokens=prompt_tokens,
@@ -282,7 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
         words: list[str],
         finish: str,
         prompt_tokens: int,
-        itl: list[float],
+        token_times: list[float],
     ) -> int:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
@@ -306,11 +315,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
 
         chunk({"role": "assistant", "content": ""}, None)
-        last: float | None = None
-        for i, at in enumerate(_generate(words)):
-            if last is not None:
-                itl.append(at - last)
-            last = at
+        for i, at in enumerate(self.server.model.load.pace(len(words))):
+            token_times.append(at)
             chunk({"content": (" " if i else "") + words[i]}, None)
         chunk({}, finish)  # vLLM ends a choice with an empty delta carrying finish_reason
         options = request.get("stream_options") or {}
@@ -336,15 +342,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
         return len(data)
-
-
-def _generate(words: list[str]) -> Iterator[float]:
-    """Yield the time each token is "produced", pacing like a small decode loop."""
-    time.sleep(TTFT_SECONDS)
-    for i in range(len(words)):
-        if i:
-            time.sleep(ITL_SECONDS)
-        yield time.monotonic()
 
 
 def _prompt_tokens(messages: list[Any]) -> int:

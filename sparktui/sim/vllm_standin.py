@@ -134,6 +134,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if argv[:1] in (["--version"], ["-v"]):
         print(recording_version(os.environ.get("SPARKTUI_STANDIN_RECORDING") or DEFAULT_RECORDING))
         raise SystemExit(0)
+    if argv[:2] == ["bench", "serve"]:
+        from sparktui.sim import standin_bench
+
+        raise SystemExit(standin_bench.main(argv[2:]))
     if not argv or argv[0] != "serve":
         top = argparse.ArgumentParser(
             prog="vllm", usage="vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."

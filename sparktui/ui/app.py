@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -69,6 +69,8 @@ class SparkApp(App[int]):
         _binding("restart", "restart", "Restart", "Stop, then start (asks first)"),
         _binding("stop", "stop", "Stop", "Stop vLLM, Ray and our containers (asks first)"),
         _binding("smoke_test", "smoke_test", "Smoke test", "One streaming completion"),
+        _binding("bench", "bench", "Bench",
+                 "A short benchmark (c=1 and 4), saved and compared with the last one", show=False),
         _binding("find", "find", "Find", "Find text in the log"),
         # Help and Quit early: a narrow footer is cut on the right, and these two must stay on screen.
         _binding("help", "toggle_help", "Help"),
@@ -110,8 +112,11 @@ class SparkApp(App[int]):
         readonly: bool | None = None,
         node_addresses: Mapping[str, str] | None = None,
         history: Callable[[], Sequence[RunRecord]] | None = None,
+        bench: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         super().__init__()
+        #: Runs a short benchmark and returns its one-line summary (``sparktui.commands.bench``).
+        self.bench_runner = bench
         self.backend = backend
         self.ui_config = ui or UIConfig()
         self.readonly = bool(readonly if readonly is not None else
@@ -418,6 +423,27 @@ class SparkApp(App[int]):
             self.notify(result, title="smoke test", timeout=10)
         self.query_one(ServingView).show(self.state.serving, self.smoke_result)
 
+    def action_bench(self) -> None:
+        if self.bench_runner is None:
+            self.notify("the benchmark needs a real engine (`sparktui bench` on a configured cluster)",
+                        title="bench", severity="warning")
+            return
+        if self.state.engine.state is not EngineState.READY:
+            self.notify("the engine is not ready: nothing to measure yet", title="bench", severity="warning")
+            return
+        self.notify("a short benchmark: 8 requests at c=1, then at c=4…", title="bench", timeout=5)
+        self._bench()
+
+    @work(group="bench", exclusive=True, exit_on_error=False)
+    async def _bench(self) -> None:
+        assert self.bench_runner is not None
+        try:
+            result = await self.bench_runner()
+        except Exception as exc:
+            self.notify(f"failed: {exc}", title="bench", severity="error", timeout=15)
+        else:
+            self.notify(result, title="bench", timeout=30)
+
     # ---- log actions ------------------------------------------------------------------------------
     def action_find(self) -> None:
         self.query_one(LogPane).open_input("find")
@@ -527,6 +553,8 @@ class SparkApp(App[int]):
         yield SystemCommand("Stop engine", "Stop vLLM, Ray and our containers (x)", self.action_stop)
         yield SystemCommand("Smoke test", "One streaming completion against the engine (t)",
                             self.action_smoke_test)
+        yield SystemCommand("Benchmark", "A short benchmark, saved and compared with the last one (b)",
+                            self.action_bench)
         yield SystemCommand("Full-screen log", "Toggle the full-screen log (z)", self.action_toggle_full_log)
         yield SystemCommand("Log source", "vLLM log or a node's Ray worker log (w)", self.action_cycle_source)
         yield SystemCommand("Filter log", "Show only lines containing a text (f)", self.action_filter)

@@ -51,7 +51,7 @@ def check_memory_fit(config: SparkConfig, facts: Mapping[str, NodeFacts],
     weights = model.weights_bytes
     if not weights:
         return skipped(f"{model.path}: no safetensors weights to size")
-    floor = int(config.engine.memory_floor)
+    floor = int(config.engine.memory_floor)   # bytes (a ByteSize: "4GiB")
     views = []
     for node, nf in facts.items():
         if not nf.mem_total_kb or nf.mem_available_kb is None:

@@ -1,0 +1,73 @@
+"""The dashboard's `b` key: a short benchmark through the head's transport against a stand-in server on
+loopback, with power from the dashboard's own telemetry (a ``PowerTap`` on the event stream), saved in
+the bench history and told as one line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sparktui.commands.bench import quick_bench
+from sparktui.config import parse_config
+from sparktui.domain.bench import PowerTap
+from sparktui.domain.events import EngineChanged, EngineState, NodeSampled
+from sparktui.domain.telemetry import Sample
+from sparktui.remote.transport import LocalTransport
+from sparktui.sim.standin_http import ServedModel, StandinHTTPServer
+from sparktui.sim.standin_metrics import ServingMetrics
+from sparktui.ui.app import SparkApp
+from tests.ui_fakes import FakeBackend, notifications, settle
+
+
+@pytest.fixture
+def server() -> Iterator[int]:
+    model = ServedModel(["standin"], "/models/standin-model", 32768, "0.19.2",
+                        ServingMetrics("new", "standin", 32768), lambda line: None)
+    srv = StandinHTTPServer("127.0.0.1", 0, model)
+    srv.bind_early()
+    srv.start_serving()
+    try:
+        yield int(srv.server_address[1])
+    finally:
+        srv.stop()
+
+
+async def test_b_runs_a_short_bench(server: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    config = parse_config({"nodes": [{"name": "spark1", "host": "localhost", "local": True, "role": "head"}],
+                           "engine": {"model": "/models/standin-model", "api_port": server}})
+    tap = PowerTap()
+    transport = LocalTransport("spark1")
+    await transport.connect()
+    backend = FakeBackend()
+    app = SparkApp(backend, roles={"spark1": "head"}, bench=lambda: quick_bench(config, transport, tap))
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app)
+            await pilot.press("b")
+            await settle(pilot, app)
+            assert any("not ready" in n for n in notifications(app))
+            backend.post(EngineChanged(EngineState.READY))
+            await settle(pilot, app)
+            # The dashboard's telemetry feeds the tap: 100 W, before and long after the sweep.
+            for i, at in enumerate((0.0, 1e9)):
+                gpu = {"source": "nvml", "devices": [{"index": 0, "power_w": 100.0}]}
+                sample = Sample.from_json({"v": 1, "seq": i + 1, "mono": at, "wall": at, "gpu": gpu},
+                                          received=at)
+                tap(NodeSampled("spark1", sample))
+            await pilot.press("b")
+            await settle(pilot, app)
+            await app.workers.wait_for_complete([w for w in app.workers if w.group == "bench"])
+            await settle(pilot, app)
+            told = [n for n in notifications(app) if n.startswith("c=1 ")]
+            assert told, notifications(app)
+            assert " tok/s (" in told[0] and "J/token)" in told[0] and "c=4 " in told[0]
+    finally:
+        await transport.close()
+    (line,) = (tmp_path / "sparktui" / "bench.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    assert [lv["completed"] for lv in record["levels"]] == [8, 8]
+    assert record["levels"][0]["energy"]["joules"]["spark1"] > 0
