@@ -158,3 +158,18 @@ def test_preflight_checks_the_recipes_minimum_vllm(user_recipes):
     assert new is not None and new.status is StepStatus.OK
     assert check_recipe_vllm(cfg(recipe="llama-3.3-70b-instruct"), "0.8.3") is None   # no minimum given
     assert check_recipe_vllm(cfg(model="/m"), "0.8.3") is None
+
+
+def test_dry_run_shows_the_recipes_flags_in_vllm_serve(tmp_path, user_recipes):
+    path = tmp_path / "config.toml"
+    path.write_text('[[nodes]]\nname = "spark1"\nhost = "spark1"\nrole = "head"\nip = "192.168.100.10"\n'
+                    '[[nodes]]\nname = "spark2"\nhost = "spark2"\nip = "192.168.100.11"\n'
+                    '[engine]\nrecipe = "qwen3.5-122b-a10b-fp8"\nextra_args = ["--max-model-len", "65536"]\n')
+    out = run_sparktui("--config", str(path), "start", "--dry-run",
+                       env={"SPARKTUI_RECIPES": str(user_recipes)})
+    assert out.returncode == 0, out.stderr
+    serve = next(line for line in out.stdout.splitlines() if "vllm serve Qwen" in line)
+    assert "vllm serve Qwen/Qwen3.5-122B-A10B-FP8 --tensor-parallel-size 2" in serve
+    assert "--gpu-memory-utilization 0.8" in serve and "--reasoning-parser qwen3" in serve
+    # the config's --max-model-len wins: the recipe's 262144 is gone
+    assert "--max-model-len 65536" in serve and "262144" not in serve

@@ -288,13 +288,13 @@ def test_model_info_script_on_a_real_directory(tmp_path):
 
 
 # ---- preflight's check ---------------------------------------------------------------------------
-def _spark_config(extra_args: list[str], floor: float = 4.0):
+def _spark_config(extra_args: list[str], floor: str = "4GiB", object_store: str = "4GiB"):
     from sparktui.config import parse_config
 
     return parse_config({
         "nodes": [{"name": "spark1", "host": "spark1", "role": "head"}, {"name": "spark2", "host": "spark2"}],
         "engine": {"model": "/models/Llama-3.3-70B-Instruct", "extra_args": extra_args,
-                   "memory_floor": f"{floor}GiB"},
+                   "memory_floor": floor, "ray_object_store_memory": object_store},
     })
 
 
@@ -317,15 +317,18 @@ def test_preflight_memory_sizing_per_node():
     by_node = {v.node: v for v in views}
     assert by_node["spark1"].status is StepStatus.OK
     assert by_node["spark1"].message.startswith("weights 65.7 GiB/GPU, KV cache 26.6 GiB = 174,610 tokens")
-    assert "host keeps 20.6 GiB (floor 4.0 GiB), Ray's object store unsized" in by_node["spark1"].message
-    # spark2: 100 GiB free − 97.35 GiB budget = 2.65 GiB < 4 GiB
+    # 118 GiB free − 104,530,532,761 budget − 4 GiB object store (engine.ray_object_store_memory)
+    #   = 17,876,035,175 bytes = 16.6 GiB
+    assert by_node["spark1"].message.endswith("host keeps 16.6 GiB (floor 4.0 GiB)")
+    # spark2: 100 GiB free − 97.35 GiB budget − 4 GiB object store = −1.4 GiB < 4 GiB
     assert by_node["spark2"].status is StepStatus.WARNING
-    assert "the host keeps 2.6 GiB" in by_node["spark2"].message
-    assert "under the memory floor 4.0 GiB" in by_node["spark2"].message
-    # a lower floor: no warning
-    low_floor = _spark_config(["--gpu-memory-utilization", "0.8"], floor=2.0)
+    assert ("the host keeps -1.4 GiB (100.0 GiB free − 97.4 GiB for vLLM − 4.0 GiB Ray object store), "
+            "under the memory floor 4.0 GiB") in by_node["spark2"].message
+    # Ray's default object store and a lower floor: no warning, the unsized store said
+    low_floor = _spark_config(["--gpu-memory-utilization", "0.8"], floor="2GiB", object_store="0")
     views = check_memory_fit(low_floor, facts, _llama_dir())
     assert {v.status for v in views} == {StepStatus.OK}
+    assert "host keeps 2.6 GiB (floor 2.0 GiB), Ray's object store unsized" in views[1].message
 
 
 def test_preflight_memory_sizing_skips_what_it_cannot_size():

@@ -112,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
     if down:
         port = f":{args.port}" if args.port else ""
         for f in down:
-            print(f"sparktui init: {f.host}{port}: {f.error or 'unreachable'}; nothing written",
-                  file=sys.stderr)
+            print(f"sparktui init: {f.host}{port}: {f.error or 'unreachable'}", file=sys.stderr)
+        print("sparktui init: nothing written", file=sys.stderr)
         if args.json:
             print_json({**report, "config": None, "written": None})
         return 1
@@ -141,20 +141,22 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     written = _write(args, out, text, confirmed)
+    # Asked to write (--yes, or Write on the screen) and could not: a failure; only shown: a success.
+    code = 1 if (args.yes or confirmed) and not written else 0
     report.update(config=proposal.data, toml=text, notes=proposal.notes, warnings=proposal.warnings,
                   written=str(out) if written else None)
     if args.json:
         print_json(report)
-        return 0 if written or not args.yes else 1
+        return code
     _print_summary(facts, proposal)
     if not written:
         print(text)
-    if written or not args.yes:
+    if code == 0:
         from sparktui.commands.start import print_plan
 
         print(f"\n# `sparktui start --dry-run{'' if written else ' --config FILE'}` for this config:")
         print_plan(config, "start")
-    return 0 if written or not args.yes else 1
+    return code
 
 
 def _write(args: argparse.Namespace, out: Path, text: str, confirmed: bool = False) -> bool:

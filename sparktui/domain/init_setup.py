@@ -193,38 +193,45 @@ def _num(value: Any) -> int | None:
 
 @dataclass(frozen=True)
 class Cable:
+    #: The cable's netdev (the node's ``interface``: preflight checks its speed and MTU).
     interface: str | None
     ip: str | None
     rdma_devices: tuple[str, ...]
     why: str
     #: The cable has an address of its own (NCCL, Gloo and Ray can all use it).
     addressed: bool = True
+    #: Where Gloo, NCCL's bootstrap and UCX open sockets: the interface that holds ``ip``.
+    sockets: str | None = None
 
 
 def choose_cable(h: HostFacts, interface: str | None = None) -> Cable:
     """The node's cable; ``interface`` (the user's pick) wins when this host has it with an address."""
     active = [p for p in h.rdma if p.active]
     devices = tuple(sorted({p.device for p in active}))
-    picked = h.interface(interface) if interface else None
-    if picked is not None and picked.ipv4:
-        return Cable(picked.name, picked.ipv4, devices, f"{picked.name} (chosen), address {picked.ipv4}")
     candidates = [p.netdev for p in active if p.netdev]
     # The twin without a capital P first (enp1s0f1np1 before enP2p1s0f1np1), as the community launchers do.
     candidates.sort(key=lambda n: ("P" in n, n))
+    picked = h.interface(interface) if interface else None
+    if picked is not None and picked.ipv4:
+        # The pick carries the address and the sockets; the cable's netdev stays the node's interface.
+        return Cable(candidates[0] if candidates else picked.name, picked.ipv4, devices,
+                     f"{picked.name} (chosen), address {picked.ipv4}", addressed=picked.name in candidates,
+                     sockets=picked.name)
     for name in candidates:
         iface = h.interface(name)
         if iface is not None and iface.ipv4:
             return Cable(name, iface.ipv4, devices, f"{name} carries RDMA ports {', '.join(devices)}, "
-                         f"address {iface.ipv4}")
+                         f"address {iface.ipv4}", sockets=name)
     # No address on the cable: sockets (Gloo, NCCL's bootstrap, Ray) go where SSH came in; naming the
     # cable's netdev there would make Gloo fail ("Unable to find address for: enp1s0f1np1").
     ssh_if = next((i.name for i in h.interfaces if i.ipv4 and i.ipv4 == h.ssh_address), None)
     if candidates:
-        return Cable(ssh_if, h.ssh_address, devices,
+        return Cable(candidates[0], h.ssh_address, devices,
                      f"the cable's netdevs ({', '.join(candidates)}) have no IPv4 address here: sockets on "
-                     f"{ssh_if or '?'}, the address SSH reached ({h.ssh_address})", addressed=False)
-    return Cable(ssh_if, h.ssh_address, (), "no RDMA port is ACTIVE: using the address SSH reached "
-                 f"({h.ssh_address}); NCCL will use sockets", addressed=False)
+                     f"{ssh_if or '?'}, the address SSH reached ({h.ssh_address})", addressed=False,
+                     sockets=ssh_if)
+    return Cable(None, h.ssh_address, (), "no RDMA port is ACTIVE: using the address SSH reached "
+                 f"({h.ssh_address}); NCCL will use sockets", addressed=False, sockets=ssh_if)
 
 
 def node_name(h: HostFacts, taken: set[str]) -> str:
@@ -482,10 +489,10 @@ def propose_config(hosts: Sequence[HostFacts], opts: InitOptions,
         comments["engine.extra_args"] = notes[-1] if notes else "proposed by memory sizing"
     head_cable = cables[head_i] if cables else None
     env: dict[str, str] = {}
-    if head_cable is not None and head_cable.interface:
+    if head_cable is not None and head_cable.sockets:
         for var in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "UCX_NET_DEVICES", "TP_SOCKET_IFNAME",
                     "OMPI_MCA_btl_tcp_if_include"):
-            env[var] = head_cable.interface
+            env[var] = head_cable.sockets
     if head_cable is not None and head_cable.rdma_devices:
         env["NCCL_IB_HCA"] = ",".join(head_cable.rdma_devices)
     env["RAY_memory_monitor_refresh_ms"] = "0"

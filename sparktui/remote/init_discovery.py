@@ -51,7 +51,7 @@ async def _facts(t: Transport, node: NodeConfig, opts: InitOptions) -> HostFacts
     if state.phase is not LinkPhase.CONNECTED:
         raise TransportError(state.last_error or state.describe())
     h.reachable = True
-    res = await t.run([node.python, "-c", HOST_PY], timeout=30)
+    res = await t.run([node.python, "-c", HOST_PY], timeout=60)
     report = last_json_object(res.stdout)
     if report is None:
         h.error = f"{node.python} on the node failed: {(res.stderr or res.stdout).strip()[-300:]}"
@@ -64,7 +64,7 @@ async def _facts(t: Transport, node: NodeConfig, opts: InitOptions) -> HostFacts
 
 async def _probe(t: Transport, node: NodeConfig, h: HostFacts) -> None:
     argv = probe_argv(node, 0.2, count=1, follow_stdin=False, extra_args=["--no-containers"])
-    res = await t.run(argv, input=probe_source(), timeout=30)
+    res = await t.run(argv, input=probe_source(), timeout=60)
     sample = last_json_object(res.stdout)
     if sample is not None:
         h.apply_probe_sample(sample)
@@ -115,7 +115,7 @@ async def _models(t: Transport, node: NodeConfig, h: HostFacts, opts: InitOption
 async def _reach(t: Transport, node: NodeConfig, h: HostFacts, peers: dict[str, tuple[str, int]]) -> None:
     async def one(name: str, ip: str, port: int) -> None:
         try:
-            res = await t.run([node.python, "-c", REACH_PY, ip, str(port), "3"], timeout=15)
+            res = await t.run([node.python, "-c", REACH_PY, ip, str(port), "3"], timeout=30)
             h.reaches[name] = res.stdout.strip() or (res.stderr.strip() or f"exit {res.returncode}")
         except TransportError as exc:
             h.reaches[name] = str(exc)

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import StepStatus, StepView
+from sparktui.domain.lifecycle.plan import object_store_args
 from sparktui.domain.lifecycle.preflight import NodeFacts
 from sparktui.domain.model_files import ModelDir
 from sparktui.domain.sizing import EngineSettings, SizingError, shape_from_config, size_node
@@ -24,8 +25,10 @@ NAME = "memory sizing"
 
 def settings_of(config: SparkConfig) -> EngineSettings:
     e = config.engine
+    # The object store Ray is started with: engine.ray_object_store_memory unless ray_start_args names one.
+    ray_args = [*object_store_args(config), *e.ray_start_args] if e.executor == "ray" else []
     return EngineSettings.from_args(e.extra_args, tp=e.tensor_parallel_size, pp=e.pipeline_parallel_size,
-                                    ray_start_args=e.ray_start_args)
+                                    ray_start_args=ray_args)
 
 
 def check_memory_fit(config: SparkConfig, facts: Mapping[str, NodeFacts],
