@@ -24,16 +24,10 @@ from dataclasses import dataclass
 from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
 
-STAGES = (
-    "config", "placement", "distributed", "weights", "compile", "kv_cache", "cuda_graphs", "engine", "api",
-)
-STAGE_INDEX = {name: i for i, name in enumerate(STAGES)}
-#: What the dashboard calls each stage (the engine panel and ``sparktui timeline`` use these words).
-STAGE_LABELS = {
-    "config": "config", "placement": "Ray placement", "distributed": "distributed", "weights": "weights",
-    "compile": "compile", "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "engine": "engine init",
-    "api": "API server", "serving": "serving (after ready)",
-}
+# The stage names live in one import-free module; re-exported here for the parser's modules.
+from sparktui.domain.stage_names import STAGE_INDEX as STAGE_INDEX
+from sparktui.domain.stage_names import STAGE_LABELS as STAGE_LABELS
+from sparktui.domain.stage_names import STAGES as STAGES
 
 # (regex group, fact key, "int" | "float" | "str", which value wins when several lines give one:
 #  "first" | "last" | "max" (per-node figures: the slowest node) | "min" (capacity: the tightest node))

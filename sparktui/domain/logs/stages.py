@@ -24,10 +24,17 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from sparktui.domain.history import format_duration
+from sparktui.domain.durations import format_duration
 from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs import nccl
-from sparktui.domain.logs.line import LogRecord, md_hms, parse_line, split_glued, strip_ansi
+from sparktui.domain.logs.line import (
+    LogRecord,
+    inherit_prefix,
+    md_hms,
+    parse_line,
+    split_glued,
+    strip_ansi,
+)
 from sparktui.domain.logs.rules import (
     ARGS_PAIR,
     CONFIG_PAIR,
@@ -289,19 +296,27 @@ class Timeline:
         if now is not None:
             self._now = now
         self.records_seen += 1
-        if record.is_prefix_only:
-            self._pending_prefix = record
+        taken = self._with_pending_prefix(record)
+        if taken is None:
             return
-        if self._pending_prefix is not None:
-            prefix, self._pending_prefix = self._pending_prefix, None
-            if not record.has_prefix and record.is_progress:
-                record = replace(record, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)
+        record = taken
         msg = record.message
         if self._outcome == "ready" and " HTTP/1." in msg:
             self._requests_served += _count_ok_requests(msg)
         if record.level not in ("ERROR", "CRITICAL") and not self._has_keyword(msg):
             return
         self._apply(record)
+
+    def _with_pending_prefix(self, record: LogRecord) -> LogRecord | None:
+        """Ray relays a worker's bar as ``<prefix> \\r<bar>``: a prefix-only record is held (None: nothing to
+        apply) and the bar right after it takes its role, node and pid."""
+        if record.is_prefix_only:
+            self._pending_prefix = record
+            return None
+        prefix, self._pending_prefix = self._pending_prefix, None
+        if prefix is not None and not record.has_prefix and record.is_progress:
+            return inherit_prefix(record, prefix)
+        return record
 
     def feed_text(self, text: str, now: float | None = None) -> None:
         """Bulk path: a block of complete lines. Lines that contain none of the keywords that can still
@@ -346,13 +361,10 @@ class Timeline:
         """:meth:`feed` for a record of a line the scan found by keyword ``kw``: the keyword check is a
         single ``in`` when the keyword is in the message (it may have been in the prefix or header)."""
         self.records_seen += 1
-        if record.is_prefix_only:
-            self._pending_prefix = record
+        taken = self._with_pending_prefix(record)
+        if taken is None:
             return
-        if self._pending_prefix is not None:
-            prefix, self._pending_prefix = self._pending_prefix, None
-            if not record.has_prefix and record.is_progress:
-                record = replace(record, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)
+        record = taken
         msg = record.message
         if not self._bulk_counting and self._outcome == "ready" and " HTTP/1." in msg:
             self._requests_served += _count_ok_requests(msg)
