@@ -8,9 +8,9 @@ finish a stage once every expected node reported; a ``[repeated Nx across cluste
 N more reporters, because Ray only folds copies from *other* (ip, pid) sources.
 
 Times: vLLM prints ``MM-DD hh:mm:ss`` without a year in the emitting node's clock. Durations come from
-those (a jump back of more than half a year is a year rollover); lines without a time inherit the last
-one. ``now`` (wall-clock seconds, as from ``time.time()``) passed by a live caller gives times to a log
-that has none and drives :meth:`Timeline.stall_seconds`.
+those, placed on one axis by :class:`~.clock.NodeClock` (node time zones, year rollover); lines without
+a time inherit the last one. ``now`` (wall-clock seconds, as from ``time.time()``) passed by a live caller
+gives times to a log that has none and drives :meth:`Timeline.stall_seconds`.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any
 from sparktui.domain.durations import format_duration
 from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs import nccl
+from sparktui.domain.logs.clock import NodeClock
 from sparktui.domain.logs.line import (
     LogRecord,
     inherit_prefix,
-    md_hms,
     parse_line,
     split_glued,
     strip_ansi,
@@ -91,7 +91,6 @@ _TRACEBACK_NOISE = ("File ", "Traceback", "^", "raise ", "return ", "The above e
 # Ray connection lines that launcher scripts print too: they only mean "placement" once vLLM is running.
 _BEFORE_VLLM_OK = frozenset({"ray_connect", "ray_connected", "ray_local", "ray_ready"})
 STATUSES = ("pending", "running", "done", "failed", "skipped")
-_YEAR = 366 * 86400.0
 _DETAIL_LINES = 12  # lines a "Reasons:" message may go on for
 _DISTRIBUTED = STAGE_INDEX["distributed"]
 _CONFIG = STAGE_INDEX["config"]
@@ -237,7 +236,7 @@ class Timeline:
         # Anything that only vLLM prints was seen (a stage line, a vLLM bar, a failure signature): without
         # it the input is not a vLLM log at all (kept across restarts).
         self.vllm_evidence = False
-        self._year_base: tuple[int, float] | None = None  # (calendar year, axis seconds) of a line with one
+        self._clock = NodeClock()  # node clocks -> one axis (its year anchor is kept across restarts)
         self._reset()
 
     # --- state ---------------------------------------------------------------------------------------
@@ -250,11 +249,9 @@ class Timeline:
         self._nodes: dict[str, None] = {}
         self._last_s: float | None = None  # last log time on the year-free axis
         self._last_t: str | None = None
-        self._head_clock = False  # a head-node line has given a time
         self._rec_s: float | None = None  # the record being applied: its own time (a late copy's is older)
         self._rec_t: str | None = None
-        self._tz_offsets: dict[str, float] = {}  # node -> its clock minus the head's (half hours)
-        self._year_offset = 0.0
+        self._clock.reset()
         self._now: float | None = None
         self._ranks: set[int] = set()
         self._pg_nodes: set[str] = set()  # Ray node ids of the placement group (one warning per node)
@@ -427,18 +424,11 @@ class Timeline:
     def _apply(self, rec: LogRecord) -> None:
         self._rec_s = None
         if rec.seconds is not None:
-            offset = self._node_offset(rec)
-            t_axis = self._axis(rec.seconds - offset)
-            t = rec.time or ""
-            t = t[5:] if len(t) == 19 else t  # Ray's "YYYY-MM-DD hh:mm:ss" -> "MM-DD hh:mm:ss"
-            if offset:
-                t = md_hms(rec.seconds - offset)  # shown in the head's clock
+            t_axis, t = self._clock.place(rec, rec.seconds, self._last_s)
             self._rec_s, self._rec_t = t_axis, t
             # The log's clock never runs back: Ray prints a deduplicated copy late with its original time.
             if self._last_s is None or t_axis >= self._last_s:
                 self._last_s, self._last_t = t_axis, t
-        if rec.year is not None and self._year_base is None and self._rec_s is not None:
-            self._year_base = (rec.year, self._rec_s)
         if (rec.has_prefix or rec.level is not None) and rec.role not in ("autoscaler", "raylet"):
             self._nodes.setdefault(rec.node or "head", None)
         msg = rec.message
@@ -519,26 +509,6 @@ class Timeline:
         self._outcome = "incomplete"
         self._pydantic_open = False
 
-    def _node_offset(self, rec: LogRecord) -> float:
-        """Every node stamps its lines with its own clock and time zone (reference §1.1: a worker container
-        on UTC, the head's ``vllm serve`` on local time). A node's line after the head has shown a time gives
-        its offset in whole half hours (time zones) when it is within 5 min of one: clocks that agree to
-        within minutes, and Ray's dedup delays, give 0; a copy held back longer is no estimate."""
-        node = rec.node
-        if node is None:
-            self._head_clock = True
-            return 0.0
-        offset = self._tz_offsets.get(node)
-        if offset is None:
-            if not self._head_clock or self._last_s is None or rec.seconds is None:
-                return 0.0
-            skew = rec.seconds + self._year_offset - self._last_s
-            offset = round(skew / 1800) * 1800.0
-            if abs(skew - offset) > 300:
-                return 0.0  # not a clean time-zone step (a copy Ray held back for long): ask the next line
-            self._tz_offsets[node] = offset
-        return offset
-
     def _restart(self) -> None:
         self._frames.clear()
         expected = self.expected_nodes
@@ -546,17 +516,6 @@ class Timeline:
         self._reset()
         self.expected_nodes = expected
         self._now = now
-
-    def _axis(self, sec: float) -> float:
-        """Place a year-free time on a continuous axis (handles Dec 31 -> Jan 1)."""
-        t = sec + self._year_offset
-        if self._last_s is not None:
-            if t < self._last_s - _YEAR / 2:
-                self._year_offset += _YEAR
-                t += _YEAR
-            elif t > self._last_s + _YEAR / 2:
-                t -= _YEAR  # a late line from before the rollover
-        return t
 
     # --- rules ---------------------------------------------------------------------------------------
     def _on_rule(self, rule: Rule, m: Any, rec: LogRecord) -> None:
@@ -1055,7 +1014,7 @@ class Timeline:
             last_progress_at=self._last_progress_at(),
             is_vllm_log=self.vllm_evidence,
             served_seconds=self._served_seconds(),
-            year_known=self._year_base is not None,
+            year_known=self._clock.year_known,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -1076,22 +1035,9 @@ class Timeline:
         started = st.start_t or _wall_str(st.start_wall)
         ended = None if st.status == "running" else (st.end_t or _wall_str(st.end_wall))
         progress = StageProgress(*st.progress) if st.progress is not None else None
-        started_iso = self._iso(st.start_t, st.start_s, st.start_wall)
-        ended_iso = None if st.status == "running" else self._iso(st.end_t, st.end_s, st.end_wall)
+        started_iso = self._clock.iso(st.start_t, st.start_s, st.start_wall)
+        ended_iso = None if st.status == "running" else self._clock.iso(st.end_t, st.end_s, st.end_wall)
         return StageSnapshot(st.name, st.status, started, ended, seconds, progress, started_iso, ended_iso)
-
-    def _iso(self, md: str | None, axis: float | None, wall: float | None) -> str | None:
-        """ISO 8601 for a stage time: with the year where the log gave one, else year-less."""
-        if md is not None and len(md) == 14:
-            date, hms = md[:5], md[6:]
-            if self._year_base is not None and axis is not None:
-                year0, axis0 = self._year_base
-                year = year0 + int(axis // _YEAR) - int(axis0 // _YEAR)
-                return f"{year:04d}-{date}T{hms}"
-            return f"--{date}T{hms}"
-        if wall is not None:
-            return _time.strftime("%Y-%m-%dT%H:%M:%S", _time.localtime(wall))
-        return None
 
 
 def _wall_str(wall: float | None) -> str | None:
