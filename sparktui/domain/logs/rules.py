@@ -226,6 +226,9 @@ SERVING_KEYWORDS: tuple[str, ...] = (
     "ERROR", "Error", "died", "Dead", "fatal", "LLM engine (v", "vLLM API server version", "█  version",
     "Uvicorn running on", "CRITICAL", "Exception", "OutOfResources", "out of resource: ", "atchdog",
     *STOP_KEYWORDS,
+    # NCCL's transport lines of the API server's own ranks come late: NCCL writes through C stdio, block
+    # buffered into a pipe (docker/k8s logs), so they can follow "ready" (logs 01, 02); still start-up facts.
+    *NCCL_KEYWORDS,
 )  # (no traceback frames: a crash while serving is charged to "engine", whatever the frames say)
 RESTART_RULES = frozenset({"api_version", "logo_version", "plain_version", "engine_config"})
 
