@@ -19,7 +19,6 @@ import contextlib
 import itertools
 import re
 import time as _time
-from collections import deque
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -28,6 +27,7 @@ from sparktui.domain.durations import format_duration
 from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs import nccl
 from sparktui.domain.logs.clock import NodeClock
+from sparktui.domain.logs.failure_tracker import TRACEBACK_NOISE, FailureTracker, Found
 from sparktui.domain.logs.line import (
     LogRecord,
     inherit_prefix,
@@ -87,11 +87,9 @@ def _count_ok_requests(text: str) -> int:
 OUTCOMES = ("ready", "failed", "incomplete", "stopped")
 # Outcomes after which only a dying engine, a stop or a new start matters (the serving-time keyword set).
 _SERVING = frozenset({"ready", "stopped"})
-_TRACEBACK_NOISE = ("File ", "Traceback", "^", "raise ", "return ", "The above exception", "During handling")
 # Ray connection lines that launcher scripts print too: they only mean "placement" once vLLM is running.
 _BEFORE_VLLM_OK = frozenset({"ray_connect", "ray_connected", "ray_local", "ray_ready"})
 STATUSES = ("pending", "running", "done", "failed", "skipped")
-_DETAIL_LINES = 12  # lines a "Reasons:" message may go on for
 _DISTRIBUTED = STAGE_INDEX["distributed"]
 _CONFIG = STAGE_INDEX["config"]
 # A worker dying is the effect of something (OOM kill, NCCL abort, ...): it never hides a cause found first.
@@ -245,7 +243,7 @@ class Timeline:
         self._furthest = -1
         self._facts: dict[str, Any] = {}
         self._outcome = "incomplete"
-        self._failure: tuple[str, str, str, int] | None = None  # kind, stage, message, rank
+        self._failures = FailureTracker()  # the failure found so far, frames, detail lines
         self._nodes: dict[str, None] = {}
         self._last_s: float | None = None  # last log time on the year-free axis
         self._last_t: str | None = None
@@ -259,20 +257,10 @@ class Timeline:
         self._bars: dict[str, tuple[int, int]] = {}  # desc -> (total, done)
         self._cache_hit = False
         self._compiled = False
-        self._recent_errors: deque[tuple[int, str, str | None, bool]] = deque(maxlen=200)
         self._pending_prefix: LogRecord | None = None
-        self._pydantic_open = False  # the failure is a pydantic ValidationError awaiting its detail line
-        # A failure is only tentative while all it rests on is an unexplained exception line (no signature,
-        # no "failed to start"-style marker): a library printing a caught exception's traceback.
-        self._failure_confirmed = False
         self._before_failure: tuple[dict[str, _Stage], int] | None = None
         self._last_event_wall: float | None = None  # wall clock of the last stage event of any kind
         self.records_seen = 0
-        # Traceback frames (function names, outermost first) per (node, pid) since its last "Traceback".
-        self._frames: dict[tuple[str | None, int | None], list[str]] = {}
-        # The failure message announced detail on the next lines ("Reasons:"): whose lines, how many left.
-        self._detail_from: tuple[str | None, int | None] | None = None
-        self._detail_left = 0
         self._ready_s: float | None = None  # log time of "ready" (serving time = crash/stop - this)
         self._ready_wall: float | None = None
         self._end_s: float | None = None  # log time of the crash or the stop
@@ -434,7 +422,7 @@ class Timeline:
         msg = rec.message
         if "NCCL INFO" in msg and nccl.observe(msg, rec.node, self._facts):
             return  # NCCL's transport lines: the NCCL verdict's facts (sparktui.domain.logs.nccl)
-        if self._outcome == "failed" and not self._failure_confirmed and self._moves_on(rec):
+        if self._outcome == "failed" and not self._failures.confirmed and self._moves_on(rec):
             self._recover()
         if (rec.role is not None and 0 <= self._furthest < _DISTRIBUTED and self._outcome == "incomplete"
                 and _WORKER_ROLE.fullmatch(rec.role)):
@@ -446,18 +434,8 @@ class Timeline:
             if self._outcome == "incomplete":
                 self._on_bar(rec)
             return
-        key = (rec.node, rec.pid)
-        if self._detail_from is not None:
-            if self._detail_from == key and self._take_detail(msg):
-                return
-            self._detail_from = None
-        if msg[:1] in (" ", "\t") and 'File "' in msg:
-            func = fl.frame_func(msg)
-            if func is not None:
-                self._frames.setdefault(key, []).append(func)  # the traceback's frames, outermost first
-                return
-        if "Traceback (most recent call last)" in msg:
-            self._frames[key] = []
+        if self._failures.follow((rec.node, rec.pid), msg):
+            return  # a traceback frame, or the failure's message going on
         hits = rules_for(msg)
         if hits:
             self.vllm_evidence = True
@@ -480,10 +458,7 @@ class Timeline:
             if fl.FATAL_AFTER_READY.search(msg):
                 self._fail_after_ready(rec)
             elif rec.level in ("ERROR", "CRITICAL") or (rec.level is None and fl.is_exception_line(msg)):
-                text = msg.strip()
-                if not text.startswith(_TRACEBACK_NOISE):
-                    self._recent_errors.append((self.records_seen, text, fl.classify(text),
-                                                fl.is_exception_line(text) and not fl.is_wrapper(text)))
+                self._failures.note_serving_error(self.records_seen, msg)
             return
         if self._outcome == "incomplete":
             for rule, m in hits:
@@ -500,17 +475,17 @@ class Timeline:
 
     def _recover(self) -> None:
         """Take back a tentative failure: the stages as they were, the exception kept as a fact."""
-        if self._failure is None or self._before_failure is None:
-            self._failure_confirmed = True  # nothing to go back to: keep the failure
+        found = self._failures.found
+        if found is None or self._before_failure is None:
+            self._failures.confirmed = True  # nothing to go back to: keep the failure
             return
-        self._facts.setdefault("ignored_error", self._failure[2])
+        self._facts.setdefault("ignored_error", found[2])
         self._stages, self._furthest = self._before_failure
-        self._failure, self._before_failure = None, None
+        self._before_failure = None
+        self._failures.clear()
         self._outcome = "incomplete"
-        self._pydantic_open = False
 
     def _restart(self) -> None:
-        self._frames.clear()
         expected = self.expected_nodes
         now = self._now
         self._reset()
@@ -804,11 +779,14 @@ class Timeline:
         if not raw.strip():
             return
         if raw[:1] in (" ", "\t"):
-            if self._pydantic_open and fl.is_pydantic_detail(raw):
-                self._pydantic_detail(raw.strip())
+            if self._failures.pydantic_open and fl.is_pydantic_detail(raw):
+                moved = self._failures.pydantic_detail(raw.strip(), self._running_stage())
+                if moved is not None:
+                    self._mark_failed(*moved)
             return  # an indented traceback line (code, not the exception)
         msg = raw.strip()
-        current = self._failure
+        current = self._failures.found
+        key = (rec.node, rec.pid)
         running = self._evidence_stage(rec, msg, current)
         kind = fl.classify(msg, running)
         marker = fl.is_marker(msg)
@@ -817,25 +795,17 @@ class Timeline:
         errorish = rec.level in ("ERROR", "CRITICAL") or (rec.role == "autoscaler" and kind is not None)
         if not errorish and not exc and not marker:
             return  # a WARNING or INFO line that merely mentions an error
-        # Rank of a root-cause candidate: a classified exception line beats a classified summary line
-        # ("Triton compilation failed: x" < "OSError: [Errno 122] Disk quota exceeded"), which beats an
-        # unclassified exception, which beats a bare "EngineCore failed to start".
-        if kind is not None:
-            rank = 4 if exc else 3
-        elif marker:
-            rank = 1
-        elif exc:
-            rank = 2
-        else:
+        rank = FailureTracker.rank(kind, exc, marker)
+        if rank == 0:
             # An ERROR line that proves nothing on its own (a cut paste, a logged warning): shown as a
             # fact, but only while no failure explains it.
-            if errorish and current is None and not msg.startswith(_TRACEBACK_NOISE):
+            if errorish and current is None and not msg.startswith(TRACEBACK_NOISE):
                 self._facts.setdefault("first_error", msg)
             return
         if kind is not None or marker:
             # A signature or a "failed to start" marker: a real failure, whatever follows. (A config-time
             # ValueError promoted to config_error below stays tentative: if the start goes on, it survived.)
-            self._failure_confirmed = True
+            self._failures.confirmed = True
         if kind is None and rank == 2 and fl.is_config_exception(msg) and (
             running in (None, "config") and self._furthest == STAGE_INDEX["config"]
         ):
@@ -849,29 +819,24 @@ class Timeline:
         k = kind or "unknown"
         if self._ready_s is not None or self._ready_wall is not None:
             stage = "serving"  # it had served: a crash after ready, whatever the traceback shows
-        elif current is not None and kind is None and self._framed_stage(rec) is None:
+        elif current is not None and kind is None and self._failures.framed_stage(key) is None:
             stage = current[1]
         else:
             stage = fl.failure_stage(k, running, msg)
-            if kind is None and current is not None and stage != current[1]:
-                self._failure = (current[0], stage, current[2], current[3])  # the frames moved it
         if current is None:
             # Kept so that an unexplained exception the start survives can be taken back (see _recover).
             self._before_failure = ({n: replace(st) for n, st in self._stages.items()}, self._furthest)
-        self._failure = (k, stage, msg, rank)
-        self._pydantic_open = "validation error for" in msg
+        self._failures.set((k, stage, msg, rank), key)
         self._outcome = "failed"
         self._mark_failed(stage, current[1] if current is not None else None)
-        if fl.announces_detail(msg):
-            self._detail_from, self._detail_left = (rec.node, rec.pid), _DETAIL_LINES
 
     def _evidence_stage(self, rec: LogRecord, msg: str,
-                        current: tuple[str, str, str, int] | None) -> str | None:
+                        current: Found | None) -> str | None:
         """Where the evidence puts an error: the frames of its traceback (the innermost vLLM method), unless
         that stage is over and a later one runs; else the running stage, the stage of a failure already
         found, or the worker method an "Error executing method" line names."""
         running = self._running_stage()
-        framed = self._framed_stage(rec)
+        framed = self._failures.framed_stage((rec.node, rec.pid))
         if framed is not None and not (
             running is not None and STAGE_INDEX[running] > STAGE_INDEX[framed]
             and self._stages[framed].status == "done"
@@ -882,37 +847,6 @@ class Timeline:
         if current is not None and current[1] in STAGE_INDEX:
             return current[1]
         return fl.method_stage(msg)
-
-    def _framed_stage(self, rec: LogRecord) -> str | None:
-        return fl.frames_stage(self._frames.get((rec.node, rec.pid), []))
-
-    def _take_detail(self, msg: str) -> bool:
-        """A line after a message that announced detail ("Reasons:"): appended to the failure's message
-        while it reads as the message going on (not a traceback, not a new exception)."""
-        text = msg.strip()
-        if (self._failure is None or not text or self._detail_left <= 0 or text.startswith(_TRACEBACK_NOISE)
-                or fl.is_exception_line(text) or fl.is_marker(text)):
-            return False
-        kind, stage, message, rank = self._failure
-        self._failure = (kind, stage, f"{message}\n{text}", rank)
-        self._detail_left -= 1
-        return True
-
-    def _pydantic_detail(self, detail: str) -> None:
-        """The first detail line of a pydantic ValidationError carries the real message: the failure
-        becomes "<exception line>: <detail>", of the kind the detail shows (config_error if none)."""
-        self._pydantic_open = False
-        if self._failure is None:
-            return
-        old_kind, old_stage, msg, rank = self._failure
-        text = detail.split(" [type=", 1)[0]
-        for head in fl.PYDANTIC_DETAIL:
-            text = text.removeprefix(head)
-        running = self._running_stage() or old_stage
-        kind = fl.classify(text, running) or old_kind
-        stage = fl.failure_stage(kind, running, text) if kind != old_kind else old_stage
-        self._failure = (kind, stage, f"{msg}: {text}", rank)
-        self._mark_failed(stage, old_stage)
 
     def _mark_failed(self, stage: str, previous: str | None) -> None:
         if stage not in STAGE_INDEX:
@@ -934,21 +868,11 @@ class Timeline:
                     other.end_s, other.end_t, other.end_wall = self._last_s, self._last_t, self._now
 
     def _fail_after_ready(self, rec: LogRecord) -> None:
-        """The engine died while serving. The cause is the best error logged before the fatal line (a
-        classified exception, then any classified line, then an exception line); later lines (the
-        traceback the EngineCore prints after "encountered a fatal error") may still replace it."""
-        msg = rec.message.strip()
-        kind, message, rank = fl.classify(msg) or "worker_died", msg, 1
-        best = 0
-        for _, text, k, exc in self._recent_errors:
-            score = (4 if exc else 3) if k is not None else (2 if exc else 0)
-            if score > best:
-                best, kind, message, rank = score, k or "unknown", text, score
+        """The engine died while serving: the tracker names the cause (see
+        :meth:`~.failure_tracker.FailureTracker.fail_after_ready`)."""
         self._mark_end_of_serving()
-        self._failure = (kind, "serving", message, rank)  # after ready: not a start-up stage
-        self._failure_confirmed = True
+        self._failures.fail_after_ready(rec.message)
         self._outcome = "failed"
-        self._frames.clear()
 
     # --- reading -------------------------------------------------------------------------------------
     def stall_seconds(self, now: float | None = None) -> float | None:
@@ -983,8 +907,8 @@ class Timeline:
         silent phase; without it they run to the last line seen."""
         stages = tuple(self._stage_snapshot(self._stages[name], now) for name in STAGES)
         failure = None
-        if self._failure is not None:
-            kind, stage, message, _ = self._failure
+        if self._failures.found is not None:
+            kind, stage, message, _ = self._failures.found
             hint = fl.hint_for(kind, message, stage, self._facts)
             served = self._served_seconds()
             if served is not None:
@@ -996,8 +920,8 @@ class Timeline:
         if isinstance(version, str):
             facts["vllm_release"] = _release(version)
         facts["nodes_seen"] = len(self._nodes)
-        if self._failure is not None:
-            current: str | None = self._failure[1] if self._failure[1] in STAGE_INDEX else None
+        if self._failures.found is not None:
+            current: str | None = self._failures.found[1] if self._failures.found[1] in STAGE_INDEX else None
         elif self._outcome in _SERVING:
             current = None
         else:
