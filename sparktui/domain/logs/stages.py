@@ -1,5 +1,8 @@
 """The init-stage machine: records in, a :class:`TimelineSnapshot` out.
 
+Its helpers each do one job: :mod:`.scan` finds the lines of a block that can matter, :mod:`.clock` puts
+node clocks on one axis, :mod:`.failure_tracker` keeps what the error lines say went wrong.
+
 Stages run in a fixed order (:data:`~.rules.STAGES`). A stage starts on its first evidence; when a later
 stage starts, earlier running ones are done and earlier ones never seen are ``skipped``. Lines for an
 earlier stage never reopen it (Ray's log dedup delays copies from other nodes by 5 s or more), they
@@ -16,7 +19,6 @@ gives times to a log that has none and drives :meth:`Timeline.stall_seconds`.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import re
 import time as _time
 from dataclasses import dataclass, field, replace
@@ -39,50 +41,21 @@ from sparktui.domain.logs.rules import (
     ARGS_PAIR,
     CONFIG_PAIR,
     RESTART_RULES,
-    SERVING_KEYWORDS,
     STAGE_INDEX,
     STAGES,
-    STARTUP_KEYWORDS,
     Rule,
-    anchor_groups,
     convert,
     rules_for,
 )
-
-_STARTUP_GROUPS = anchor_groups(STARTUP_KEYWORDS)
-_SERVING_GROUPS = anchor_groups(SERVING_KEYWORDS)
-_SERVING_SET = frozenset(SERVING_KEYWORDS)
-assert set(STARTUP_KEYWORDS) >= _SERVING_SET  # a start-up scan finds every line a serving scan would
-
-
-def _has_any(text: str, groups: dict[str, tuple[str, ...]]) -> bool:
-    for anchor, group in groups.items():
-        if anchor in text:
-            for kw in group:
-                if kw in text:
-                    return True
-    return False
-
-
-_LEVEL_ANCHORS = frozenset({"ERROR", "CRITICAL"})
-
-
-def _bar_key(line: str) -> str | None:
-    """What identifies a tqdm bar line (its prefix and description), or None for any other line."""
-    if not line.endswith("]"):
-        return None  # something glued after the bar (a prefix the next record takes): keep the line
-    pct = line.find("% Completed |")
-    if pct == -1:
-        pct = line.find("%|")
-        if pct == -1:
-            return None
-    colon = line.rfind(": ", 0, pct)
-    return line[:colon] if colon != -1 else None
-
-
-def _count_ok_requests(text: str) -> int:
-    """uvicorn access-log lines with a 2xx status (``"POST /v1/chat/completions HTTP/1.1" 200 OK``)."""
-    return text.count('HTTP/1.1" 2') + text.count('HTTP/1.0" 2')
+from sparktui.domain.logs.scan import (
+    SERVING_GROUPS,
+    SERVING_SET,
+    STARTUP_GROUPS,
+    candidate_lines,
+    count_ok_requests,
+    cr_segments,
+    has_any,
+)
 
 OUTCOMES = ("ready", "failed", "incomplete", "stopped")
 # Outcomes after which only a dying engine, a stop or a new start matters (the serving-time keyword set).
@@ -271,10 +244,10 @@ class Timeline:
 
     # --- feeding ---------------------------------------------------------------------------------------
     def _keyword_groups(self) -> dict[str, tuple[str, ...]]:
-        return _SERVING_GROUPS if self._outcome in _SERVING else _STARTUP_GROUPS
+        return SERVING_GROUPS if self._outcome in _SERVING else STARTUP_GROUPS
 
     def _has_keyword(self, text: str) -> bool:
-        return _has_any(text, self._keyword_groups())
+        return has_any(text, self._keyword_groups())
 
     def feed(self, record: LogRecord, now: float | None = None) -> None:
         """Apply one record. ``now`` is the wall clock of its arrival (live callers)."""
@@ -287,7 +260,7 @@ class Timeline:
         record = taken
         msg = record.message
         if self._outcome == "ready" and " HTTP/1." in msg:
-            self._requests_served += _count_ok_requests(msg)
+            self._requests_served += count_ok_requests(msg)
         if record.level not in ("ERROR", "CRITICAL") and not self._has_keyword(msg):
             return
         self._apply(record)
@@ -317,29 +290,29 @@ class Timeline:
         if not text:
             return
         serving = self._bulk_counting = self._outcome == "ready"
-        groups = _SERVING_GROUPS if serving else _STARTUP_GROUPS
-        for end, line, kw in self._candidate_lines(text, groups):
-            if not serving and self._outcome in _SERVING and kw not in _SERVING_SET \
-                    and not _has_any(line, _SERVING_GROUPS):
+        groups = SERVING_GROUPS if serving else STARTUP_GROUPS
+        for end, line, kw in candidate_lines(text, groups):
+            if not serving and self._outcome in _SERVING and kw not in SERVING_SET \
+                    and not has_any(line, SERVING_GROUPS):
                 if self._outcome == "ready" and " HTTP/1." in line:
-                    self._requests_served += _count_ok_requests(line)
+                    self._requests_served += count_ok_requests(line)
                 continue
             if "\x1b" in line:
                 line = strip_ansi(line)
             for part in split_glued(line):
                 if "\r" in part:
-                    for seg in _cr_segments(part):
+                    for seg in cr_segments(part):
                         self._feed_candidate(parse_line(seg), kw)
                 else:
                     self._feed_candidate(parse_line(part), kw)
             if serving and self._outcome != "ready":
                 # A new start (or the end) after "ready": the rest of the block needs the full keyword set.
-                self._requests_served += _count_ok_requests(text[: end + 1])
+                self._requests_served += count_ok_requests(text[: end + 1])
                 self._bulk_counting = False
                 self.feed_text(text[end + 1 :])
                 return
         if serving:
-            self._requests_served += _count_ok_requests(text)
+            self._requests_served += count_ok_requests(text)
         self._bulk_counting = False
 
     def _feed_candidate(self, record: LogRecord, kw: str) -> None:
@@ -352,7 +325,7 @@ class Timeline:
         record = taken
         msg = record.message
         if not self._bulk_counting and self._outcome == "ready" and " HTTP/1." in msg:
-            self._requests_served += _count_ok_requests(msg)
+            self._requests_served += count_ok_requests(msg)
         if kw in msg or record.level in ("ERROR", "CRITICAL") or self._has_keyword(msg):
             self._apply(record)
 
@@ -360,53 +333,6 @@ class Timeline:
         """Bulk path for a list of records (e.g. from :meth:`LineSplitter.feed`)."""
         if lines:
             self.feed_text("\n".join(lines), now)
-
-    def _candidate_lines(self, text: str, groups: dict[str, tuple[str, ...]]) -> list[tuple[int, str, str]]:
-        """(end offset, line, a keyword in it) of every line holding a keyword that can still matter, in
-        order. One ``str.find`` pass over the block per anchor; a line an anchor finds is checked for that
-        anchor's keywords within the line's bounds (no slicing)."""
-        spans: dict[int, tuple[int, str]] = {}
-        find, rfind = text.find, text.rfind
-        size = len(text)
-        for anchor, group in groups.items():
-            single = len(group) == 1 and group[0] == anchor
-            level = anchor in _LEVEL_ANCHORS
-            i = find(anchor)
-            while i != -1:
-                start = rfind("\n", 0, i) + 1
-                end = find("\n", i)
-                if end == -1:
-                    end = size
-                if start not in spans:
-                    if level:
-                        # ``ERROR MM-DD hh:mm:ss [file:N]   <indented>``: a traceback's code, carets or frame,
-                        # printed with the header on every line (logger.exception). Only its frames, pydantic
-                        # details and "Reasons:" lines matter, and other anchors find those.
-                        j = find("] ", i, end)
-                        if j == -1 or text[j + 2 : j + 4] != "  ":
-                            spans[start] = (end, anchor)
-                    elif single:
-                        spans[start] = (end, anchor)
-                    else:
-                        for kw in group:
-                            if find(kw, start, end) != -1:
-                                spans[start] = (end, kw)
-                                break
-                if end >= size:
-                    break
-                i = find(anchor, end)
-        out: list[tuple[int, str, str]] = []
-        prev_bar: str | None = None
-        prev_end = -2
-        for start, (end, kw) in sorted(spans.items()):
-            line = text[start:end]
-            bar = _bar_key(line)
-            if bar is not None and bar == prev_bar and prev_end + 1 == start:
-                out[-1] = (end, line, kw)  # the next update of the same bar on the next line: the last counts
-            else:
-                out.append((end, line, kw))
-            prev_bar, prev_end = bar, end
-        return out
 
     # --- one record --------------------------------------------------------------------------------
     def _apply(self, rec: LogRecord) -> None:
@@ -974,16 +900,3 @@ def _release(version: str) -> str:
     parts = base.split(".")
     keep = [p for p in parts if not p.startswith("dev")]
     return ".".join(keep) if keep else base
-
-
-def _cr_segments(part: str) -> list[str]:
-    """A physical line holding ``\\r``-separated records: a leading prefix-only piece stays separate so
-    the next bar inherits it. Of a run of updates of one bar (tqdm redraws it in place, up to hundreds of
-    times on one line) only the last is kept: a bar's progress is the furthest update, and every update on
-    the line has the line's time."""
-    segs = [seg for seg in part.split("\r") if seg.strip()]
-    if len(segs) < 3:
-        return segs
-    out = [seg for seg, nxt in itertools.pairwise(segs) if seg[:24] != nxt[:24] or "%" not in seg]
-    out.append(segs[-1])
-    return out
