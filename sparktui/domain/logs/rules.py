@@ -267,20 +267,29 @@ _BY_KEYWORD: dict[str, tuple[Rule, ...]] = {}
 for _rule in RULES:
     _BY_KEYWORD[_rule.keyword] = (*_BY_KEYWORD.get(_rule.keyword, ()), _rule)
 RULE_KEYWORDS: tuple[str, ...] = tuple(_BY_KEYWORD)
+# The rule keywords under their scan anchors: a message is searched once per anchor, not once per keyword
+# (a message without "oad" holds none of the five loading keywords); hits are put back in table order.
+_RULE_GROUPS = anchor_groups(RULE_KEYWORDS)
+_RULE_ORDER = {kw: i for i, kw in enumerate(RULE_KEYWORDS)}
 
 
 def rules_for(message: str) -> list[tuple[Rule, re.Match[str] | None]]:
     """Every rule that matches ``message``, in table order, with its match (None for keyword-only)."""
+    found: list[str] = []
+    for anchor, group in _RULE_GROUPS.items():
+        if anchor in message:
+            found.extend(kw for kw in group if kw in message)
+    if len(found) > 1:
+        found.sort(key=_RULE_ORDER.__getitem__)
     hits: list[tuple[Rule, re.Match[str] | None]] = []
-    for kw in RULE_KEYWORDS:
-        if kw in message:
-            for rule in _BY_KEYWORD[kw]:
-                if rule.pattern is None:
-                    hits.append((rule, None))
-                else:
-                    m = rule.pattern.search(message)
-                    if m is not None:
-                        hits.append((rule, m))
+    for kw in found:
+        for rule in _BY_KEYWORD[kw]:
+            if rule.pattern is None:
+                hits.append((rule, None))
+            else:
+                m = rule.pattern.search(message)
+                if m is not None:
+                    hits.append((rule, m))
     return hits
 
 
