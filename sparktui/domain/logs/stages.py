@@ -253,17 +253,20 @@ class Timeline:
         """Apply one record. ``now`` is the wall clock of its arrival (live callers)."""
         if now is not None:
             self._now = now
+        self._take(record)
+
+    def _take(self, record: LogRecord, kw: str | None = None) -> None:
+        """One record, live or from the bulk scan (``kw``: the keyword the scan found in its line, a single
+        ``in`` when it is in the message; it may have been in the prefix or header)."""
         self.records_seen += 1
         taken = self._with_pending_prefix(record)
         if taken is None:
             return
-        record = taken
-        msg = record.message
-        if self._outcome == "ready" and " HTTP/1." in msg:
-            self._requests_served += count_ok_requests(msg)
-        if record.level not in ("ERROR", "CRITICAL") and not self._has_keyword(msg):
-            return
-        self._apply(record)
+        msg = taken.message
+        if not self._bulk_counting and self._outcome == "ready" and " HTTP/1." in msg:
+            self._requests_served += count_ok_requests(msg)  # (a bulk block counts them in one go)
+        if (kw is not None and kw in msg) or taken.level in ("ERROR", "CRITICAL") or self._has_keyword(msg):
+            self._apply(taken)
 
     def _with_pending_prefix(self, record: LogRecord) -> LogRecord | None:
         """Ray relays a worker's bar as ``<prefix> \\r<bar>``: a prefix-only record is held (None: nothing to
@@ -302,9 +305,9 @@ class Timeline:
             for part in split_glued(line):
                 if "\r" in part:
                     for seg in cr_segments(part):
-                        self._feed_candidate(parse_line(seg), kw)
+                        self._take(parse_line(seg), kw)
                 else:
-                    self._feed_candidate(parse_line(part), kw)
+                    self._take(parse_line(part), kw)
             if serving and self._outcome != "ready":
                 # A new start (or the end) after "ready": the rest of the block needs the full keyword set.
                 self._requests_served += count_ok_requests(text[: end + 1])
@@ -314,20 +317,6 @@ class Timeline:
         if serving:
             self._requests_served += count_ok_requests(text)
         self._bulk_counting = False
-
-    def _feed_candidate(self, record: LogRecord, kw: str) -> None:
-        """:meth:`feed` for a record of a line the scan found by keyword ``kw``: the keyword check is a
-        single ``in`` when the keyword is in the message (it may have been in the prefix or header)."""
-        self.records_seen += 1
-        taken = self._with_pending_prefix(record)
-        if taken is None:
-            return
-        record = taken
-        msg = record.message
-        if not self._bulk_counting and self._outcome == "ready" and " HTTP/1." in msg:
-            self._requests_served += count_ok_requests(msg)
-        if kw in msg or record.level in ("ERROR", "CRITICAL") or self._has_keyword(msg):
-            self._apply(record)
 
     def feed_lines(self, lines: list[str], now: float | None = None) -> None:
         """Bulk path for a list of records (e.g. from :meth:`LineSplitter.feed`)."""
