@@ -228,7 +228,8 @@ SERVING_KEYWORDS: tuple[str, ...] = (
     *STOP_KEYWORDS,
     # NCCL's transport lines of the API server's own ranks come late: NCCL writes through C stdio, block
     # buffered into a pipe (docker/k8s logs), so they can follow "ready" (logs 01, 02); still start-up facts.
-    *NCCL_KEYWORDS,
+    # The three under the one anchor "NET/" (one more pass over a serving block, not three or four).
+    *(kw for kw in NCCL_KEYWORDS if "NET/" in kw),
 )  # (no traceback frames: a crash while serving is charged to "engine", whatever the frames say)
 RESTART_RULES = frozenset({"api_version", "logo_version", "plain_version", "engine_config"})
 
@@ -241,8 +242,9 @@ RESTART_RULES = frozenset({"api_version", "logo_version", "plain_version", "engi
 SCAN_ANCHORS: tuple[str, ...] = (
     # Specific phrases first (a keyword takes the first anchor inside it): NCCL INFO floods, Ray's actor
     # prefixes, tqdm bars and config dumps hold "NCCL", "Ray", "█", "graph", "compil", "memory" everywhere.
-    "ERROR", "CRITICAL", "xception", "ailed", "vLLM", "█  ", "LLM engine", "args:", "argument", "_size",
-    "ager", "Ray ", "placement group", "process group", "number of", "world size", "distributed", "nccl",
+    "ERROR", "CRITICAL", "xception", "ailed", "NET/", "vLLM", "█  ", "LLM engine", "args:", "argument",
+    "_size", "ager", "Ray ", "placement group", "process group", "number of", "world size", "distributed",
+    "nccl",
     "NCCL version", "NCCL operations", "NCCL communicator", "[Gloo]", "oad", "rofiling", "took",
     "torch.compile", "Compiling", "graph of", "compiled graph", "CUDA graph", "Dynamo", "KV ",
     "out of memory",

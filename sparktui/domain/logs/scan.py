@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 
+from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
 from sparktui.domain.logs.rules import SERVING_KEYWORDS, STARTUP_KEYWORDS, anchor_groups
 
 STARTUP_GROUPS = anchor_groups(STARTUP_KEYWORDS)
@@ -26,6 +27,19 @@ def has_any(text: str, groups: dict[str, tuple[str, ...]]) -> bool:
                 if kw in text:
                     return True
     return False
+
+
+#: After ready, an NCCL transport line (the API server's own ranks' lines come late) only adds NCCL facts:
+#: read without parsing when it holds no other serving keyword.
+NCCL_SET = frozenset(NCCL_KEYWORDS)
+SERVING_NOT_NCCL_GROUPS = anchor_groups(tuple(k for k in SERVING_KEYWORDS if k not in NCCL_SET))
+
+
+def late_nccl_line(line: str, kw: str) -> bool:
+    """A line the serving scan found by an NCCL keyword that is nothing but an NCCL INFO line (no Ray
+    dedup suffix to strip, no other serving keyword): :func:`.nccl.observe` reads it as it is."""
+    return (kw in NCCL_SET and "NCCL INFO" in line and "across cluster]" not in line
+            and not has_any(line, SERVING_NOT_NCCL_GROUPS))
 
 
 _LEVEL_ANCHORS = frozenset({"ERROR", "CRITICAL"})

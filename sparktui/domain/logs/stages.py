@@ -55,6 +55,7 @@ from sparktui.domain.logs.scan import (
     count_ok_requests,
     cr_segments,
     has_any,
+    late_nccl_line,
 )
 
 OUTCOMES = ("ready", "failed", "incomplete", "stopped")
@@ -223,6 +224,7 @@ class Timeline:
         self._rec_s: float | None = None  # the record being applied: its own time (a late copy's is older)
         self._rec_t: str | None = None
         self._clock.reset()
+        self._nccl_seen: dict[str, bool] = {}  # NCCL lines already read: one of ours? (_observe_nccl)
         self._now: float | None = None
         self._ranks: set[int] = set()
         self._pg_nodes: set[str] = set()  # Ray node ids of the placement group (one warning per node)
@@ -302,6 +304,12 @@ class Timeline:
                 continue
             if "\x1b" in line:
                 line = strip_ansi(line)
+            if self._outcome == "ready" and late_nccl_line(line, kw):
+                # NCCL prints its host in every line, so the record's prefix (the node) is not needed.
+                self.records_seen += 1
+                self._pending_prefix = None
+                self._observe_nccl(line, None)
+                continue
             for part in split_glued(line):
                 if "\r" in part:
                     for seg in cr_segments(part):
@@ -335,7 +343,7 @@ class Timeline:
         if (rec.has_prefix or rec.level is not None) and rec.role not in ("autoscaler", "raylet"):
             self._nodes.setdefault(rec.node or "head", None)
         msg = rec.message
-        if "NCCL INFO" in msg and nccl.observe(msg, rec.node, self._facts):
+        if "NCCL INFO" in msg and self._observe_nccl(msg, rec.node):
             return  # NCCL's transport lines: the NCCL verdict's facts (sparktui.domain.logs.nccl)
         if self._outcome == "failed" and not self._failures.confirmed and self._moves_on(rec):
             self._recover()
@@ -380,6 +388,19 @@ class Timeline:
                 self._on_rule(rule, m, rec)
         if rec.level in ("ERROR", "CRITICAL") or rec.level is None or rec.role == "autoscaler":
             self._on_error(rec)
+
+    def _observe_nccl(self, text: str, node: str | None) -> bool:
+        """:func:`.nccl.observe`, once per NCCL line: the same line again (a Ray relay, a replayed log) adds
+        nothing. Keyed by NCCL's own ``host:pid:tid [dev] NCCL INFO ...`` part, so the live path (the message)
+        and the bulk path (the whole line) agree."""
+        at = text.find(" NCCL INFO ")
+        if at == -1:
+            return nccl.observe(text, node, self._facts)
+        key = text[text.rfind(" ", 0, text.rfind(" ", 0, at)) + 1 :]
+        seen = self._nccl_seen.get(key)
+        if seen is None:
+            seen = self._nccl_seen[key] = nccl.observe(text, node, self._facts)
+        return seen
 
     def _moves_on(self, rec: LogRecord) -> bool:
         """The start shows progress (a bar, or any stage rule): it survived what looked like a failure."""
