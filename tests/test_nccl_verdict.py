@@ -94,6 +94,18 @@ def test_head_channels_printed_after_ready_complete_the_hca_verdict() -> None:
     assert t.snapshot().facts["nccl_verdict"] == "NCCL over RoCE, both HCAs"
 
 
+def test_the_same_nccl_line_twice_counts_once_on_both_paths() -> None:
+    """A line read again (a copy relayed twice, a log captured twice) adds no channel; another rank's does."""
+    line = W + "Channel 00/0 : 1[0] -> 0[0] [send] via NET/IB/0/GDRDMA"
+    other = W.replace("5237:5237", "5238:5238") + "Channel 00/0 : 1[0] -> 0[0] [send] via NET/IB/0/GDRDMA"
+    text = "\n".join([line, line, other]) + "\n"
+    assert facts_of(text)["nccl_channels"] == {"IB": 2}
+    live = Timeline(expected_nodes=2)
+    for ln in text.splitlines():
+        live.feed(parse_line(ln))
+    assert live.snapshot().facts["nccl_channels"] == {"IB": 2}
+
+
 def test_spark_socket_lines_name_the_node() -> None:
     text = (f"{W}NET/IB : No device found.\n{W}NET/Socket : Using [0]enp1s0f1np1:10.0.0.2<0>\n"
             f"{W}Using network Socket\n{W}Channel 00/0 : 1[0] -> 0[0] [send] via NET/Socket/0\n")
