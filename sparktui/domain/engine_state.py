@@ -44,8 +44,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparktui.domain.durations import format_duration
 from sparktui.domain.events import EngineState, OperationView, StepStatus
-from sparktui.domain.history import format_duration
 from sparktui.domain.lifecycle.ray_state import ExpectedNode, RayState, evaluate
 from sparktui.domain.readiness import Crash, RestartBudget, RestartDecision
 
