@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sparktui.domain.logs import TimelineSnapshot, timeline_from_bytes
+from sparktui.domain.logs import LogReader, Timeline, TimelineSnapshot, timeline_from_bytes
 
 HERE = Path(__file__).parent / "public_logs"
 ENTRIES: list[dict[str, Any]] = tomllib.loads((HERE / "expectations.toml").read_text(encoding="utf-8"))["log"]
@@ -66,9 +66,32 @@ def _snapshot(entry: dict[str, Any]) -> TimelineSnapshot:
     return timeline_from_bytes((HERE / entry["file"]).read_bytes())
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"].removesuffix(".log") for e in ENTRIES])
+def _case(entry: dict[str, Any]) -> Any:
+    """A judged log; one the parser still gets wrong says why (``known_miss``) and must keep failing."""
+    miss = entry.get("known_miss")
+    marks = [pytest.mark.xfail(strict=True, reason=miss)] if miss else []
+    return pytest.param(entry, marks=marks, id=entry["file"].removesuffix(".log"))
+
+
+@pytest.mark.parametrize("entry", [_case(e) for e in ENTRIES])
 def test_public_log(entry: dict[str, Any]) -> None:
     assert mismatches(entry, _snapshot(entry)) == []
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"].removesuffix(".log") for e in ENTRIES])
+def test_live_reading_agrees_with_the_bulk_path(entry: dict[str, Any]) -> None:
+    """The dashboard tails a log in arbitrary chunks, record by record: the same verdict as the bulk scan."""
+    data = (HERE / entry["file"]).read_bytes()
+    bulk = timeline_from_bytes(data)
+    reader, live = LogReader(), Timeline()
+    for i in range(0, len(data), 4093):
+        for rec in reader.feed(data[i : i + 4093]):
+            live.feed(rec)
+    for rec in reader.flush():
+        live.feed(rec)
+    snap = live.snapshot()
+    assert (snap.outcome, snap.failure) == (bulk.outcome, bulk.failure)
+    assert [(s.name, s.status) for s in snap.stages] == [(s.name, s.status) for s in bulk.stages]
 
 
 _ROW = re.compile(r"^\| `?(\d\d-[\w.\-]+\.log)`? \|", re.M)
@@ -88,7 +111,8 @@ def main() -> int:
     for entry in ENTRIES:
         bad = mismatches(entry, _snapshot(entry))
         right += not bad
-        print(("ok   " if not bad else "MISS ") + entry["file"])
+        known = " (known miss)" if entry.get("known_miss") else ""
+        print(("ok   " if not bad else "MISS ") + entry["file"] + known)
         for line in bad:
             print("       " + line)
     print(f"{right} of {len(ENTRIES)} right")

@@ -844,8 +844,9 @@ class Timeline:
         exc = fl.is_exception_line(msg) and not fl.is_wrapper(msg)
         # Ray's autoscaler events carry no level; autoscaler v2 words its errors without "Error:" in front.
         errorish = rec.level in ("ERROR", "CRITICAL") or (rec.role == "autoscaler" and kind is not None)
-        if not errorish and not exc and not marker:
-            return  # a WARNING or INFO line that merely mentions an error
+        names_cause = current is not None and fl.refines(kind, current[0], current[2])
+        if not errorish and not exc and not marker and not names_cause:
+            return  # a WARNING or INFO line that merely mentions an error (unless it names a symptom's cause)
         # Rank of a root-cause candidate: a classified exception line beats a classified summary line
         # ("Triton compilation failed: x" < "OSError: [Errno 122] Disk quota exceeded"), which beats an
         # unclassified exception, which beats a bare "EngineCore failed to start".
@@ -872,7 +873,9 @@ class Timeline:
         if kind is not None or exc or marker:
             self.vllm_evidence = self.vllm_evidence or kind is not None or marker
         if current is not None and current[3] >= rank:
-            return
+            if not fl.refines(kind, current[0], current[2]):
+                return
+            rank = current[3]  # the CUDA error NCCL reported: the cause, at the symptom's rank
         if current is not None and kind in _SYMPTOM_KINDS and current[0] not in (*_SYMPTOM_KINDS, "unknown"):
             return
         k = kind or "unknown"
@@ -967,7 +970,10 @@ class Timeline:
         classified exception, then any classified line, then an exception line); later lines (the
         traceback the EngineCore prints after "encountered a fatal error") may still replace it."""
         msg = rec.message.strip()
-        kind, message, rank = fl.classify(msg) or "worker_died", msg, 1
+        known = fl.classify(msg)
+        # A death the line names ("Engine core proc EngineCore_DP0 died unexpectedly") outranks the re-raises
+        # after it (EngineDeadError: "See stack trace (above) for the root cause"); a bare marker does not.
+        kind, message, rank = known or "worker_died", msg, 3 if known and not fl.is_wrapper(msg) else 1
         best = 0
         for _, text, k, exc in self._recent_errors:
             score = (4 if exc else 3) if k is not None else (2 if exc else 0)
