@@ -129,3 +129,18 @@ def test_a_slurm_cancel_after_ready_is_a_stop() -> None:
                  "slurmstepd: error: *** STEP 42.0 ON gpu07 CANCELLED AT 2026-03-01T12:00:00 ***"):
         snap = parse_log_text(READY + line + "\n")
         assert snap.outcome == "stopped" and snap.failure is None, line
+
+
+def test_sigterm_while_starting_is_a_stop_not_a_failure() -> None:
+    # api_server.py (0.6 - 0.9) signal_handler on SIGTERM during start-up: raise KeyboardInterrupt("terminated")
+    log = (
+        f"{_h('INFO', '10:00:00', 'api_server.py:1')}vLLM API server version 0.9.1\n"
+        "Traceback (most recent call last):\n"
+        '  File "/v/api_server.py", line 1, in signal_handler\n'
+        '    raise KeyboardInterrupt("terminated")\n'
+        "KeyboardInterrupt: terminated\n"
+    )
+    snap = parse_log_text(log)
+    assert snap.outcome == "stopped" and snap.failure is None and snap.served_seconds is None
+    # A Ctrl-C ("KeyboardInterrupt" alone) is not that handler: no verdict either way from it.
+    assert parse_log_text(log.replace("KeyboardInterrupt: terminated", "KeyboardInterrupt")).outcome != "stopped"

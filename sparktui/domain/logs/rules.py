@@ -198,9 +198,14 @@ RULES: tuple[Rule, ...] = (
     _r("stop_app_done", "Application shutdown complete", None, None, "stopped"),
     # Slurm's slurmstepd: "*** JOB %u ON %s CANCELLED AT %s[ DUE TO TIME LIMIT|PREEMPTION|...] ***" (also
     # "*** STEP %u.%u ON ..."): the job was stopped from outside (scancel, time limit), not a crash.
+    # The API server's SIGTERM handler while it starts (0.6 - 0.9 api_server.py signal_handler: "raise
+    # KeyboardInterrupt("terminated")"): stopped from outside before ready, not a failure. (Ctrl-C prints a
+    # bare "KeyboardInterrupt".) The one stop read before ready (STOP_BEFORE_READY).
+    _r("stop_interrupt", "KeyboardInterrupt: terminated", None, None, "stopped"),
     _r("stop_slurm", "CANCELLED AT", r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT ", None, "stopped"),
 )
 STOP_KEYWORDS: tuple[str, ...] = tuple(r.keyword for r in RULES if r.event == "stopped")
+STOP_BEFORE_READY = frozenset({"stop_interrupt"})
 
 # Substrings that make a line worth the error path (see failures.py). Every signature keyword is in
 # one of these or in the exception shape (``...Error: ``), so the bulk scan never skips a root cause.

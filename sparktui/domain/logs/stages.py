@@ -36,6 +36,7 @@ from sparktui.domain.logs.rules import (
     STAGE_INDEX,
     STAGES,
     STARTUP_KEYWORDS,
+    STOP_BEFORE_READY,
     Rule,
     anchor_groups,
     convert,
@@ -486,6 +487,8 @@ class Timeline:
         if self._outcome == "incomplete":
             for rule, m in hits:
                 self._on_rule(rule, m, rec)
+            if self._outcome == "stopped":
+                return  # its own line ("KeyboardInterrupt: terminated") is no exception to diagnose
         if rec.level in ("ERROR", "CRITICAL") or rec.level is None or rec.role == "autoscaler":
             self._on_error(rec)
 
@@ -568,6 +571,8 @@ class Timeline:
             if self._outcome == "ready":
                 self._outcome = "stopped"
                 self._mark_end_of_serving()
+            elif self._outcome == "incomplete" and rule.name in STOP_BEFORE_READY:
+                self._outcome = "stopped"  # stopped while starting: the stages stay where the stop found them
             return
         if rule.name in _BEFORE_VLLM_OK and self._stages["config"].status == "pending":
             return  # a launcher script's own ray.init() before vLLM started (e.g. LWS multi-node-serving.sh)
