@@ -144,3 +144,11 @@ def test_sigterm_while_starting_is_a_stop_not_a_failure() -> None:
     assert snap.outcome == "stopped" and snap.failure is None and snap.served_seconds is None
     # A Ctrl-C ("KeyboardInterrupt" alone) is not that handler: no verdict either way from it.
     assert parse_log_text(log.replace("KeyboardInterrupt: terminated", "KeyboardInterrupt")).outcome != "stopped"
+
+
+def test_a_pydantic_detail_line_alone_is_a_config_error() -> None:
+    # pydantic-core: "{msg} [type={error_type}, input_value={input}, input_type={type}]" (ModelConfig's ValueError)
+    line = "Value error, User-specified max_model_len (9000) is greater than the derived max_model_len (max_position_embeddings=4096). [type=value_error, input_value=ArgsKwargs((), {'model': 'm'}), input_type=ArgsKwargs]\n"
+    snap = parse_log_text(line)
+    assert snap.failure is not None and (snap.failure.kind, snap.failure.stage) == ("config_error", "config")
+    assert snap.failure.message.startswith("Value error, User-specified max_model_len")

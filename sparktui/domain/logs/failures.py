@@ -39,6 +39,9 @@ _ARGPARSE = re.compile(ARGPARSE_ERROR)
 # "  Value error, <message> [type=value_error, input_value=..., input_type=...]" (vLLM 0.10+ configs are
 # pydantic dataclasses, so a ValueError raised while building ModelConfig arrives this way).
 PYDANTIC_DETAIL = ("Value error, ", "Assertion failed, ")
+# pydantic-core's error line, "{msg} [type={type}, input_value={value}, input_type={type}]": the exception
+# however the header above it was lost (a pasted detail line alone still says what failed).
+_PYDANTIC_LINE = re.compile(r"(?:Value error|Assertion failed), .*\[type=\w+, input_value=")
 # Re-raises that say the cause is above ("Worker failed with error '...', please check the stack trace
 # above for the root cause", "Engine core initialization failed. See root cause above.", EngineDeadError's
 # "EngineCore encountered an issue. See stack trace (above) for the root cause."): never the root cause
@@ -152,6 +155,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("worker_died", "Fatal Python error"),
     _sig("worker_died", "Segmentation fault"),
     _sig("config_error", "validation error for"),
+    _sig("config_error", "Value error, ", r"\[type=value_error, input_value="),  # pydantic's detail line
     _sig("config_error", "unrecognized arguments"),
     _sig("config_error", "error: argument"),
     # argparse's ``ArgumentParser.error``: "%(prog)s: error: %(message)s" (``vllm serve: error: ...``).
@@ -246,7 +250,8 @@ def is_marker(message: str) -> bool:
 
 def is_exception_line(message: str) -> bool:
     text = message.lstrip()
-    return _EXCEPTION.match(text) is not None or _ARGPARSE.match(text) is not None
+    return (_EXCEPTION.match(text) is not None or _ARGPARSE.match(text) is not None
+            or _PYDANTIC_LINE.match(text) is not None)
 
 
 def is_wrapper(message: str) -> bool:
