@@ -152,3 +152,16 @@ def test_a_pydantic_detail_line_alone_is_a_config_error() -> None:
     snap = parse_log_text(line)
     assert snap.failure is not None and (snap.failure.kind, snap.failure.stage) == ("config_error", "config")
     assert snap.failure.message.startswith("Value error, User-specified max_model_len")
+
+
+def test_an_ipython_traceback_header_names_the_exception() -> None:
+    # IPython ultratb: f"{etype:<{width}}Traceback (most recent call last)", the message only at the end.
+    log = (
+        "INFO 07-25 07:12:24 llm_engine.py:60] Initializing an LLM engine with config: model='m', tensor_parallel_size=1, seed=0)\n"
+        "---------------------------------------------------------------------------\n"
+        "RepositoryNotFoundError                   Traceback (most recent call last)\n"
+        "Cell In[3], line 1\n"
+    )
+    snap = parse_log_text(log)
+    assert snap.failure is not None and snap.failure.kind == "model_not_found"
+    assert snap.failure.message.startswith("RepositoryNotFoundError")

@@ -179,6 +179,9 @@ _EXCEPTION = re.compile(
     # A qualified class whose name says nothing: ``triton.runtime.errors.OutOfResources: out of resource``,
     # ``torch._dynamo.exc.Unsupported: ...`` (traceback.format_exception_only: "module.QualName: message").
     r"|[a-z_][\w]*(?:\.[a-z_][\w]*)+\.[A-Z]\w*: \S"
+    # IPython / Jupyter (ultratb) head a traceback with the class padded to a column: "LocalEntryNotFoundError
+    # <spaces> Traceback (most recent call last)" (the message comes last, often cut off a paste).
+    r"|[A-Za-z_][\w.]*(?:Error|Exception)\s{2,}Traceback \(most recent call last\)"
 )
 _CONFIG_EXCEPTION = re.compile(r"(?:[\w.]*\.)?(?:ValueError|TypeError|KeyError|NotImplementedError|"
                                r"ValidationError|AssertionError)\b")
