@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from sparktui.domain.logs import LogReader, Timeline, TimelineSnapshot, timeline_from_bytes
+from sparktui.domain.logs import TimelineSnapshot, timeline_from_bytes
+from tests.log_reading import read_live
 
 HERE = Path(__file__).parent / "public_logs"
 ENTRIES: list[dict[str, Any]] = tomllib.loads((HERE / "expectations.toml").read_text(encoding="utf-8"))["log"]
@@ -85,13 +86,7 @@ def test_live_reading_agrees_with_the_bulk_path(entry: dict[str, Any]) -> None:
     """The dashboard tails a log in arbitrary chunks, record by record: the same verdict as the bulk scan."""
     data = (HERE / entry["file"]).read_bytes()
     bulk = timeline_from_bytes(data)
-    reader, live = LogReader(), Timeline()
-    for i in range(0, len(data), 4093):
-        for rec in reader.feed(data[i : i + 4093]):
-            live.feed(rec)
-    for rec in reader.flush():
-        live.feed(rec)
-    snap = live.snapshot()
+    snap = read_live(data, 4093)
     assert (snap.outcome, snap.failure) == (bulk.outcome, bulk.failure)
     assert [(s.name, s.status) for s in snap.stages] == [(s.name, s.status) for s in bulk.stages]
 
