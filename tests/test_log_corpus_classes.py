@@ -165,3 +165,15 @@ def test_an_ipython_traceback_header_names_the_exception() -> None:
     snap = parse_log_text(log)
     assert snap.failure is not None and snap.failure.kind == "model_not_found"
     assert snap.failure.message.startswith("RepositoryNotFoundError")
+
+
+def test_an_engine_cause_logged_after_the_death_still_wins() -> None:
+    # Interleaved streams: the client's "died unexpectedly" can come before the EngineCore's own traceback.
+    crash = (
+        f"{_API} {_h('ERROR', '13:00:00', 'core_client.py:1')}Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.\n"
+        f"{_EC} {_h('ERROR', '13:00:00', 'core.py:1')}RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        f"{_API} {_h('ERROR', '13:00:00', 'async_llm.py:1')}vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.\n"
+    )
+    snap = parse_log_text(READY + crash)
+    assert snap.failure is not None and snap.failure.stage == "serving"
+    assert "illegal memory access" in snap.failure.message

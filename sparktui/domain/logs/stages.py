@@ -877,6 +877,8 @@ class Timeline:
             kind, rank = "config_error", 4
         if kind is not None or exc or marker:
             self.vllm_evidence = self.vllm_evidence or kind is not None or marker
+        if current is not None and fl.is_wrapper(msg):
+            return  # a re-raise pointing above ("See stack trace (above) for the root cause")
         if current is not None and current[3] >= rank:
             if not fl.refines(kind, current[0], current[2]):
                 return
@@ -975,10 +977,7 @@ class Timeline:
         classified exception, then any classified line, then an exception line); later lines (the
         traceback the EngineCore prints after "encountered a fatal error") may still replace it."""
         msg = rec.message.strip()
-        known = fl.classify(msg)
-        # A death the line names ("Engine core proc EngineCore_DP0 died unexpectedly") outranks the re-raises
-        # after it (EngineDeadError: "See stack trace (above) for the root cause"); a bare marker does not.
-        kind, message, rank = known or "worker_died", msg, 3 if known and not fl.is_wrapper(msg) else 1
+        kind, message, rank = fl.classify(msg) or "worker_died", msg, 1
         best = 0
         for _, text, k, exc in self._recent_errors:
             score = (4 if exc else 3) if k is not None else (2 if exc else 0)
