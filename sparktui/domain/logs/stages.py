@@ -645,8 +645,10 @@ class Timeline:
             self._ready_s, self._ready_wall = self._last_s, self._now
 
     def _served_seconds(self) -> float | None:
-        if self._ready_s is not None and self._end_s is not None:
-            return max(0.0, self._end_s - self._ready_s)
+        # No timed line between ready and the end (a Slurm cancel, uvicorn's untimed lines): the log does not
+        # say how long it served, so no "after serving 0 s".
+        if self._ready_s is not None and self._end_s is not None and self._end_s > self._ready_s:
+            return self._end_s - self._ready_s
         if self._ready_wall is not None and self._end_wall is not None:
             return max(0.0, self._end_wall - self._ready_wall)
         return None
@@ -882,7 +884,7 @@ class Timeline:
         if current is not None and current[3] >= rank:
             if not fl.refines(kind, current[0], current[2]):
                 return
-            rank = current[3]  # the CUDA error NCCL reported: the cause, at the symptom's rank
+            rank = current[3]  # the cause of the symptom found first (fl.refines) takes its rank
         if current is not None and kind in _SYMPTOM_KINDS and current[0] not in (*_SYMPTOM_KINDS, "unknown"):
             return
         k = kind or "unknown"
