@@ -190,8 +190,16 @@ RULES: tuple[Rule, ...] = (
     _r("stop_uvicorn", "Shutting down", r"^Shutting down(?: FastAPI HTTP server)?\.?\s*$", None, "stopped"),
     _r("stop_app", "application shutdown", None, None, "stopped"),
     _r("stop_app_done", "Application shutdown complete", None, None, "stopped"),
+    # Slurm's slurmstepd: "*** JOB %u ON %s CANCELLED AT %s[ DUE TO TIME LIMIT|PREEMPTION|...] ***" (also
+    # "*** STEP %u.%u ON ..."): the job was stopped from outside (scancel, time limit), not a crash.
+    # The API server's SIGTERM handler while it starts (0.6 - 0.9 api_server.py signal_handler: "raise
+    # KeyboardInterrupt("terminated")"): stopped from outside before ready, not a failure. (Ctrl-C prints a
+    # bare "KeyboardInterrupt".) The one stop read before ready (STOP_BEFORE_READY).
+    _r("stop_interrupt", "KeyboardInterrupt: terminated", None, None, "stopped"),
+    _r("stop_slurm", "CANCELLED AT", r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT ", None, "stopped"),
 )
 STOP_KEYWORDS: tuple[str, ...] = tuple(r.keyword for r in RULES if r.event == "stopped")
+STOP_BEFORE_READY = frozenset({"stop_interrupt"})
 
 # Substrings that make a line worth the error path (see failures.py). Every signature keyword is in
 # one of these or in the exception shape (``...Error: ``), so the bulk scan never skips a root cause.
@@ -207,7 +215,8 @@ ERROR_KEYWORDS: tuple[str, ...] = (
     # Exception classes whose name ends in neither Error nor Exception (triton.runtime.errors.OutOfResources),
     # c10d's watchdog (ProcessGroupNCCL.cpp), HIP/CUDA kernel and driver errors (see failures.SIGNATURES).
     "OutOfResources", "out of resource: ", "atchdog", "NCCL communicator was aborted", "Some NCCL operations",
-    "invalid kernel file", "invalid device function", "Error 803", "driver", "forward compatibility",
+    "invalid kernel file", "invalid device function", "kernel image is invalid", "Error 803", "driver",
+    "forward compatibility",
     # A traceback starts (its frames belong to it), and the lines vLLM's "Reasons:" messages go on with.
     "Traceback (most recent call last)", "cannot implement due to", "requires capability",
     *fl.FRAME_KEYWORDS,

@@ -43,6 +43,7 @@ from sparktui.domain.logs.rules import (
     RESTART_RULES,
     STAGE_INDEX,
     STAGES,
+    STOP_BEFORE_READY,
     Rule,
     convert,
     rules_for,
@@ -386,6 +387,8 @@ class Timeline:
         if self._outcome == "incomplete":
             for rule, m in hits:
                 self._on_rule(rule, m, rec)
+            if self._outcome == "stopped":
+                return  # its own line ("KeyboardInterrupt: terminated") is no exception to diagnose
         if rec.level in ("ERROR", "CRITICAL") or rec.level is None or rec.role == "autoscaler":
             self._on_error(rec)
 
@@ -450,6 +453,8 @@ class Timeline:
             if self._outcome == "ready":
                 self._outcome = "stopped"
                 self._mark_end_of_serving()
+            elif self._outcome == "incomplete" and rule.name in STOP_BEFORE_READY:
+                self._outcome = "stopped"  # stopped while starting: the stages stay where the stop found them
             return
         if rule.name in _BEFORE_VLLM_OK and self._stages["config"].status == "pending":
             return  # a launcher script's own ray.init() before vLLM started (e.g. LWS multi-node-serving.sh)
@@ -522,8 +527,10 @@ class Timeline:
             self._ready_s, self._ready_wall = self._last_s, self._now
 
     def _served_seconds(self) -> float | None:
-        if self._ready_s is not None and self._end_s is not None:
-            return max(0.0, self._end_s - self._ready_s)
+        # No timed line between ready and the end (a Slurm cancel, uvicorn's untimed lines): the log does not
+        # say how long it served, so no "after serving 0 s".
+        if self._ready_s is not None and self._end_s is not None and self._end_s > self._ready_s:
+            return self._end_s - self._ready_s
         if self._ready_wall is not None and self._end_wall is not None:
             return max(0.0, self._end_wall - self._ready_wall)
         return None
@@ -729,8 +736,9 @@ class Timeline:
         exc = fl.is_exception_line(msg) and not fl.is_wrapper(msg)
         # Ray's autoscaler events carry no level; autoscaler v2 words its errors without "Error:" in front.
         errorish = rec.level in ("ERROR", "CRITICAL") or (rec.role == "autoscaler" and kind is not None)
-        if not errorish and not exc and not marker:
-            return  # a WARNING or INFO line that merely mentions an error
+        names_cause = current is not None and fl.refines(kind, current[0], current[2])
+        if not errorish and not exc and not marker and not names_cause:
+            return  # a WARNING or INFO line that merely mentions an error (unless it names a symptom's cause)
         rank = FailureTracker.rank(kind, exc, marker)
         if rank == 0:
             # An ERROR line that proves nothing on its own (a cut paste, a logged warning): shown as a
@@ -748,8 +756,12 @@ class Timeline:
             kind, rank = "config_error", 4
         if kind is not None or exc or marker:
             self.vllm_evidence = self.vllm_evidence or kind is not None or marker
+        if current is not None and fl.is_wrapper(msg):
+            return  # a re-raise pointing above ("See stack trace (above) for the root cause")
         if current is not None and current[3] >= rank:
-            return
+            if not fl.refines(kind, current[0], current[2]):
+                return
+            rank = current[3]  # the cause of the symptom found first (fl.refines) takes its rank
         if current is not None and kind in _SYMPTOM_KINDS and current[0] not in (*_SYMPTOM_KINDS, "unknown"):
             return
         k = kind or "unknown"
