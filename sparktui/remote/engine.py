@@ -41,6 +41,7 @@ from sparktui.domain.lifecycle.ray_state import (
     parse_probe_line,
     parse_ray_status,
 )
+from sparktui.domain.logs import LineSplitter
 from sparktui.domain.model_files import ModelDir, model_info_argv, parse_model_info
 from sparktui.domain.recipes import check_recipe_vllm
 from sparktui.remote.host_facts import read_home
@@ -245,13 +246,12 @@ class EngineController:
         except TransportError:
             return None
         answer: L.LockAnswer | None = None
-        buf = b""
+        lines = LineSplitter()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(30):
                 async for chunk in proc.chunks():
-                    buf += chunk
-                    if b"\n" in buf:
-                        answer = L.LockAnswer.parse(buf.split(b"\n", 1)[0].decode("utf-8", "replace"))
+                    if first := lines.feed(chunk):   # the script's one answer line
+                        answer = L.LockAnswer.parse(first[0])
                         break
         if answer is not None and answer.status == "taken":
             if answer.holder is not None:
