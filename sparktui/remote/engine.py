@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sparktui.config import SparkConfig
+from sparktui.domain.backoff import Backoff
 from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus, StepView
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import gpus as G
@@ -40,9 +41,11 @@ from sparktui.domain.lifecycle.ray_state import (
     parse_probe_line,
     parse_ray_status,
 )
+from sparktui.domain.logs import LineSplitter
 from sparktui.domain.model_files import ModelDir, model_info_argv, parse_model_info
 from sparktui.domain.recipes import check_recipe_vllm
 from sparktui.remote.host_facts import read_home
+from sparktui.remote.line_stream import LineStream
 from sparktui.remote.transport import CommandResult, RemoteProcess, Transport, TransportError
 
 ProgressCallback = Callable[[OperationView], None]
@@ -197,33 +200,18 @@ class EngineController:
             return None
 
     async def watch_ray(self, on_state: Callable[[RayState], None], *, interval: float = 1.0) -> None:
-        """Ray readings from the head every ``interval`` s until cancelled (one connected probe, restarted
-        when it ends, e.g. after the connection dropped)."""
+        """Ray readings from the head every ``interval`` s until cancelled or the head's link is closed
+        (one connected probe, restarted by ``LineStream`` when it ends, e.g. after the connection dropped)."""
         head = self.config.head.name
         argv = P.probe_argv(self.config, self._runtimes[head], 3600.0, interval)
-        transport = self.transports[head]
-        while True:
-            try:
-                await transport.wait_connected()
-                proc = await transport.start(argv)
-            except TransportError:
-                await asyncio.sleep(1.0)
-                continue
-            buf = b""
-            try:
-                async for chunk in proc.chunks():
-                    *lines, buf = (buf + chunk).split(b"\n")
-                    for raw in lines:
-                        with contextlib.suppress(ProbeError):
-                            state = parse_probe_line(raw.decode("utf-8", "replace"))
-                            if state is not None:
-                                self.last_ray_state = state
-                                on_state(state)
-            finally:
-                proc.terminate()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(proc.wait(), 2.0)
-            await asyncio.sleep(1.0)
+        stream = LineStream(self.transports[head], argv, name=f"{head}: Ray watch", reap_timeout=2.0)
+        async with contextlib.aclosing(stream.lines()) as lines:
+            async for line in lines:
+                with contextlib.suppress(ProbeError):
+                    state = parse_probe_line(line)
+                    if state is not None:
+                        self.last_ray_state = state
+                        on_state(state)
 
     def log_path(self, node: str | None = None) -> str:
         """The vLLM log on ``node`` (default: the head), ``~`` expanded when the home is known."""
@@ -258,13 +246,12 @@ class EngineController:
         except TransportError:
             return None
         answer: L.LockAnswer | None = None
-        buf = b""
+        lines = LineSplitter()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(30):
                 async for chunk in proc.chunks():
-                    buf += chunk
-                    if b"\n" in buf:
-                        answer = L.LockAnswer.parse(buf.split(b"\n", 1)[0].decode("utf-8", "replace"))
+                    if first := lines.feed(chunk):   # the script's one answer line
+                        answer = L.LockAnswer.parse(first[0])
                         break
         if answer is not None and answer.status == "taken":
             if answer.holder is not None:
@@ -479,58 +466,52 @@ class EngineController:
     async def _wait_ray(self, step: P.Step, live: Callable[[str], None]) -> _Outcome:
         """Stream the Ray probe (a reading every 0.2 s) until every expected node and GPU is there."""
         assert step.node is not None
-        transport = self.transports[step.node]
         t0 = time.monotonic()
         deadline = t0 + step.timeout
         last = Readiness(False, "Ray has not answered yet")
-        use_status_text = False
         probe_error = ""
-        while time.monotonic() < deadline:
-            if use_status_text:
-                res = await self._run(step.node, step.fallback, min(30.0, deadline - time.monotonic() + 1))
-                state = parse_ray_status(res.stdout)
-                if state is not None:
-                    last = evaluate(state, step.expected)
-                    live(last.diagnosis)
-                    if last.ready:
-                        self.marks["ray_ready_seen"] = time.time()
-                        return _Outcome(StepStatus.OK, last.diagnosis + " (from `ray status`)")
-                await asyncio.sleep(max(0.0, 1.0 - res.seconds))
-                continue
-            proc = await transport.start(step.argv)
-            buf = b""
-            try:
-                async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
-                    async for chunk in proc.chunks():
-                        buf += chunk
-                        *lines, rest = buf.split(b"\n")
-                        buf = rest
-                        for raw in lines:
-                            try:
-                                state = parse_probe_line(raw.decode("utf-8", "replace"))
-                            except ProbeError as exc:
-                                probe_error = str(exc)
-                                continue
-                            if state is None:
-                                continue
-                            self.last_ray_state = state
-                            last = evaluate(state, step.expected)
-                            if last.ready:
-                                self.marks["ray_ready_seen"] = time.time()
-                                return _Outcome(StepStatus.OK, f"{last.diagnosis} after "
-                                                f"{time.monotonic() - t0:.1f} s")
-                            live(last.diagnosis)
-            except TimeoutError:
-                break
-            finally:
-                # Reaped in the background: `vllm serve` should not wait for the probe's channel to close.
-                proc.terminate()
-                self._reap(proc)
-            if "cannot import ray" in probe_error:
-                use_status_text = True
+
+        def ready(how: str) -> _Outcome:
+            self.marks["ray_ready_seen"] = time.time()
+            return _Outcome(StepStatus.OK, f"{last.diagnosis} {how}")
+
+        # Reaped in the background: `vllm serve` should not wait for the probe's channel to close.
+        stream = LineStream(self.transports[step.node], step.argv, name=f"{step.node}: Ray probe",
+                            backoff=Backoff(initial=0.3, factor=1.0, maximum=0.3, jitter=0.0),
+                            reap=self._reap)
+        try:
+            async with asyncio.timeout(step.timeout):
+                async with contextlib.aclosing(stream.lines()) as lines:
+                    async for line in lines:
+                        try:
+                            state = parse_probe_line(line)
+                        except ProbeError as exc:
+                            probe_error = str(exc)
+                            if "cannot import ray" in probe_error:
+                                break
+                            continue
+                        if state is None:
+                            continue
+                        self.last_ray_state = state
+                        last = evaluate(state, step.expected)
+                        if last.ready:
+                            return ready(f"after {time.monotonic() - t0:.1f} s")
+                        live(last.diagnosis)
+                if "cannot import ray" not in probe_error:  # the head's link was closed
+                    raise TimeoutError
                 live(f"{probe_error}; reading `ray status` instead")
-                continue
-            await asyncio.sleep(0.3)
+                while time.monotonic() < deadline:
+                    res = await self._run(step.node, step.fallback,
+                                          min(30.0, deadline - time.monotonic() + 1))
+                    state = parse_ray_status(res.stdout)
+                    if state is not None:
+                        last = evaluate(state, step.expected)
+                        live(last.diagnosis)
+                        if last.ready:
+                            return ready("(from `ray status`)")
+                    await asyncio.sleep(max(0.0, 1.0 - res.seconds))
+        except TimeoutError:
+            pass
         why = last.diagnosis
         if probe_error and not last.problems:
             why = f"{why} (probe: {probe_error})"

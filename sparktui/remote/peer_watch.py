@@ -9,14 +9,13 @@ The result feeds ``EngineTruth.peer`` ("the head cannot reach spark2 at 10.0.0.2
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Sequence
 
 from sparktui.config import SparkConfig
-from sparktui.domain.logs import LineSplitter
-from sparktui.remote.transport import Transport, TransportError
+from sparktui.remote.line_stream import LineStream
+from sparktui.remote.transport import Transport
 
 #: Runs on the head: argv = interval, rounds (0: until killed), then ``name=ip:port`` items; prints
 #: {"name": true|false} per round.
@@ -72,20 +71,9 @@ async def reach_once(config: SparkConfig, transport: Transport) -> dict[str, boo
 async def watch_peers(transport: Transport, argv: Sequence[str],
                       on_result: Callable[[str, bool], None]) -> None:
     """Stream the head's reachability rounds until cancelled (restarted when the head's link drops)."""
-    while True:
-        try:
-            await transport.wait_connected()
-            proc = await transport.start(list(argv))
-        except TransportError:
-            await asyncio.sleep(1.0)
-            continue
-        lines = LineSplitter()
-        try:
-            async for chunk in proc.chunks():
-                for line in lines.feed(chunk):
-                    with contextlib.suppress(ValueError, AttributeError):
-                        for name, ok in json.loads(line).items():
-                            on_result(str(name), bool(ok))
-        finally:
-            proc.terminate()
-        await asyncio.sleep(1.0)
+    stream = LineStream(transport, argv, name=f"{transport.name}: peer reachability")
+    async with contextlib.aclosing(stream.lines()) as lines:
+        async for line in lines:
+            with contextlib.suppress(ValueError, AttributeError):
+                for name, ok in json.loads(line).items():
+                    on_result(str(name), bool(ok))
