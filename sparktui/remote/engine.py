@@ -57,7 +57,7 @@ class EngineController:
         self._nodes = EngineNodes(config, transports)
         self._ray = RayQueries(self._nodes)
         self._runner = PlanRunner(self._nodes, self._ray)
-        self._preflight_checks = PreflightChecks(self._nodes)
+        self._preflight_checks = PreflightChecks(self._nodes, self._runner)
         self._gate = OperationGate(self._nodes, origin)
         self._runtimes = self._nodes.runtimes
 

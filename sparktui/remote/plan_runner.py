@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -44,6 +44,12 @@ class Tracker:
         return self.view
 
 
+_StepTask = asyncio.Task[StepView | None]
+
+#: Runs one step of a kind the runner does not know itself; ``live`` shows a message meanwhile.
+Executor = Callable[[P.Step, Callable[[str], None]], Awaitable[Outcome]]
+
+
 class PlanRunner:
     """Executes plans over ``nodes``; ``marks`` gets the wall-clock moments benchmarks read."""
 
@@ -52,21 +58,36 @@ class PlanRunner:
         self.ray = ray
         #: Wall-clock marks of the last start (benchmarks): "ray_ready_seen", "serve_launch", …
         self.marks: dict[str, float] = {}
+        #: How the kinds beyond the runner's own are run (preflight's gathering steps).
+        self.executors: dict[P.StepKind, Executor] = {}
 
-    async def run_plan(self, tracker: Tracker, plan: P.Plan, *, stop_on_failure: bool) -> StepView | None:
-        """Run the phases in order (steps of a phase concurrently); the first failed step, if any."""
-        indices = {id(s): tracker.add(StepView(name=s.name, node=s.node)) for s in plan.steps}
+    async def run_plan(self, tracker: Tracker, plan: P.Plan, *, stop_on_failure: bool,
+                       on_done: Callable[[StepView], None] | None = None) -> StepView | None:
+        """Run the phases in order (steps of a phase concurrently, each after the steps it names); the
+        first failed step, if any. ``on_done`` gets each shown step's final view (its name unprefixed)."""
+        indices: dict[int, int] = {}
+        if not plan.list_when_run:
+            indices = {id(s): tracker.add(StepView(name=plan.row_prefix + s.name, node=s.node))
+                       for s in plan.steps if s.shown}
         first_failure: StepView | None = None
-        lingering: set[asyncio.Task[StepView]] = set()
+        lingering: set[asyncio.Task[StepView | None]] = set()
         for phase in plan.phases:
-            tasks = {asyncio.create_task(self._run_step(tracker, indices[id(s)], s)): s
-                     for s in phase.steps}
+            tasks: dict[asyncio.Task[StepView | None], P.Step] = {}
+            by_name: dict[tuple[str | None, str], asyncio.Task[StepView | None]] = {}
+            for s in phase.steps:
+                after = [by_name[(s.node, n)] for n in s.after]
+                gates = [by_name[(s.node, n)] for n in s.gated_by]
+                task = asyncio.create_task(self._run_step(tracker, plan, indices, s, after, gates, on_done))
+                by_name[(s.node, s.name)] = task
+                tasks[task] = s
             pending = set(tasks)
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 finished_early = False
                 for task in done:
                     view = task.result()
+                    if view is None:
+                        continue
                     if view.status is StepStatus.FAILED and first_failure is None:
                         first_failure = view
                     elif view.status is StepStatus.OK and tasks[task].name == phase.done_when:
@@ -82,31 +103,58 @@ class PlanRunner:
                 break
         if lingering:
             for view in await asyncio.gather(*lingering):
-                if view.status is StepStatus.FAILED and first_failure is None:
+                if view is not None and view.status is StepStatus.FAILED and first_failure is None:
                     first_failure = view
         if first_failure is not None and stop_on_failure:
-            for s in plan.steps:
-                idx = indices[id(s)]
+            for idx in indices.values():
                 if tracker.view.steps[idx].status is StepStatus.PENDING:
                     tracker.update(idx, status=StepStatus.SKIPPED, message="not run: an earlier step failed")
         return first_failure
 
-    async def _run_step(self, tracker: Tracker, idx: int, step: P.Step) -> StepView:
+    async def _run_step(self, tracker: Tracker, plan: P.Plan, indices: dict[int, int], step: P.Step,
+                        after: list[_StepTask], gates: list[_StepTask],
+                        on_done: Callable[[StepView], None] | None) -> StepView | None:
+        """One step once the steps it waits for ended: its view (``None`` when it did not run, as a step
+        ``after`` one that failed). A row-less step's view is returned, never published."""
         t0 = time.monotonic()
-        tracker.update(idx, status=StepStatus.RUNNING)
-        try:
-            outcome = await self._execute(step, lambda msg: tracker.update(idx, message=msg))
-        except TransportError as exc:
-            outcome = Outcome(StepStatus.FAILED, str(exc))  # names the node, its address and why
-        if outcome.status is StepStatus.FAILED and step.tolerate_failure:
-            outcome.status = StepStatus.WARNING
-        self.marks[f"done:{step.name}:{step.node}"] = time.time()
+        for dep in after:
+            ended = await dep
+            if ended is None or ended.status is not StepStatus.OK:
+                return None
+        outcome: Outcome | None = None
+        for gate in gates:
+            ended = await gate
+            if ended is None or ended.status is not StepStatus.OK:
+                outcome = Outcome(StepStatus.SKIPPED, step.gate_message)
+        idx = indices.get(id(step))
+        if step.shown and idx is None:
+            idx = indices[id(step)] = tracker.add(StepView(name=plan.row_prefix + step.name, node=step.node))
+        if outcome is None:
+            if idx is not None:
+                tracker.update(idx, status=StepStatus.RUNNING)
+            live = (lambda msg: tracker.update(idx, message=msg)) if idx is not None else (lambda msg: None)
+            try:
+                outcome = await self._execute(step, live)
+            except TransportError as exc:
+                outcome = Outcome(StepStatus.FAILED, str(exc))  # names the node, its address and why
+            if outcome.status is StepStatus.FAILED and step.tolerate_failure:
+                outcome.status = StepStatus.WARNING
+            self.marks[f"done:{step.name}:{step.node}"] = time.time()
+        seconds = round(time.monotonic() - t0, 3)
+        view = StepView(step.name, step.node, outcome.status, seconds, outcome.message, outcome.tail)
+        if idx is None:
+            return view
         tracker.update(idx, status=outcome.status, message=outcome.message, output_tail=outcome.tail,
-                       seconds=round(time.monotonic() - t0, 3))
+                       seconds=seconds)
+        if on_done is not None:
+            on_done(view)
         return tracker.view.steps[idx]
 
     async def _execute(self, step: P.Step, live: Callable[[str], None]) -> Outcome:
         assert step.node is not None
+        executor = self.executors.get(step.kind)
+        if executor is not None:
+            return await executor(step, live)
         if step.kind is P.StepKind.WAIT_RAY:
             outcome = await self.ray.wait_ready(step, live)
             if outcome.status is StepStatus.OK:
@@ -162,15 +210,16 @@ class PlanRunner:
         return Outcome(StepStatus.OK, "no process or container of ours")
 
 
-async def _cancel(tracker: Tracker, pending: set[asyncio.Task[StepView]],
-                  tasks: Mapping[asyncio.Task[StepView], P.Step], indices: Mapping[int, int],
+async def _cancel(tracker: Tracker, pending: set[asyncio.Task[StepView | None]],
+                  tasks: Mapping[asyncio.Task[StepView | None], P.Step], indices: Mapping[int, int],
                   failure: StepView) -> None:
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
     for task in pending:
-        tracker.update(indices[id(tasks[task])], status=StepStatus.SKIPPED,
-                       message=f"cancelled: {failure.name} failed")
+        idx = indices.get(id(tasks[task]))
+        if idx is not None:
+            tracker.update(idx, status=StepStatus.SKIPPED, message=f"cancelled: {failure.name} failed")
 
 
 def _step_ok(step: P.Step, res: CommandResult) -> bool:
