@@ -18,7 +18,7 @@ from sparktui import node
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.links import LinkFacts
 
-SCRIPTS = ["tagged", "facts", "ray_probe", "follow", "ray_logs", "read", "link", "lock"]
+SCRIPTS = ["tagged", "facts", "ray_probe", "follow", "ray_logs", "read", "link", "lock", "model_info"]
 
 
 def run(tmp_path: Path, name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -138,3 +138,25 @@ def test_ray_probe_says_why_when_ray_cannot_be_imported(tmp_path: Path) -> None:
                           "127.0.0.1", "0.1", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert res.returncode == 3
     assert res.stdout.startswith('RAYPROBE_ERROR {"error": "cannot import ray: No module named')
+
+
+def test_model_info_scan_finds_the_hf_cache_snapshot_and_home_models(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    repo = home / ".cache" / "huggingface" / "hub" / "models--org--tiny"
+    snap = repo / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    (snap / "config.json").write_text('{"model_type": "llama"}')
+    (snap / "model.safetensors").write_bytes((16).to_bytes(8, "little") + b"{}" + b" " * 14)
+    local = home / "models" / "mine"
+    local.mkdir(parents=True)
+    (local / "config.json").write_text("{}")
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    res = subprocess.run([sys.executable, "-I", "-c", node.source("model_info"), json.dumps({"scan": True})],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True)
+    found = json.loads(res.stdout)["models"]
+    assert [m.get("hf_id") for m in found] == ["org/tiny", None]
+    assert found[0]["config"] == {"model_type": "llama"}
+    assert found[0]["safetensors"] == [["model.safetensors", 24, 16]]
+    assert found[1]["path"] == str(local)
