@@ -18,7 +18,8 @@ from sparktui import node
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.links import LinkFacts
 
-SCRIPTS = ["tagged", "facts", "ray_probe", "follow", "ray_logs", "read", "link", "lock", "model_info"]
+SCRIPTS = ["tagged", "facts", "ray_probe", "follow", "ray_logs", "read", "link", "lock", "model_info", "host",
+           "reach", "peer_reach"]
 
 
 def run(tmp_path: Path, name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -160,3 +161,32 @@ def test_model_info_scan_finds_the_hf_cache_snapshot_and_home_models(tmp_path: P
     assert found[0]["config"] == {"model_type": "llama"}
     assert found[0]["safetensors"] == [["model.safetensors", 24, 16]]
     assert found[1]["path"] == str(local)
+
+
+def _closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port: int = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_host_reach_and_peer_reach_answer_over_loopback(tmp_path: Path) -> None:
+    host = json.loads(run(tmp_path, "host").stdout)
+    assert host["hostname"] == socket.gethostname() and host["kernel"] == os.uname().release
+    lo = next(i for i in host["interfaces"] if i["name"] == "lo")
+    assert (lo["ipv4"], lo["prefix"]) == ("127.0.0.1", 8)
+    assert set(host["tools"]) == {"docker", "vllm", "ray", "nvidia-smi", "ibdev2netdev"}
+    listening = socket.create_server(("127.0.0.1", 0))
+    try:
+        port = listening.getsockname()[1]
+        closed = _closed_port()
+        assert run(tmp_path, "reach", "127.0.0.1", str(port), "3").stdout == "ok\n"
+        assert run(tmp_path, "reach", "127.0.0.1", str(closed), "3").stdout.startswith(
+            "ConnectionRefusedError: ")
+        rounds = run(tmp_path, "peer_reach", "0.1", "2", f"up=127.0.0.1:{port}",
+                     f"refused=127.0.0.1:{closed}").stdout.splitlines()
+    finally:
+        listening.close()
+    # A refusing node answers: it is there.
+    assert [json.loads(r) for r in rounds] == [{"up": True, "refused": True}] * 2
