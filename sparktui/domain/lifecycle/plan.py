@@ -95,7 +95,8 @@ _SCRIPT_NAMES = {
     S.DETACH_SH: "<detach.sh>", S.STOP_DETACHED_SH: "<stop-detached.sh>",
     S.DETACHED_STATE_SH: "<detached-state.sh>", S.TAGGED_PY: "<tagged.py>", S.FACTS_PY: "<facts.py>",
     S.RAY_PROBE_PY: "<ray-probe.py>", S.FOLLOW_PY: "<follow.py>", S.RAY_LOGS_PY: "<ray-logs.py>",
-    S.READ_PY: "<read.py>", S.DROP_CACHES_SH: "<drop-caches.sh>",
+    S.READ_PY: "<read.py>", S.DROP_CACHES_SH: "<drop-caches.sh>", S.LINK_PY: "<link.py>",
+    S.LOCK_PY: "<lock.py>",
 }
 
 
