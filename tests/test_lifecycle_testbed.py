@@ -21,6 +21,7 @@ import pytest
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus
 from sparktui.domain.lifecycle import scripts as S
+from sparktui.domain.stage_names import STAGE_INDEX
 from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
 from sparktui.remote.engine_status import engine_status
@@ -148,7 +149,7 @@ async def test_worker_ray_killed_during_start_is_named(testbed: Testbed) -> None
 
 async def test_reattach_and_log_resume_after_ssh_drop(testbed: Testbed) -> None:
     # A slower pace, so weight loading lasts long enough to drop the connection in the middle of it.
-    async with harness(testbed, pace=14.0) as h:
+    async with harness(testbed, pace=20.0) as h:
         view = await h.controller.start()
         assert view.ok, _explain(view)
         got = bytearray()
@@ -170,8 +171,11 @@ async def test_reattach_and_log_resume_after_ssh_drop(testbed: Testbed) -> None:
                 await asyncio.sleep(0.1)
             else:
                 pytest.fail("weight loading never started:\n" + got.decode(errors="replace")[-2000:])
+            # The replay goes on while `status` reads the nodes: on a loaded machine it may have passed
+            # weights by the time the log is read, but it is starting and at weights or beyond.
             status = await engine_status(h.config, h.transports)
-            assert status["state"] == "starting" and status["stage"] == "weights", status.get("timeline")
+            assert status["state"] == "starting", status.get("timeline")
+            assert STAGE_INDEX.get(status["stage"], -1) >= STAGE_INDEX["weights"], status.get("timeline")
             sessions = follower.sessions
             testbed.kill_ssh_sessions("spark1")
 
