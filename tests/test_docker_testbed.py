@@ -16,8 +16,6 @@ import json
 import re
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,19 +30,14 @@ from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
 from sparktui.remote.engine_wait import wait_until_ready
 from sparktui.remote.transport import Transport
-from tests.cli_helpers import REPO, run_sparktui
+from tests.cli_helpers import run_sparktui
+from tests.leftovers import helpers_left, processes, read_until, spawn_sparktui
 from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
 from tests.testbed import Testbed, docker_image
 
 pytestmark = [pytest.mark.testbed, pytest.mark.ray]
 
 PREFIX = "sparktui"
-#: What of ours may run on a host, seen from outside: Ray, the stand-in, and sparktui's node-side helpers
-#: (their script texts are in their command lines: the Ray probe prints RAYPROBE, the follower frames).
-OURS = re.compile(r"raylet|gcs_server|ray::|vllm_standin|ray/_private|ray/dashboard|ray/autoscaler|"
-                  r"ray\.util\.client|RAYPROBE|def frame\(|sparktui-(detach|stop|state)|docker exec")
-
-
 def docker_overrides(bed: Testbed, **engine: Any) -> dict[str, Any]:
     """The test bed's lifecycle config, in containers: the image's ``vllm``, ``ray`` and ``python3``."""
     data = lifecycle_overrides(bed, **engine)
@@ -66,26 +59,6 @@ def containers(bed: Testbed, name: str) -> list[str]:
     """Every container on host ``name`` (running or not), as ``name state``."""
     out = bed.docker(name, "ps", "-a", "--format", "{{.Names}} {{.State}}").stdout
     return [line for line in out.splitlines() if line.strip()]
-
-
-def processes(bed: Testbed, name: str) -> list[str]:
-    """Ray / vLLM / sparktui helper processes on a host (containers included), seen from outside."""
-    out = bed.exec(name, ["ps", "-eo", "pid=,args="]).stdout
-    return [line.strip() for line in out.splitlines() if OURS.search(line)]
-
-
-#: sparktui's node-side helpers (not the engine): they must end with the channel that started them.
-HELPERS = re.compile(r"RAYPROBE|def frame\(|sparktui-(stop|state)|docker exec")
-
-
-def helpers_left(bed: Testbed, within: float = 10.0) -> list[str]:
-    """The helper processes still there after ``within`` s (on both hosts, containers included)."""
-    deadline = time.monotonic() + within
-    while True:
-        left = [f"{n}: {line[:160]}" for n in bed.names for line in processes(bed, n) if HELPERS.search(line)]
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.5)
 
 
 def assert_clean(bed: Testbed) -> None:
@@ -163,26 +136,6 @@ async def test_preflight_start_chat_stop(docker_testbed: Testbed) -> None:
         assert stop.ok, explain(stop)
         assert_clean(bed)
         assert (await h.controller.discover()).state is EngineState.STOPPED
-
-
-def spawn_sparktui(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "sparktui", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-
-
-def read_until(proc: subprocess.Popen[str], needle: str, timeout: float) -> str:
-    """The process's output up to the first line containing ``needle`` (fails after ``timeout``)."""
-    assert proc.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if needle in line:
-            return "".join(seen)
-    raise AssertionError(f"no {needle!r} in {timeout:.0f} s:\n{''.join(seen)}")
 
 
 async def test_restarts_reattach_and_no_helper_outlives_its_channel(docker_testbed: Testbed,

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sparktui.config import NodeConfig, SparkConfig
 from sparktui.domain.lifecycle import model_copy as M
@@ -123,9 +123,10 @@ async def _one(config: SparkConfig, head_t: Transport, node_t: Transport, source
                             f"{target.path}", would.transferred_bytes, files=would.files_transferred,
                             argv=argv)
     head_sums.begin()   # read on the head while the copy runs
-    done = await _copy(head_t, target.node, list(argv), would.transferred_bytes, progress)
+    done = await _copy(head_t, target.node, M.copy_argv(config.head.python, argv), would.transferred_bytes,
+                       progress)
     if not done.ok:
-        return done
+        return replace(done, argv=argv)
     got = await node_t.run(M.sums_argv(config.node(target.node).python, target.path), timeout=COPY_TIMEOUT)
     theirs = M.parse_sums(got.stdout)
     ref = await head_sums.get()
@@ -205,9 +206,9 @@ async def _copy(head_t: Transport, node: str, argv: list[str], total: int,
         err = output_tail(await proc.stderr_text())
         return ModelOutcome(node, "failed", f"rsync on {head_t.name} exited {code}: {(err or [''])[-1]} "
                             "(run `sparktui model sync` again: it continues where this stopped)", done,
-                            seconds=seconds, argv=tuple(argv), detail=tuple(err))
+                            seconds=seconds, detail=tuple(err))
     return ModelOutcome(node, "copied", "", stats.transferred_bytes, stats.literal_bytes, seconds,
-                        stats.files_transferred, tuple(argv))
+                        stats.files_transferred)
 
 
 async def _hf_download(config: SparkConfig, transports: Mapping[str, Transport], *,

@@ -156,6 +156,32 @@ def rsync_missing(node: str) -> str:
     return f"rsync is not installed on {node}: install it there (`sudo apt install rsync`)"
 
 
+#: argv: COMMAND…: runs COMMAND (rsync) and ends it (SIGTERM: rsync keeps the partial file) as soon as our
+#: stdin reaches EOF — the channel that started it closed, or the sparktui that opened it died. rsync alone
+#: runs on for minutes after its channel is gone (its progress writes do not reach a closed pipe at once).
+UNTIL_EOF_PY = r"""
+import os, subprocess, sys, threading
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL)
+
+def watch():
+    try:
+        while os.read(0, 65536):
+            pass
+    except OSError:
+        pass
+    child.terminate()
+
+threading.Thread(target=watch, daemon=True).start()
+code = child.wait()
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+def copy_argv(python: str, rsync: Sequence[str]) -> list[str]:
+    """``rsync`` under ``UNTIL_EOF_PY`` with the head's Python: it ends with its channel."""
+    return [python, "-c", UNTIL_EOF_PY, *rsync]
+
+
 #: Prints the bytes available on the filesystem that holds (or will hold) directory $1.
 FREE_SH = r"""
 d=$1
@@ -236,7 +262,10 @@ def free_argv(path: str) -> list[str]:
     return ["sh", "-c", FREE_SH, "sparktui-df", path]
 
 
-__all__ = ["HF_DOWNLOAD_SH", "MODEL_DISK_MARGIN", "MODEL_SUMS_PY", "RSYNC_FLAGS", "RsyncStats", "SyncTarget",
-           "compare_sums", "disk_refusal", "free_argv", "hf_download_argv", "parse_progress", "parse_stats",
-           "parse_sums", "progress_bar", "reach_argv", "reach_problem", "rsync_argv", "rsync_missing",
-           "ssh_argv", "sums_argv"]
+__all__ = [
+    "HF_DOWNLOAD_SH", "MODEL_DISK_MARGIN", "MODEL_SUMS_PY", "RSYNC_FLAGS", "UNTIL_EOF_PY", "RsyncStats",
+    "SyncTarget", "compare_sums", "copy_argv", "disk_refusal", "free_argv", "hf_download_argv",
+    "parse_progress",
+    "parse_stats", "parse_sums", "progress_bar", "reach_argv", "reach_problem", "rsync_argv", "rsync_missing",
+    "ssh_argv", "sums_argv",
+]
