@@ -222,7 +222,8 @@ async def test_preflight_names_the_node_and_the_cause(docker_testbed: Testbed) -
                    for n in bed.names}
             assert ids["spark1"] != ids["spark2"]
             assert failures_on(view, "spark2")["preflight: same image"] == (
-                f"image {ids['spark2']} differs from {ids['spark1']} on spark1")
+                f"image {ids['spark2']} differs from {ids['spark1']} on spark1: `sparktui image sync` copies "
+                "the head's")
         finally:
             bed.docker("spark2", "tag", "keep:1", image)
             bed.docker("spark2", "rmi", "keep:1")

@@ -28,6 +28,7 @@ from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle import vllm_help
 from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, classify
 from sparktui.domain.lifecycle.docker_diag import docker_problem, image_problem
+from sparktui.domain.lifecycle.fixes import IMAGE_SYNC
 from sparktui.domain.lifecycle.links import LinkFacts, link_argv, link_views
 from sparktui.domain.lifecycle.memory_fit import check_memory_fit
 from sparktui.domain.lifecycle.output import TAIL_LINES, last_json_object, output_tail
@@ -692,7 +693,7 @@ class EngineController:
                                          found if isinstance(found, str) else None):
                 add(view)
         if e.runtime == "docker" and len(image_ids) > 1:
-            for view in F.check_same("same image", image_ids, "image", head):
+            for view in F.check_same("same image", image_ids, "image", head, fix=IMAGE_SYNC):
                 add(view)
         if len(versions) > 1:
             for view in F.check_same("same vLLM", versions, "vLLM", head):
