@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.cli_helpers import REPO, run_sparktui
+from tests.lifecycle_helpers import lifecycle_overrides
 from tests.testbed import Testbed
 from tests.testbed.bed import MODEL_DIR
 
@@ -81,8 +82,17 @@ def synced_bed(testbed: Testbed, tmp_path: Path) -> Path:
     return config
 
 
-def test_copies_checks_sums_then_is_in_sync(testbed: Testbed, synced_bed: Path) -> None:
+def test_copies_checks_sums_then_is_in_sync(testbed: Testbed, synced_bed: Path, tmp_path: Path) -> None:
     bed, c = testbed, ("--config", str(synced_bed))
+    # Before: `start`'s preflight finds spark2 without the model and names the command that copies it.
+    overrides = lifecycle_overrides(bed)
+    overrides["engine"].update(sync_overrides(bed)["engine"])
+    start = run_sparktui("--config", str(bed.write_config(tmp_path / "start.toml", **overrides)), "start",
+                         timeout=300)
+    assert start.returncode == 1, start.stdout + start.stderr
+    assert re.search(r"preflight: model files.*/tmp/models/standin-model: no such directory; "
+                     r"`sparktui model sync` copies it from spark1", start.stdout), start.stdout
+    assert "  fix: `sparktui model sync` copies the head's model directory to spark2\n" in start.stdout
     dry = run_sparktui(*c, "model", "sync", "--dry-run", timeout=120)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert re.search(r"^spark2: would copy: 4 file\(s\), 2,400\.0 MB from spark1 to [\d.]+:/tmp/models/"
