@@ -4,9 +4,11 @@ included), and the sparktui process a test kills: shared by the docker and the h
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 from tests.cli_helpers import REPO
 from tests.testbed import Testbed
@@ -53,3 +55,15 @@ def read_until(proc: subprocess.Popen[str], needle: str, timeout: float) -> str:
         if needle in line:
             return "".join(seen)
     raise AssertionError(f"no {needle!r} in {timeout:.0f} s:\n{''.join(seen)}")
+
+
+def sigkill_after(args: Sequence[str], *waits: tuple[str, float]) -> None:
+    """Run ``sparktui ARGS``, read its output up to each ``(needle, timeout)`` in turn, then SIGKILL it
+    (a killed sparktui cannot say goodbye: what it started on the nodes must end by itself)."""
+    proc = spawn_sparktui(*args)
+    try:
+        for needle, timeout in waits:
+            read_until(proc, needle, timeout)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()

@@ -31,7 +31,7 @@ from sparktui.remote.engine import EngineController
 from sparktui.remote.engine_wait import wait_until_ready
 from sparktui.remote.transport import Transport
 from tests.cli_helpers import run_sparktui
-from tests.leftovers import helpers_left, processes, read_until, spawn_sparktui
+from tests.leftovers import helpers_left, processes, read_until, sigkill_after, spawn_sparktui
 from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
 from tests.testbed import Testbed, docker_image
 
@@ -145,13 +145,7 @@ async def test_restarts_reattach_and_no_helper_outlives_its_channel(docker_testb
     c = ("--config", str(config))
     async with harness(bed) as h:
         # A `start --wait` killed with SIGKILL while it waits: the engine runs on, its helpers end.
-        start = spawn_sparktui(*c, "start", "--wait")
-        try:
-            read_until(start, "vllm serve: vLLM started detached", 240)
-            read_until(start, "stage", 60)
-        finally:
-            start.send_signal(signal.SIGKILL)
-            start.wait()
+        sigkill_after((*c, "start", "--wait"), ("vllm serve: vLLM started detached", 240), ("stage", 60))
         assert helpers_left(bed) == []
         result = await wait_until_ready(h.controller, timeout=180)
         assert result.outcome == "ready", result.detail
@@ -178,12 +172,7 @@ async def test_restarts_reattach_and_no_helper_outlives_its_channel(docker_testb
         assert helpers_left(bed) == []
 
         # `logs -f` killed: its follower on the head ends although the log is not written any more.
-        follow = spawn_sparktui(*c, "logs", "-f")
-        try:
-            read_until(follow, "Application startup complete.", 60)
-        finally:
-            follow.send_signal(signal.SIGKILL)
-            follow.wait()
+        sigkill_after((*c, "logs", "-f"), ("Application startup complete.", 60))
         assert helpers_left(bed) == []
 
         stop = await h.controller.stop()

@@ -5,7 +5,6 @@ runtime, ``tests/test_docker_testbed.py``). Checked from outside, in each host's
 from __future__ import annotations
 
 import asyncio
-import signal
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from sparktui.domain.events import StepStatus
 from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
 from sparktui.remote.engine_wait import wait_until_ready
-from tests.leftovers import helpers_left, processes, read_until, spawn_sparktui
+from tests.leftovers import helpers_left, processes, sigkill_after
 from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
 from tests.testbed import Testbed
 
@@ -32,24 +31,13 @@ async def test_sigkilled_start_wait_and_logs_follow_leave_no_helper(testbed: Tes
     transports = await open_cluster(config)
     controller = EngineController(config, transports)
     try:
-        start = spawn_sparktui(*c, "start", "--wait")
-        try:
-            read_until(start, "vllm serve: vLLM started detached", 240)
-            read_until(start, "stage", 60)
-        finally:
-            start.send_signal(signal.SIGKILL)
-            start.wait()
+        sigkill_after((*c, "start", "--wait"), ("vllm serve: vLLM started detached", 240), ("stage", 60))
         assert await asyncio.to_thread(helpers_left, bed) == []
         result = await wait_until_ready(controller, timeout=180)
         assert result.outcome == "ready", result.detail
         assert await asyncio.to_thread(helpers_left, bed) == []
 
-        follow = spawn_sparktui(*c, "logs", "-f")
-        try:
-            read_until(follow, "Application startup complete.", 60)
-        finally:
-            follow.send_signal(signal.SIGKILL)
-            follow.wait()
+        sigkill_after((*c, "logs", "-f"), ("Application startup complete.", 60))
         assert await asyncio.to_thread(helpers_left, bed) == []
 
         stop = await controller.stop()
