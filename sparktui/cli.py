@@ -25,6 +25,7 @@ VERBS: dict[str, str] = {
     "history": "list earlier engine starts with their stage durations",
     "linktest": "measure the cable between the nodes (all_reduce_perf or ib_write_bw) against the pass mark",
     "image": "copy the head's engine image to the nodes that lack it (image sync)",
+    "model": "copy the head's model directory to the other nodes over the cable (model sync)",
     "recipes": "list the known-good per-model settings and the vLLM flags each implies",
     "bench": "benchmark the running engine at several concurrencies, with energy per token, and compare",
     "export": "serve node telemetry, engine state and bench results as Prometheus metrics",

@@ -172,6 +172,9 @@ class EngineConfig(_Model):
     gpu_list_command: tuple[NonEmpty, ...] = Field(default=("nvidia-smi", "-L"), min_length=1, strict=False)
     #: Free the page cache (``echo 3 > /proc/sys/vm/drop_caches``) on every node before a start.
     drop_caches: bool = False
+    #: Extra options for the head's own ``ssh`` to the other nodes when ``sparktui model sync`` runs rsync
+    #: there (e.g. ``["-i", "~/.ssh/spark_ed25519"]``); batch mode and host-key checking are always on.
+    sync_ssh_options: tuple[NonEmpty, ...] = Field(default=(), strict=False)
 
     @field_validator("name_prefix")
     @classmethod

@@ -16,8 +16,6 @@ import json
 import re
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,19 +30,14 @@ from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
 from sparktui.remote.engine_wait import wait_until_ready
 from sparktui.remote.transport import Transport
-from tests.cli_helpers import REPO, run_sparktui
+from tests.cli_helpers import run_sparktui
+from tests.leftovers import helpers_left, processes, read_until, sigkill_after, spawn_sparktui
 from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
 from tests.testbed import Testbed, docker_image
 
 pytestmark = [pytest.mark.testbed, pytest.mark.ray]
 
 PREFIX = "sparktui"
-#: What of ours may run on a host, seen from outside: Ray, the stand-in, and sparktui's node-side helpers
-#: (their script texts are in their command lines: the Ray probe prints RAYPROBE, the follower frames).
-OURS = re.compile(r"raylet|gcs_server|ray::|vllm_standin|ray/_private|ray/dashboard|ray/autoscaler|"
-                  r"ray\.util\.client|RAYPROBE|def frame\(|sparktui-(detach|stop|state)|docker exec")
-
-
 def docker_overrides(bed: Testbed, **engine: Any) -> dict[str, Any]:
     """The test bed's lifecycle config, in containers: the image's ``vllm``, ``ray`` and ``python3``."""
     data = lifecycle_overrides(bed, **engine)
@@ -66,26 +59,6 @@ def containers(bed: Testbed, name: str) -> list[str]:
     """Every container on host ``name`` (running or not), as ``name state``."""
     out = bed.docker(name, "ps", "-a", "--format", "{{.Names}} {{.State}}").stdout
     return [line for line in out.splitlines() if line.strip()]
-
-
-def processes(bed: Testbed, name: str) -> list[str]:
-    """Ray / vLLM / sparktui helper processes on a host (containers included), seen from outside."""
-    out = bed.exec(name, ["ps", "-eo", "pid=,args="]).stdout
-    return [line.strip() for line in out.splitlines() if OURS.search(line)]
-
-
-#: sparktui's node-side helpers (not the engine): they must end with the channel that started them.
-HELPERS = re.compile(r"RAYPROBE|def frame\(|sparktui-(stop|state)|docker exec")
-
-
-def helpers_left(bed: Testbed, within: float = 10.0) -> list[str]:
-    """The helper processes still there after ``within`` s (on both hosts, containers included)."""
-    deadline = time.monotonic() + within
-    while True:
-        left = [f"{n}: {line[:160]}" for n in bed.names for line in processes(bed, n) if HELPERS.search(line)]
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.5)
 
 
 def assert_clean(bed: Testbed) -> None:
@@ -165,26 +138,6 @@ async def test_preflight_start_chat_stop(docker_testbed: Testbed) -> None:
         assert (await h.controller.discover()).state is EngineState.STOPPED
 
 
-def spawn_sparktui(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "sparktui", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-
-
-def read_until(proc: subprocess.Popen[str], needle: str, timeout: float) -> str:
-    """The process's output up to the first line containing ``needle`` (fails after ``timeout``)."""
-    assert proc.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if needle in line:
-            return "".join(seen)
-    raise AssertionError(f"no {needle!r} in {timeout:.0f} s:\n{''.join(seen)}")
-
-
 async def test_restarts_reattach_and_no_helper_outlives_its_channel(docker_testbed: Testbed,
                                                                     tmp_path: Path) -> None:
     bed = docker_testbed
@@ -192,13 +145,7 @@ async def test_restarts_reattach_and_no_helper_outlives_its_channel(docker_testb
     c = ("--config", str(config))
     async with harness(bed) as h:
         # A `start --wait` killed with SIGKILL while it waits: the engine runs on, its helpers end.
-        start = spawn_sparktui(*c, "start", "--wait")
-        try:
-            read_until(start, "vllm serve: vLLM started detached", 240)
-            read_until(start, "stage", 60)
-        finally:
-            start.send_signal(signal.SIGKILL)
-            start.wait()
+        sigkill_after((*c, "start", "--wait"), ("vllm serve: vLLM started detached", 240), ("stage", 60))
         assert helpers_left(bed) == []
         result = await wait_until_ready(h.controller, timeout=180)
         assert result.outcome == "ready", result.detail
@@ -225,12 +172,7 @@ async def test_restarts_reattach_and_no_helper_outlives_its_channel(docker_testb
         assert helpers_left(bed) == []
 
         # `logs -f` killed: its follower on the head ends although the log is not written any more.
-        follow = spawn_sparktui(*c, "logs", "-f")
-        try:
-            read_until(follow, "Application startup complete.", 60)
-        finally:
-            follow.send_signal(signal.SIGKILL)
-            follow.wait()
+        sigkill_after((*c, "logs", "-f"), ("Application startup complete.", 60))
         assert helpers_left(bed) == []
 
         stop = await h.controller.stop()
@@ -269,7 +211,8 @@ async def test_preflight_names_the_node_and_the_cause(docker_testbed: Testbed) -
                    for n in bed.names}
             assert ids["spark1"] != ids["spark2"]
             assert failures_on(view, "spark2")["preflight: same image"] == (
-                f"image {ids['spark2']} differs from {ids['spark1']} on spark1")
+                f"image {ids['spark2']} differs from {ids['spark1']} on spark1: `sparktui image sync` copies "
+                "the head's")
         finally:
             bed.docker("spark2", "tag", "keep:1", image)
             bed.docker("spark2", "rmi", "keep:1")

@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
     bench = None
     linktest: Callable[[], Awaitable[str]] | None = None
+    fix: Callable[[str], Awaitable[str]] | None = None
     power_tap = None
     if not choice.demo and choice.config is not None:
         from sparktui.commands.bench import quick_bench
@@ -140,10 +141,15 @@ def run(args: argparse.Namespace) -> int:
 
             return (await linktest_kept(config)).message
 
+        async def fix(fix_id: str) -> str:  # the `F` key: image sync / model sync, as the verbs run them
+            from sparktui.commands.fixes import run_fix
+
+            return await run_fix(config, fix_id)
+
     backend, stop_exporter = _observed(backend, choice.config, getattr(args, "export", None), power_tap)
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
                    screenshot=screenshot, readonly=readonly, node_addresses=addresses,
-                   history=history, bench=bench, linktest=linktest)
+                   history=history, bench=bench, linktest=linktest, fix=fix)
     size = _size(getattr(args, "size", None))
     if screenshot is not None:
         # Headless: the screenshot is made by the app itself, at the size asked for (default 160×48).

@@ -16,6 +16,7 @@ from typing import Any
 from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example
 from sparktui.config import SparkConfig
 from sparktui.domain.events import OperationRefused, OperationView, StepStatus, StepView
+from sparktui.domain.lifecycle.fixes import fixes_for
 
 _MARK = {StepStatus.OK: "ok", StepStatus.FAILED: "FAILED", StepStatus.WARNING: "warn",
          StepStatus.SKIPPED: "skip", StepStatus.RUNNING: "...", StepStatus.PENDING: "-"}
@@ -144,8 +145,10 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
             view = await controller.restart(preflight=preflight)
         else:
             view = await controller.stop()
+        fixes = fixes_for(view.steps)
         report: dict[str, Any] = {"operation": view_json(view), "vllm_version": controller.vllm_version,
-                                  "unreachable": down}
+                                  "unreachable": down,
+                                  "fixes": [{"command": f.command, "nodes": list(f.nodes)} for f in fixes]}
         code = 0 if view.ok else 1
         if kind == "stop" or not view.ok:
             notify(EngineChanged(EngineState.STOPPED if view.ok else EngineState.FAILED, view.message))
@@ -159,6 +162,8 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
                     print(f"  {line}", flush=True)
             else:
                 print(f"{kind}: {'done' if view.ok else 'FAILED'}: {view.message}", flush=True)
+                for fix in fixes:   # a failed check that a command repairs: name it
+                    print(f"  fix: {fix.describe()}", flush=True)
         if view.ok and getattr(args, "wait", False):
             from sparktui.remote.memory_watch import wait_guarded
 

@@ -16,6 +16,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "smoke_test": "t",
     "bench": "b",
     "linktest": "L",
+    "fix": "F",
     "find": "slash",
     "help": "question_mark",
     "quit": "q",

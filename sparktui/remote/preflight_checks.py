@@ -14,6 +14,7 @@ from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle import vllm_help
 from sparktui.domain.lifecycle.docker_diag import docker_problem, image_problem
+from sparktui.domain.lifecycle.fixes import IMAGE_SYNC
 from sparktui.domain.lifecycle.links import LinkFacts, link_views
 from sparktui.domain.lifecycle.memory_fit import check_memory_fit
 from sparktui.domain.lifecycle.output import output_tail
@@ -184,7 +185,7 @@ class PreflightChecks:
             views += check_memory_fit(cfg, got.facts, found if isinstance(found, ModelDir) else None,
                                       found if isinstance(found, str) else None)
         if e.runtime == "docker" and len(got.image_ids) > 1:
-            views += F.check_same("same image", got.image_ids, "image", head)
+            views += F.check_same("same image", got.image_ids, "image", head, fix=IMAGE_SYNC)
         if len(got.versions) > 1:
             views += F.check_same("same vLLM", got.versions, "vLLM", head)
         self.vllm_version = got.versions.get(head)

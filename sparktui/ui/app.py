@@ -39,6 +39,7 @@ from sparktui.domain.events import (
 from sparktui.domain.history import RunRecord
 from sparktui.domain.history import state_dir as local_state_dir
 from sparktui.domain.keys import DEFAULT_KEYS
+from sparktui.domain.lifecycle.fixes import Fix, fixes_for
 from sparktui.ui.screens.confirm import ConfirmScreen
 from sparktui.ui.state import HISTORY_POINTS, DashboardState
 from sparktui.ui.widgets.engine_panel import EnginePanel, ServingView
@@ -74,6 +75,9 @@ class SparkApp(App[int]):
                  "A short benchmark (c=1 and 4), saved and compared with the last one", show=False),
         _binding("linktest", "linktest", "Link test",
                  "Measure the cable between the nodes against NVIDIA's pass mark", show=False),
+        _binding("fix", "fix", "Fix",
+                 "Run the command a failed preflight check offers (image sync, model sync), after asking",
+                 show=False),
         _binding("find", "find", "Find", "Find text in the log"),
         # Help and Quit early: a narrow footer is cut on the right, and these two must stay on screen.
         _binding("help", "toggle_help", "Help"),
@@ -120,8 +124,13 @@ class SparkApp(App[int]):
         history: Callable[[], Sequence[RunRecord]] | None = None,
         bench: Callable[[], Awaitable[str]] | None = None,
         linktest: Callable[[], Awaitable[str]] | None = None,
+        fix: Callable[[str], Awaitable[str]] | None = None,
     ) -> None:
         super().__init__()
+        #: Runs a fix by its id (``image_sync``, ``model_sync``) and returns its one-line outcome.
+        self.fix_runner = fix
+        #: The operation (by its start time) whose fixes were last offered in a toast.
+        self._fix_offered: float | None = None
         #: Runs a short benchmark and returns its one-line summary (``sparktui.commands.bench``).
         self.bench_runner = bench
         #: Measures the cable (``sparktui linktest``) and returns its verdict line.
@@ -267,6 +276,8 @@ class SparkApp(App[int]):
         if dirty & {"engine", "operation"}:
             self._render_engine()
             self._update_controls()
+        if "operation" in dirty:
+            self._offer_fixes()
         if "serving" in dirty or "engine" in dirty:
             self.query_one(ServingView).show(self.state.serving, self.smoke_result)
         if "asymmetry" in dirty:
@@ -473,6 +484,64 @@ class SparkApp(App[int]):
             self.notify(f"failed: {exc}", title="linktest", severity="error", timeout=15)
         else:
             self.notify(verdict, title="linktest", timeout=30)
+
+    # ---- fixes a failed preflight offers ----------------------------------------------------------
+    def pending_fixes(self) -> list[Fix]:
+        """The fixes the last operation's failed checks offer (none while it runs)."""
+        op = self.state.operation
+        return fixes_for(op.steps) if op is not None and not op.running else []
+
+    def _fix_key(self) -> str:
+        """The key that runs the fixes, as bound now (``[ui.keys]`` remaps included)."""
+        return (self._keymap.get("fix") or DEFAULT_KEYS["fix"]).split(",")[0].strip()
+
+    def _offer_fixes(self) -> None:
+        op = self.state.operation
+        fixes = self.pending_fixes()
+        if op is None or not fixes or self._fix_offered == op.started or self.fix_runner is None:
+            return
+        self._fix_offered = op.started
+        self.notify(f"{self._fix_key()}: " + "; ".join(f.describe() for f in fixes), title="fix",
+                    severity="warning", timeout=20)
+
+    def action_fix(self) -> None:
+        fixes = self.pending_fixes()
+        if not fixes:
+            self.notify("no failed check offers a fix", title="fix", severity="warning", timeout=4)
+            return
+        if self.fix_runner is None:
+            self.notify(f"run {' and '.join(f'`{f.command}`' for f in fixes)} on a configured cluster",
+                        title="fix", severity="warning")
+            return
+        reason = self.refusal()
+        if reason is not None:
+            self.notify(reason, title="fix refused", severity="warning")
+            return
+        question = "Run " + ", then ".join(f.describe() for f in fixes) + "?"
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._requesting = "fix"
+                self._update_controls()
+                self._run_fixes(fixes)
+
+        self.push_screen(ConfirmScreen(question, yes="Run"), answered)
+
+    @work(group="fix", exclusive=True, exit_on_error=False)
+    async def _run_fixes(self, fixes: list[Fix]) -> None:
+        assert self.fix_runner is not None
+        try:
+            for fix in fixes:
+                self.notify(f"running `{fix.command}`…", title="fix", timeout=5)
+                try:
+                    result = await self.fix_runner(fix.id)
+                except Exception as exc:
+                    self.notify(f"`{fix.command}` failed: {exc}", title="fix", severity="error", timeout=20)
+                    return
+                self.notify(result, title=f"`{fix.command}`", timeout=20)
+        finally:
+            self._requesting = None
+            self._update_controls()
 
     # ---- log actions ------------------------------------------------------------------------------
     def action_find(self) -> None:

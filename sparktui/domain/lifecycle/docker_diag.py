@@ -8,6 +8,7 @@ Docker daemon"), the user not allowed on its socket ("permission denied … dock
 
 from __future__ import annotations
 
+from sparktui.domain.lifecycle.fixes import IMAGE_SYNC
 from sparktui.domain.lifecycle.output import output_tail
 
 
@@ -38,7 +39,7 @@ def image_problem(image: str, node: str, head: str, stdout: str, stderr: str) ->
     if "No such image" in text or "No such object" in text or not text.strip():
         if node == head:
             return f"image {image} is not on {node}: `docker pull {image}` (or `docker load` it)"
-        return (f"image {image} is not on {node}: `sparktui image sync` copies it from {head} "
+        return (f"image {image} is not on {node}: `{IMAGE_SYNC}` copies it from {head} "
                 f"(or `docker pull {image}` there)")
     return f"image {image}: {_last_line(stdout, stderr)}"
 

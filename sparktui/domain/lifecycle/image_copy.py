@@ -29,15 +29,20 @@ def needs_copy(head: NodeImage, node: NodeImage) -> bool:
     return node.node != head.node and node.image_id != head.image_id
 
 
+def disk_short(node: str, free_bytes: int | None, need_bytes: int, what: str, where: str,
+               fix: str) -> str | None:
+    """Why ``need_bytes`` of ``what`` do not fit in ``free_bytes`` on ``node``, or ``None`` (also when the
+    free space is unknown). The one disk rule of ``image sync`` and ``model sync``."""
+    if free_bytes is None or free_bytes >= need_bytes:
+        return None
+    return (f"{node}: not enough disk for {what}: {megabytes(free_bytes)} free {where}, "
+            f"{megabytes(need_bytes)} needed; {fix}")
+
+
 def disk_refusal(node: NodeImage, image_bytes: int) -> str | None:
     """Why the image cannot be loaded on ``node`` (its disk is short), or ``None``."""
-    if node.free_bytes is None:
-        return None
-    need = int(image_bytes * DISK_MARGIN)
-    if node.free_bytes < need:
-        return (f"{node.node}: not enough disk for the image: {megabytes(node.free_bytes)} free where docker "
-                f"keeps images, {megabytes(need)} needed; free some (`docker system prune`)")
-    return None
+    return disk_short(node.node, node.free_bytes, int(image_bytes * DISK_MARGIN), "the image",
+                      "where docker keeps images", "free some (`docker system prune`)")
 
 
 def progress_line(node: str, sent: int, total: int | None, seconds: float) -> str:
@@ -49,8 +54,8 @@ def progress_line(node: str, sent: int, total: int | None, seconds: float) -> st
 #: Prints the bytes available on the filesystem of docker's root dir (``docker info``), nothing on error.
 DOCKER_FREE_SH = r"""
 root=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null) || exit 0
-df -Pk "$root" 2>/dev/null | awk 'NR == 2 { printf "%d\n", $4 * 1024 }'
+df -Pk "$root" 2>/dev/null | awk 'NR == 2 { printf "%.0f\n", $4 * 1024 }'
 """
 
-__all__ = ["DISK_MARGIN", "DOCKER_FREE_SH", "NodeImage", "disk_refusal", "megabytes", "needs_copy",
-           "progress_line"]
+__all__ = ["DISK_MARGIN", "DOCKER_FREE_SH", "NodeImage", "disk_refusal", "disk_short", "megabytes",
+           "needs_copy", "progress_line"]

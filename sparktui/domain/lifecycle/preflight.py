@@ -12,6 +12,7 @@ from typing import Any
 from sparktui.config import SparkConfig
 from sparktui.domain.events import StepStatus, StepView
 from sparktui.domain.lifecycle.argv import expand_home
+from sparktui.domain.lifecycle.fixes import MODEL_SYNC
 from sparktui.domain.lifecycle.output import last_json_object
 
 
@@ -167,15 +168,20 @@ def check_model(config: SparkConfig, facts: Mapping[str, NodeFacts]) -> list[Ste
     views = []
     listings: dict[str, dict[str, int]] = {}
     totals: dict[str, int] = {}
+    head = config.head.name
+    head_has = bool((facts[head].model or {}).get("files")) if head in facts else False
+    # A worker that lacks the head's model, or has another, is repaired by copying the head's.
+    fix = f"; `{MODEL_SYNC}` copies it from {head}"
     for node, f in facts.items():
         model = f.model or {}
         shown = expand_home(path, f.home or None)
+        offer = fix if head_has and node != head else ""
         if not model.get("exists"):
-            views.append(_view("model files", node, StepStatus.FAILED, f"{shown}: no such directory"))
+            views.append(_view("model files", node, StepStatus.FAILED, f"{shown}: no such directory{offer}"))
             continue
         files = {str(r): int(s) for r, s in model.get("files") or []}
         if not files:
-            views.append(_view("model files", node, StepStatus.FAILED, f"{shown}: directory is empty"))
+            views.append(_view("model files", node, StepStatus.FAILED, f"{shown}: directory is empty{offer}"))
             continue
         listings[node] = files
         totals[node] = int(model.get("total_bytes") or 0)
@@ -199,14 +205,17 @@ def check_model(config: SparkConfig, facts: Mapping[str, NodeFacts]) -> list[Ste
                     + [f"size differs: {s} ({files[s]} vs {ref[s]} on {ref_node})" for s in sized[:10]])
             views.append(_view("model files", node, StepStatus.FAILED,
                                f"differs from {ref_node}: {len(missing)} missing, {len(extra)} extra, "
-                               f"{len(sized)} of another size ({summary})", diff))
+                               f"{len(sized)} of another size ({summary})"
+                               + (fix if ref_node == head else ""), diff))
         else:
             views.append(_view("model files", node, StepStatus.OK, summary + f", same as {ref_node}"))
     return views
 
 
-def check_same(name: str, values: Mapping[str, str | None], what: str, head: str) -> list[StepView]:
-    """One value per node (image id, vLLM version) that must be equal everywhere."""
+def check_same(name: str, values: Mapping[str, str | None], what: str, head: str,
+               fix: str = "") -> list[StepView]:
+    """One value per node (image id, vLLM version) that must be equal everywhere; ``fix`` (a command)
+    is offered where a node's value differs from the head's."""
     present = {n: v for n, v in values.items() if v}
     ref = present.get(head) or next(iter(present.values()), None)
     views = []
@@ -214,7 +223,9 @@ def check_same(name: str, values: Mapping[str, str | None], what: str, head: str
         if not value:
             views.append(_view(name, node, StepStatus.FAILED, f"{what} unknown"))
         elif value != ref:
-            views.append(_view(name, node, StepStatus.FAILED, f"{what} {value} differs from {ref} on {head}"))
+            offer = f": `{fix}` copies the head's" if fix and ref == present.get(head) else ""
+            views.append(_view(name, node, StepStatus.FAILED,
+                               f"{what} {value} differs from {ref} on {head}{offer}"))
         else:
             views.append(_view(name, node, StepStatus.OK, f"{what} {value}"))
     return views

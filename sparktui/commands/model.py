@@ -1,0 +1,78 @@
+"""`sparktui model sync [--json] [--dry-run] [--checksum]`: copy the head's model directory to every other
+node (rsync run on the head, pushing over each node's cable address; resumable; skipped when in sync;
+refused when the node's disk is short), or ``hf download`` on every node for a Hugging Face id.
+
+Exit status: 0 every node has the head's model (or would, with ``--dry-run``), 1 a copy failed or was
+refused, 2 no usable config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+
+from sparktui.commands.common import config_from_args, print_json
+from sparktui.config import SparkConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = "exit status: 0 every node has the head's model, 1 failed or refused, 2 no usable config"
+    sub = parser.add_subparsers(dest="model_cmd", metavar="ACTION", required=True)
+    sync = sub.add_parser("sync", help="copy the head's model directory to the other nodes (rsync over the "
+                          "cable), or `hf download` on every node for a Hugging Face id")
+    sync.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    sync.add_argument("--dry-run", action="store_true",
+                      help="say what would be copied, and the commands, without copying")
+    sync.add_argument("--checksum", action="store_true",
+                      help="compare file contents, not only sizes and times, to decide what is in sync")
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    return asyncio.run(_sync(config, args.json, args.dry_run, args.checksum))
+
+
+async def _sync(config: SparkConfig, as_json: bool, dry_run: bool, checksum: bool) -> int:
+    from sparktui.domain.lifecycle.model_copy import progress_bar
+    from sparktui.remote.cluster import close_cluster, open_cluster
+    from sparktui.remote.model_sync import sync_model
+
+    tty = sys.stdout.isatty()
+    shown = [False]
+
+    def progress(node: str, done: int, total: int | None, seconds: float) -> None:
+        if as_json:
+            return
+        line = progress_bar(node, done, total, seconds)
+        if tty:   # one bar, redrawn in place
+            print("\r" + line + "\x1b[K", end="", flush=True)
+            shown[0] = True
+        else:
+            print(line, flush=True)
+
+    transports = await open_cluster(config)
+    try:
+        outcomes = await sync_model(config, transports, progress, dry_run=dry_run, checksum=checksum)
+    finally:
+        await close_cluster(transports)
+    if shown[0]:
+        print()
+    ok = all(o.ok for o in outcomes)
+    if as_json:
+        print_json({"model": config.engine.model, "ok": ok, "dry_run": dry_run,
+                    "nodes": [{"node": o.node, "action": o.action, "message": o.message, "bytes": o.bytes,
+                               "sent": o.sent, "files": o.files, "seconds": round(o.seconds, 2),
+                               "bytes_per_s": round(o.bytes / o.seconds) if o.seconds else None,
+                               "argv": list(o.argv), "detail": list(o.detail)} for o in outcomes]})
+        return 0 if ok else 1
+    head = config.head.name
+    for o in outcomes:
+        print(f"{o.node}: {o.action}: {o.message}")
+        for line in o.detail:
+            print(f"  {line}")
+        if dry_run and o.argv and o.action == "would copy":
+            where = head if o.argv[0] == "rsync" else o.node
+            print(f"  {where}$ {shlex.join(o.argv)}")
+    return 0 if ok else 1
