@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from sparktui.commands.start import print_plan
 from sparktui.config import SparkConfig, parse_config
 from sparktui.domain.events import EngineState
 from sparktui.domain.lifecycle import argv as A
@@ -178,3 +181,13 @@ def test_vllm_restart_plan_stops_and_serves_vllm_and_leaves_ray_and_containers()
     assert stop == P.build_stop_plan(two_sparks(), HOMES).phases[0].steps[0]
     start = P.build_start_plan(two_sparks(), HOMES)
     assert plan.phases[1].steps == start.phases[-1].steps
+
+
+def test_restart_dry_run_shows_the_vllm_only_plan_then_the_full_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    print_plan(two_sparks(restart="vllm"), "restart")
+    text = capsys.readouterr().out
+    only = text.index("# sparktui restart: 2 step(s) in 2 phase(s)")
+    otherwise = text.index("# otherwise (the reason is said) the full restart:")
+    assert only < otherwise < text.index("# sparktui stop")
+    assert "docker exec sparktui-ray-head sh -c '<detach.sh>'" in text
