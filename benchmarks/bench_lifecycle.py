@@ -243,7 +243,7 @@ async def image_sync_vs_plain(bed: Testbed, config: SparkConfig, transports: dic
         save = shlex.join([*bed._nsenter("spark1"), "docker", "save", image])
         load = shlex.join([*bed._nsenter("spark2"), "docker", "load", "-q"])
         t0 = time.monotonic()
-        subprocess.run(["sh", "-c", f"set -o pipefail 2>/dev/null; {save} | {load}"], check=True,
+        subprocess.run(["bash", "-o", "pipefail", "-c", f"{save} | {load}"], check=True,
                        capture_output=True, timeout=900)
         out["plain"].append(copied.bytes / (time.monotonic() - t0) / 1e6)
     return out
