@@ -100,8 +100,10 @@ def gcs_registrations(bed: Testbed, config: SparkConfig) -> list[float]:
 async def naive_wait(config: SparkConfig, transport: Transport, expected: list[ExpectedNode],
                      begin: float) -> float | None:
     """`ray status` every 2 s until every node and GPU shows, then sleep 5 s: when it would launch."""
-    ray = [*config.engine.ray_command, "status", "--address",
-           f"{config.head.address}:{config.engine.ray_port}"]
+    # In the head's container with docker (where `ray` is), on the host otherwise.
+    address = f"{config.head.address}:{config.engine.ray_port}"
+    head_rt = P.runtimes(config)[config.head.name]
+    ray = head_rt.wrap([*config.engine.ray_command, "status", "--address", address])
     while time.time() - begin < 120:
         t = time.time()
         res = await transport.run(ray, timeout=30)
