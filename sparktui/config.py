@@ -124,6 +124,24 @@ class Mount(_Model):
     read_only: bool = True
 
 
+class CacheMount(Mount):
+    """A cache directory on the node's disk, mounted writable unless told otherwise."""
+
+    read_only: bool = False
+
+
+#: vLLM's caches as they lie in a root container (NGC and vllm-openai images run as root): the cache root
+#: (``VLLM_CACHE_ROOT``, default ``~/.cache/vllm``: ``torch_compile_cache`` with the compiled graphs and
+#: Inductor's artifacts), Triton's kernels (``~/.triton``) and FlashInfer's JIT (``~/.cache/flashinfer``).
+#: Kept on the node's disk at the paths a host-installed vLLM uses, so a start after ``docker rm -f``
+#: loads its compiled graphs instead of compiling again.
+DEFAULT_CACHE_MOUNTS: tuple[CacheMount, ...] = (
+    CacheMount(source="~/.cache/vllm", target="/root/.cache/vllm"),
+    CacheMount(source="~/.triton", target="/root/.triton"),
+    CacheMount(source="~/.cache/flashinfer", target="/root/.cache/flashinfer"),
+)
+
+
 class EngineConfig(_Model):
     #: A recipe id (``sparktui recipes`` lists them): its settings are merged under this table, whose
     #: explicit keys win (``sparktui.domain.recipes``).
@@ -140,6 +158,11 @@ class EngineConfig(_Model):
     extra_args: tuple[str, ...] = Field(default=(), strict=False)
     env: dict[str, str] = Field(default_factory=dict)
     mounts: tuple[Mount, ...] = Field(default=(), strict=False)
+    #: docker: vLLM's compile caches on the node's disk (``[]``: none, every start compiles afresh).
+    cache_mounts: tuple[CacheMount, ...] = Field(default=DEFAULT_CACHE_MOUNTS, strict=False)
+    #: ``restart``: ``full`` = stop + start; ``vllm`` = only vLLM, keeping Ray and the containers when they
+    #: are healthy (every node and GPU in Ray), else a full restart, saying why.
+    restart: Literal["full", "vllm"] = "full"
     api_port: Port = 8000
     ray_port: Port = 6379
     #: Rendezvous port of vLLM's own multi-node mode (``executor = "mp"``).

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from sparktui.commands.start import print_plan
 from sparktui.config import SparkConfig, parse_config
+from sparktui.domain.events import EngineState
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import plan as P
+from sparktui.domain.lifecycle.discovery import Discovery
+from sparktui.domain.lifecycle.preflight import Container
+from sparktui.domain.lifecycle.ray_state import Readiness
 
 
 def two_sparks(**engine: Any) -> SparkConfig:
@@ -41,6 +48,9 @@ def test_docker_run_of_the_worker_is_exact() -> None:
         "--label", "sparktui.tag=sparktui/spark2",
         "-v", "/home/aurora/models:/models:ro",
         "-v", "/home/aurora/.cache/huggingface:/root/.cache/huggingface",
+        "-v", "/home/aurora/.cache/vllm:/root/.cache/vllm",
+        "-v", "/home/aurora/.triton:/root/.triton",
+        "-v", "/home/aurora/.cache/flashinfer:/root/.cache/flashinfer",
         "-v", "/home/aurora/.local/state/sparktui:/home/aurora/.local/state/sparktui",
         "-v", "/home/aurora/.local/state/sparktui/ray:/tmp/ray",
         "-e", "NCCL_DEBUG=INFO",
@@ -115,3 +125,69 @@ def test_config_values_never_reach_a_shell_unquoted() -> None:
     assert "/models/x; rm -rf /" in serve.argv and "$(reboot)" in serve.argv
     script = serve.argv[serve.argv.index("-c") + 1]
     assert "rm -rf" not in script and "reboot" not in script
+
+
+def _volumes(argv: tuple[str, ...]) -> list[str]:
+    return [argv[i + 1] for i, w in enumerate(argv) if w == "-v"]
+
+
+def test_cache_mounts_change_or_go() -> None:
+    moved = two_sparks(cache_mounts=[{"source": "/data/vllm-cache", "target": "/root/.cache/vllm"}])
+    run = next(s for s in P.build_start_plan(moved, HOMES).steps if s.name == "container")
+    vols = _volumes(run.argv)
+    assert "/data/vllm-cache:/root/.cache/vllm" in vols
+    assert not any(".triton" in v or "flashinfer" in v for v in vols)
+    none = two_sparks(cache_mounts=[])
+    run = next(s for s in P.build_start_plan(none, HOMES).steps if s.name == "container")
+    assert not any("/root/.cache/vllm" in v for v in _volumes(run.argv))
+    # A target that engine.mounts gives already is that mount's (docker refuses two at one point).
+    own = two_sparks(mounts=[{"source": "/fast/vllm", "target": "/root/.cache/vllm", "read_only": False}])
+    run = next(s for s in P.build_start_plan(own, HOMES).steps if s.name == "container")
+    at_root = [v for v in _volumes(run.argv) if v.endswith(":/root/.cache/vllm")]
+    assert at_root == ["/fast/vllm:/root/.cache/vllm"]
+
+
+def _healthy(**changes: object) -> Discovery:
+    base: dict[str, object] = {
+        "state": EngineState.STARTING, "detail": "vLLM running",
+        "containers": {"spark1": (Container("sparktui-ray-head", "a", "running"),),
+                       "spark2": (Container("sparktui-ray-spark2", "b", "running"),)},
+        "ray_readiness": Readiness(True, "2/2 nodes, 2/2 GPUs"),
+    }
+    base.update(changes)
+    return Discovery(**base)  # type: ignore[arg-type]
+
+
+def test_vllm_restart_keeps_ray_only_when_healthy() -> None:
+    cfg = two_sparks(restart="vllm")
+    assert P.keep_ray_problem(cfg, _healthy()) is None
+    assert P.keep_ray_problem(cfg, _healthy(unreachable={"spark2": "refused"})) == "cannot reach spark2"
+    gone = _healthy(containers={"spark1": (Container("sparktui-ray-head", "a", "running"),)})
+    assert P.keep_ray_problem(cfg, gone) == "no engine container on spark2"
+    exited = _healthy(containers={"spark1": (Container("sparktui-ray-head", "a", "running"),),
+                                  "spark2": (Container("sparktui-ray-spark2", "b", "exited"),)})
+    assert P.keep_ray_problem(cfg, exited) == "container sparktui-ray-spark2 on spark2 is exited"
+    short = _healthy(ray_readiness=Readiness(False, "spark2 (192.168.100.11) is not in Ray"))
+    assert P.keep_ray_problem(cfg, short) == "Ray: spark2 (192.168.100.11) is not in Ray"
+    assert P.keep_ray_problem(cfg, _healthy(ray_readiness=None)) == "Ray does not answer on the head"
+
+
+def test_vllm_restart_plan_stops_and_serves_vllm_and_leaves_ray_and_containers() -> None:
+    plan = P.build_vllm_restart_plan(two_sparks(restart="vllm"), HOMES)
+    assert [p.name for p in plan.phases] == ["stop vLLM", "vllm serve (detached)"]
+    words = [w for s in plan.steps for w in s.argv]
+    assert "run" not in words and "rm" not in words and "start" not in words and "stop" not in words
+    stop = plan.phases[0].steps[0]
+    assert stop == P.build_stop_plan(two_sparks(), HOMES).phases[0].steps[0]
+    start = P.build_start_plan(two_sparks(), HOMES)
+    assert plan.phases[1].steps == start.phases[-1].steps
+
+
+def test_restart_dry_run_shows_the_vllm_only_plan_then_the_full_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    print_plan(two_sparks(restart="vllm"), "restart")
+    text = capsys.readouterr().out
+    only = text.index("# sparktui restart: 2 step(s) in 2 phase(s)")
+    otherwise = text.index("# otherwise (the reason is said) the full restart:")
+    assert only < otherwise < text.index("# sparktui stop")
+    assert "docker exec sparktui-ray-head sh -c '<detach.sh>'" in text

@@ -62,6 +62,11 @@ def print_plan(config: SparkConfig, kind: str) -> None:
     from sparktui.domain.lifecycle import plan as P
 
     print("# dry run: nothing is executed; `~` is each node's $HOME, resolved when the plan runs")
+    if kind == "restart" and config.engine.restart == "vllm":
+        print("# engine.restart = \"vllm\": while every node answers, our containers run and Ray has every"
+              " node and GPU:")
+        print(P.build_vllm_restart_plan(config).render())
+        print("# otherwise (the reason is said) the full restart:")
     if kind in ("stop", "restart"):
         print(P.build_stop_plan(config).render())
     if kind in ("start", "restart"):

@@ -122,6 +122,10 @@ class EngineController:
     async def restart(self, *, preflight: bool = True) -> OperationView:
         async with self._exclusive("restart"):
             tracker = self._tracker("restart")
+            if self.config.engine.restart == "vllm":
+                kept = await self._restart_vllm(tracker)
+                if kept is not None:
+                    return kept
             stopped = await self._stop(tracker, finish=False)
             if stopped is not None:
                 return stopped
@@ -220,6 +224,30 @@ class EngineController:
                                   + (f" on {failed.node}" if failed.node else "") + f": {failed.message}")
         where = self.log_path()
         return tracker.finish(True, f"vLLM launched; log: {self.config.head.name}:{where}")
+
+    async def _restart_vllm(self, tracker: Tracker) -> OperationView | None:
+        """``engine.restart = "vllm"``: restart vLLM alone while Ray and the containers are healthy.
+        ``None``: they are not (the step says why) and the caller does the full restart."""
+        head = self.config.head.name
+        idx = tracker.add(StepView(name="keep Ray and containers", node=head, status=StepStatus.RUNNING))
+        t0 = time.monotonic()
+        found = await self.discover()
+        why = P.keep_ray_problem(self.config, found)
+        seconds = round(time.monotonic() - t0, 3)
+        if why is not None:
+            tracker.update(idx, status=StepStatus.WARNING, seconds=seconds,
+                           message=f"full restart instead: {why}")
+            return None
+        ray = found.ray_readiness.diagnosis if found.ray_readiness else "no Ray (executor mp)"
+        tracker.update(idx, status=StepStatus.OK, seconds=seconds, message=f"kept: {ray}")
+        self._runner.marks = {"start": time.time()}
+        await self.resolve_homes()
+        failed = await self._run_plan(tracker, P.build_vllm_restart_plan(self.config, self.homes or None),
+                                      stop_on_failure=True)
+        if failed is not None:
+            return tracker.finish(False, f"restart of vLLM failed at {failed.name}"
+                                  + (f" on {failed.node}" if failed.node else "") + f": {failed.message}")
+        return tracker.finish(True, f"vLLM restarted, Ray and containers kept; log: {head}:{self.log_path()}")
 
     async def _attach_running(self, tracker: Tracker) -> OperationView | None:
         """``start`` on an engine that runs already (e.g. left by a killed ``start --wait``): it is the

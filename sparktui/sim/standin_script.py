@@ -151,10 +151,7 @@ def compressed_offsets(lines: list[RecordedLine], start: int, end: int, total_se
     """
     if end <= start:
         return []
-    gaps = [0.0]
-    for i in range(start + 1, end):
-        gap = lines[i].offset_seconds - lines[i - 1].offset_seconds
-        gaps.append(min(max(gap, 0.0), MAX_RECORDED_GAP_SECONDS))
+    gaps = _capped_gaps(lines, start, end)
     span = sum(gaps)
     scale = total_seconds / span if span > 0 else 0.0
     out, acc = [], 0.0
@@ -162,6 +159,19 @@ def compressed_offsets(lines: list[RecordedLine], start: int, end: int, total_se
         acc += gap * scale
         out.append(acc)
     return out
+
+
+def _capped_gaps(lines: list[RecordedLine], start: int, end: int) -> list[float]:
+    gaps = [0.0]
+    for i in range(start + 1, end):
+        gap = lines[i].offset_seconds - lines[i - 1].offset_seconds
+        gaps.append(min(max(gap, 0.0), MAX_RECORDED_GAP_SECONDS))
+    return gaps
+
+
+def capped_span(lines: list[RecordedLine], start: int, end: int) -> float:
+    """The recorded seconds ``compressed_offsets`` spreads over its total (each gap capped)."""
+    return sum(_capped_gaps(lines, start, end)) if end > start else 0.0
 
 
 @dataclass

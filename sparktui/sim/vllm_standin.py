@@ -44,6 +44,7 @@ from typing import Any, TextIO
 
 from sparktui.sim import standin_script as script
 from sparktui.sim.recording import DEFAULT_RECORDING, RecordedLine, load_recording, recording_version
+from sparktui.sim.standin_compile_cache import CompileCache
 from sparktui.sim.standin_flags import add_ignored_vllm_flags
 from sparktui.sim.standin_http import ServedModel, StandinHTTPServer
 from sparktui.sim.standin_metrics import DIALECTS, Dialect, ServingMetrics
@@ -251,8 +252,16 @@ class StandinEngine:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.pid = os.getpid()
-        self.lines = load_recording(args.standin_recording)
+        # vLLM's torch.compile cache under VLLM_CACHE_ROOT: a cold start compiles and saves an entry, a warm
+        # one replays vLLM's cache-hit lines and skips the compile time (a recording that compiles).
+        self.compile_cache = CompileCache.for_start(
+            load_recording(args.standin_recording),
+            (args.standin_recording, args.model, args.tensor_parallel_size, args.pipeline_parallel_size,
+             args.max_model_len),
+        )
+        self.lines = self.compile_cache.lines
         self.anchors = script.find_anchors(self.lines)
+        self.pace = self.compile_cache.pace(args.standin_pace, self.anchors.end)
         dialect = script.detect_dialect(self.lines)
         self.dialect = dataclasses.replace(
             dialect,
@@ -514,15 +523,21 @@ class StandinEngine:
         lines = self.lines[: self.anchors.pg_create]
         offsets = self._pace_offsets(0, self.anchors.pg_create)
         start = time.monotonic()
-        for line, at in zip(lines, offsets, strict=True):
+        for index, (line, at) in enumerate(zip(lines, offsets, strict=True)):
             if script.is_ray_connect(line):
                 continue
             self._sleep_until(start + at)
             if line.role == "head":
                 self.head(self.rewrite(line.text))
+            self._compiled(index)
+
+    def _compiled(self, index: int) -> None:
+        """After the recording's last compile line: the cold start's cache entry is written."""
+        if index == self.compile_cache.save_after:
+            self.compile_cache.save()
 
     def _pace_offsets(self, begin: int, end: int) -> list[float]:
-        total = script.compressed_offsets(self.lines, 0, self.anchors.end, self.args.standin_pace)
+        total = script.compressed_offsets(self.lines, 0, self.anchors.end, self.pace)
         return [t - (total[begin] if begin < len(total) else 0.0) for t in total[begin:end]]
 
     def _connect_ray(self) -> None:
@@ -660,6 +675,7 @@ class StandinEngine:
                 self.to_worker(self._route(line, assignment), [text])
             else:
                 self.head(text)
+            self._compiled(index)
         return None
 
     def _fail_nccl(self) -> int:

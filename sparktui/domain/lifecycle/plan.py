@@ -17,6 +17,7 @@ from enum import StrEnum
 from sparktui.config import NodeConfig, SparkConfig
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import scripts as S
+from sparktui.domain.lifecycle.discovery import Discovery
 from sparktui.domain.lifecycle.ray_state import ExpectedNode
 
 #: ``ray start``'s success line (with exit status 0), the same in Ray 2.9 … 2.60.
@@ -251,6 +252,11 @@ def ray_log_root(config: SparkConfig, homes: Mapping[str, str] | None, node: str
 def mounts(config: SparkConfig, homes: Mapping[str, str] | None, node: str) -> list[A.BindMount]:
     home = (homes or {}).get(node)
     out = [A.BindMount(A.expand_home(m.source, home), m.target, m.read_only) for m in config.engine.mounts]
+    # vLLM's compile caches on the node's disk (engine.cache_mounts): they outlive `docker rm -f`. A target
+    # that engine.mounts already gives is left to that mount (docker refuses a duplicate mount point).
+    taken = {m.target.rstrip("/") for m in out}
+    out += [A.BindMount(A.expand_home(m.source, home), m.target, m.read_only)
+            for m in config.engine.cache_mounts if m.target.rstrip("/") not in taken]
     # The state dir at the same path inside the container: vllm.log and vllm.pid are written there by the
     # process inside and read by sparktui on the host.
     sd = state_dir(config, homes, node)
@@ -396,16 +402,7 @@ def build_stop_plan(config: SparkConfig, homes: Mapping[str, str] | None = None)
     """
     e = config.engine
     rts = runtimes(config)
-    ticks = str(max(1, round(e.stop_grace * 10)))
-    phases: list[Phase] = []
-    steps = []
-    for node in vllm_nodes(config):
-        rt = rts[node.name]
-        sd = state_dir(config, homes, node.name)
-        argv = rt.wrap(["sh", "-c", S.STOP_DETACHED_SH, "sparktui-stop", sd, A.VLLM_PID, rt.tag, ticks])
-        steps.append(Step("stop vLLM", node.name, tuple(argv), 3 * e.stop_grace + 15,
-                          ok_if_output=_GONE if e.runtime == "docker" else ()))
-    phases.append(Phase("stop vLLM", tuple(steps)))
+    phases: list[Phase] = [stop_vllm_phase(config, homes)]
     if e.executor == "ray" or e.runtime == "host":
         steps = []
         for node in config.nodes:
@@ -428,6 +425,62 @@ def build_stop_plan(config: SparkConfig, homes: Mapping[str, str] | None = None)
     phases.append(Phase("verify nothing of ours remains", tuple(verify_step(config, rts[n.name])
                                                                  for n in config.nodes)))
     return Plan("stop", tuple(phases))
+
+
+def stop_vllm_phase(config: SparkConfig, homes: Mapping[str, str] | None = None) -> Phase:
+    """vLLM's process group on every node that runs it: SIGINT → SIGTERM → SIGKILL, ``stop_grace`` apart."""
+    e = config.engine
+    rts = runtimes(config)
+    ticks = str(max(1, round(e.stop_grace * 10)))
+    steps = []
+    for node in vllm_nodes(config):
+        rt = rts[node.name]
+        sd = state_dir(config, homes, node.name)
+        argv = rt.wrap(["sh", "-c", S.STOP_DETACHED_SH, "sparktui-stop", sd, A.VLLM_PID, rt.tag, ticks])
+        steps.append(Step("stop vLLM", node.name, tuple(argv), 3 * e.stop_grace + 15,
+                          ok_if_output=_GONE if e.runtime == "docker" else ()))
+    return Phase("stop vLLM", tuple(steps))
+
+
+# ---- restart of vLLM alone (engine.restart = "vllm") -------------------------------------------------
+def keep_ray_problem(config: SparkConfig, found: Discovery) -> str | None:
+    """Why Ray and the containers cannot be kept for a vLLM-only restart (``None``: they can).
+
+    Kept only when every node answers, every engine container runs (docker) and Ray shows every node at its
+    IP with its GPU; anything else is a full restart, and this is the reason said for it.
+    """
+    e = config.engine
+    if found.unreachable:
+        return "cannot reach " + ", ".join(sorted(found.unreachable))
+    if e.runtime == "docker":
+        rts = runtimes(config)
+        for node in config.nodes:
+            mine = [c for c in found.containers.get(node.name, ()) if c.name == rts[node.name].container]
+            if not mine:
+                return f"no engine container on {node.name}"
+            if mine[0].state != "running":
+                return f"container {mine[0].name} on {node.name} is {mine[0].state}"
+    if e.executor != "ray":
+        return None
+    if found.ray_readiness is None:
+        return "Ray does not answer on the head"
+    if not found.ray_readiness.ready:
+        return f"Ray: {found.ray_readiness.diagnosis}"
+    return None
+
+
+def build_vllm_restart_plan(config: SparkConfig, homes: Mapping[str, str] | None = None) -> Plan:
+    """``restart = "vllm"``: stop vLLM → ``vllm serve`` again.
+
+    Ray's daemons and the containers stay as they are: ``keep_ray_problem`` found them healthy (every node
+    and GPU in Ray) just before, so the restart costs vLLM's own start-up, not Ray's. (No second Ray check:
+    vLLM's placement group waits for the GPUs itself, and names what is missing.)
+    """
+    e = config.engine
+    rts = runtimes(config)
+    steps = [detach_step(config, rts[n.name], homes, rank) for rank, n in enumerate(vllm_nodes(config))]
+    phases = (stop_vllm_phase(config, homes), Phase("vllm serve (detached)", tuple(reversed(steps))))
+    return Plan("restart", phases, (f"restart = \"vllm\": Ray and the {e.runtime} world are kept",))
 
 
 def verify_step(config: SparkConfig, rt: NodeRuntime) -> Step:

@@ -70,7 +70,8 @@ class StageRow(Horizontal):
         yield ProgressBar(total=1, show_eta=False, show_percentage=False, classes="stage-bar")
         yield Label("", classes="stage-info")
 
-    def show(self, view: StageView, elapsed: float | None, stalled: float | None) -> None:
+    def show(self, view: StageView, elapsed: float | None, stalled: float | None,
+             skipped_as: str = "skipped") -> None:
         bar = self.query_one(ProgressBar)
         status = view.status
         if status == "running":
@@ -89,7 +90,7 @@ class StageRow(Horizontal):
         if view.total and status in ("running", "failed"):
             info.append(f"{view.done or 0:.0f}/{view.total:.0f} ")
         if status == "skipped":
-            info.append("skipped", style="dim")
+            info.append(skipped_as, style="dim")
         elif status == "failed":
             info.append(f"failed {fmt.duration(elapsed)}", style="bold red")
         elif elapsed is not None:
@@ -182,10 +183,14 @@ class EnginePanel(Vertical):
         if not eta.plain and engine.state is EngineState.STARTING and not runs:
             eta = Text("no ETA: the first start of this model and image", style="dim")
         show(eta_label, eta, layout=False)
+        facts = facts_of(engine.timeline)
         with self.app.batch_update():
             for view in views:
-                self.query_one(f"#stage-{view.name}", StageRow).show(view, self.elapsed(view, now), stalled)
-        self.query_one("#engine-facts", EngineFacts).set(facts_of(engine.timeline), engine)
+                # A compile skipped because vLLM loaded its graphs from the cache says so (a warm start).
+                hit = view.name == "compile" and bool(facts.get("compile_cache_hit"))
+                self.query_one(f"#stage-{view.name}", StageRow).show(
+                    view, self.elapsed(view, now), stalled, "cache hit" if hit else "skipped")
+        self.query_one("#engine-facts", EngineFacts).set(facts, engine)
         failure = failure_of(engine.timeline)
         failure_box = self.query_one("#engine-failure", Static)
         failure_box.display = failure is not None or engine.state is EngineState.FAILED
