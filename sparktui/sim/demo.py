@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sparktui.domain.engine_view import timeline_view
 from sparktui.domain.events import (
     EngineChanged,
     EngineState,
@@ -30,7 +31,6 @@ from sparktui.domain.events import (
     LogRecords,
     NodeFacts,
     NodeLinkChanged,
-    NodeSampled,
     Notice,
     OperationChanged,
     OperationRefused,
@@ -41,6 +41,7 @@ from sparktui.domain.events import (
 )
 from sparktui.domain.history import RunRecord, record_run
 from sparktui.domain.logs import LogRecord, TimelineSnapshot
+from sparktui.domain.node_reading import NodeFeed
 from sparktui.domain.serving import LatencyQuantiles, ServingHistory, ServingSnapshot
 from sparktui.domain.telemetry import (
     CpuSample,
@@ -383,6 +384,7 @@ class DemoSimulation:
         self.live_received = live_received
         self.replay = squeeze(story_recording(self.scenario), ready_after)
         self.nodes = {n: NodeSim(n, random.Random(seed * 31 + i)) for i, n in enumerate(NODES)}
+        self.node_feed = NodeFeed()
         self.t = 0.0
         self.state = EngineState.STOPPED
         self.operation: Operation | None = None
@@ -506,7 +508,7 @@ class DemoSimulation:
 
     def _set_state(self, state: EngineState, detail: str) -> None:
         self.state = state
-        timeline = self.feed.snapshot() if self.feed is not None else None
+        timeline = timeline_view(self.feed.snapshot()) if self.feed is not None else None
         self._out.append(EngineChanged(
             state, detail, timeline=timeline, vllm_version=self.feed.vllm_version if self.feed else None,
             ttft_seconds=0.182 if state is EngineState.READY else None,
@@ -677,7 +679,7 @@ class DemoSimulation:
                                  ray_up=self.ray_up and not lost,
                                  vllm_up=self.launched_at is not None and not lost,
                                  cached_gib=self.cached_gib[name])
-            self._out.append(NodeSampled(name, sample))
+            self._out.append(self.node_feed.sampled(name, sample))
         if self.state in (EngineState.READY, EngineState.WEDGED, EngineState.DEGRADED):
             self._out.append(ServingSampled(self.serving.snapshot(EPOCH + self.t)))
             self._serving_log()
