@@ -167,7 +167,7 @@ def _stalled_timeline() -> TimelineView:
     shown = {"config": StageView("config", STAGE_LABELS["config"], "done", 3.0),
              "weights": StageView("weights", STAGE_LABELS["weights"], "running", 40.0, 3.0, 12.0)}
     stages = tuple(shown.get(name, StageView(name, STAGE_LABELS[name])) for name in STAGES)
-    return TimelineView(stages, last_progress_at=FIXED_NOW - 300.0)
+    return TimelineView(stages=stages, last_progress_at=FIXED_NOW - 300.0)
 
 
 async def test_a_stalled_stage_says_so() -> None:

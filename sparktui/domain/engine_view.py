@@ -43,6 +43,8 @@ def _no_facts() -> Mapping[str, object]:
 class TimelineView:
     """The stage rows (every stage, in order), the facts, the failure, and the stall's reference time."""
 
+    #: The log's verdict so far: ``incomplete`` (starting), ``ready``, ``failed``, ``stopped``.
+    outcome: str = "incomplete"
     stages: tuple[StageView, ...] = tuple(StageView(name, STAGE_LABELS[name]) for name in STAGES)
     facts: Mapping[str, object] = field(default_factory=_no_facts)
     failure: FailureView | None = None
@@ -81,4 +83,4 @@ def timeline_view(snapshot: TimelineSnapshot) -> TimelineView:
     failure = None if f is None else FailureView(f.kind or "unknown", f.stage, f.message, f.hint)
     # The snapshot's own rule (``TimelineSnapshot.stall_seconds``): a stall only while the start runs.
     last = snapshot.last_progress_at if snapshot.outcome == "incomplete" else None
-    return TimelineView(tuple(stages), MappingProxyType(facts), failure, last)
+    return TimelineView(snapshot.outcome, tuple(stages), MappingProxyType(facts), failure, last)
