@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "screenshot", None):
         screenshot = (Path(args.screenshot), float(args.screenshot_after))
 
-    from sparktui.ui.app import SparkApp
+    from sparktui.ui.app import AppSwitches, SparkApp
 
     backend: Any
     history: Callable[[], list[RunRecord]] | None = None   # the demo brings its own (made-up) history
@@ -147,8 +147,8 @@ def run(args: argparse.Namespace) -> int:
 
     backend, stop_exporter = _observed(backend, choice.config, getattr(args, "export", None), power_tap)
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
-                   screenshot=screenshot, readonly=readonly, node_addresses=addresses,
-                   history=history, bench=bench, linktest=linktest)
+                   readonly=readonly, node_addresses=addresses, history=history, bench=bench,
+                   linktest=linktest, switches=AppSwitches(screenshot=screenshot))
     size = _size(getattr(args, "size", None))
     if screenshot is not None:
         # Headless: the screenshot is made by the app itself, at the size asked for (default 160×48).

@@ -81,7 +81,7 @@ class NodeLinkChanged:
 
 
 @dataclass(frozen=True)
-class NodeFacts:
+class NodeIdentified:
     node: str
     hostname: str = ""
     kernel: str = ""
@@ -134,7 +134,7 @@ class Notice:
 
 
 Event = (
-    NodeLinkChanged | NodeFacts | NodeSampled | LogRecords | EngineChanged | OperationChanged
+    NodeLinkChanged | NodeIdentified | NodeSampled | LogRecords | EngineChanged | OperationChanged
     | ServingSampled | Notice
 )
 EventSink = Callable[[Event], None]

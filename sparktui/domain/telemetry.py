@@ -248,7 +248,7 @@ class NodeProcess:
 
 
 @dataclass(frozen=True)
-class Container:
+class ContainerSample:
     name: str
     id: str = ""
     image: str = ""
@@ -272,7 +272,7 @@ class Sample:
     rdma: tuple[RdmaPort, ...] = ()
     processes: tuple[NodeProcess, ...] = ()
     #: ``None`` when containers are not known (no docker on the node, or not checked yet).
-    containers: tuple[Container, ...] | None = None
+    containers: tuple[ContainerSample, ...] | None = None
     #: Values that could not be read: path → reason. The probe says each once (when it first fails
     #: or its reason changes); :class:`NodeTelemetry` keeps the collected set.
     problems: Mapping[str, str] = field(default_factory=dict)
@@ -450,8 +450,8 @@ def _process(d: Mapping[str, Any]) -> NodeProcess:
                        cpu_seconds=_float(d.get("cpu_s")), read_at=_float(d.get("at")))
 
 
-def _container(d: Mapping[str, Any]) -> Container:
-    return Container(name=str(d.get("name") or ""), id=str(d.get("id") or ""),
+def _container(d: Mapping[str, Any]) -> ContainerSample:
+    return ContainerSample(name=str(d.get("name") or ""), id=str(d.get("id") or ""),
                      image=str(d.get("image") or ""), status=str(d.get("status") or ""))
 
 

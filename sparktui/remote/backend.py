@@ -33,7 +33,7 @@ from sparktui.domain.events import (
     Event,
     EventSink,
     LogRecords,
-    NodeFacts,
+    NodeIdentified,
     NodeLinkChanged,
     Notice,
     OperationChanged,
@@ -242,7 +242,8 @@ class SshBackend:
             except TransportError:
                 ok = False
             if ok:
-                self._post(NodeFacts(name, facts.hostname or "", facts.kernel or "", facts.uptime_seconds))
+                self._post(NodeIdentified(name, facts.hostname or "", facts.kernel or "",
+                                          facts.uptime_seconds))
             else:
                 # Not answered (the link dropped again, or the node is busy): ask again shortly.
                 self._spawn(self._again_later(connected, FACTS_RETRY_SECONDS))

@@ -156,7 +156,7 @@ class EngineController:
         # The state dir's absolute path (docker mounts it at the host's path, not the container's $HOME).
         await self.resolve_homes(quiet=True)
         vllm: dict[str, DetachedState] = {}
-        containers: dict[str, list[F.Container]] = {}
+        containers: dict[str, list[F.DockerContainer]] = {}
         processes: dict[str, list[Mapping[str, object]]] = {}
         unreachable: dict[str, str] = {}
 
@@ -456,7 +456,7 @@ class EngineController:
             return _Outcome(StepStatus.FAILED, _failure_text(res), output_tail(res.stdout, res.stderr))
         data = last_json_object(res.stdout) or {}
         procs = data.get("processes", [])
-        containers: list[F.Container] = []
+        containers: list[F.DockerContainer] = []
         for extra in step.also:
             more = await self._run(step.node, extra, step.timeout)
             if more.ok:
@@ -542,10 +542,10 @@ class EngineController:
         e = cfg.engine
         summary = F.PreflightSummary()
         model_path = F.model_host_path(cfg)
-        facts: dict[str, F.NodeFacts] = {}
+        facts: dict[str, F.PreflightFacts] = {}
         image_ids: dict[str, str | None] = {}
         versions: dict[str, str | None] = {}
-        containers: dict[str, tuple[F.Container, ...]] = {}
+        containers: dict[str, tuple[F.DockerContainer, ...]] = {}
         help_text: list[str] = []
         links: dict[str, LinkFacts | str] = {}
         gpus_needed = {x.name: x.gpus for x in P.expected_nodes(cfg)}
@@ -589,7 +589,7 @@ class EngineController:
                 if not res.ok:
                     return _Outcome(StepStatus.FAILED, _failure_text(res), output_tail(res.stderr))
                 try:
-                    facts[name] = F.NodeFacts.parse(res.stdout)
+                    facts[name] = F.PreflightFacts.parse(res.stdout)
                 except ValueError as exc:
                     return _Outcome(StepStatus.FAILED, f"unreadable node facts: {exc}",
                                     output_tail(res.stdout, res.stderr))

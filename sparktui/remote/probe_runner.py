@@ -81,7 +81,7 @@ def engine_probe_args(engine: EngineConfig) -> list[str]:
     return ["--no-containers"] if engine.runtime == "host" else []
 
 
-def parse_line(line: bytes, received: float) -> Sample | None:
+def parse_sample_line(line: bytes, received: float) -> Sample | None:
     try:
         return Sample.from_json(json.loads(line), received=received)
     except ValueError as exc:   # json.JSONDecodeError is a ValueError
@@ -130,7 +130,7 @@ async def stream_samples(
                 buf += chunk
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
-                    sample = parse_line(line, clock())
+                    sample = parse_sample_line(line, clock())
                     if sample is not None:
                         got_any = True
                         yield sample
@@ -179,7 +179,7 @@ async def sample_once(
         return {**telemetry.to_json(), "error": str(exc)}
     now = time.monotonic()
     for line in result.stdout.splitlines():
-        sample = parse_line(line.encode(), now)
+        sample = parse_sample_line(line.encode(), now)
         if sample is not None:
             telemetry.update(sample, now)
     out = telemetry.to_json()

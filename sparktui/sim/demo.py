@@ -29,7 +29,7 @@ from sparktui.domain.events import (
     Event,
     EventSink,
     LogRecords,
-    NodeFacts,
+    NodeIdentified,
     NodeLinkChanged,
     Notice,
     OperationChanged,
@@ -709,7 +709,7 @@ class DemoSimulation:
         out: list[Event] = []
         for name, host in zip(NODES, STORY.hostnames, strict=True):
             out.append(NodeLinkChanged(name, "connected", f"connected to {name} (simulated)"))
-            out.append(NodeFacts(name, hostname=host, kernel="6.11.0-1016-nvidia",
+            out.append(NodeIdentified(name, hostname=host, kernel="6.11.0-1016-nvidia",
                                  uptime_seconds=86_400 * 3 + 3600))
         out.append(EngineChanged(EngineState.STOPPED, f"nothing running on {', '.join(NODES)}"))
         return out

@@ -16,7 +16,7 @@ from sparktui.domain.events import (
     EngineState,
     Event,
     LogRecords,
-    NodeFacts,
+    NodeIdentified,
     NodeLinkChanged,
     NodeSampled,
     Notice,
@@ -42,7 +42,7 @@ class NodeState:
     retry_at: float | None = None
     #: Why the link is down, whole (shown wrapped under the title); "" when up.
     link_reason: str = ""
-    facts: NodeFacts | None = None
+    facts: NodeIdentified | None = None
     #: The latest reading as the producer built it (values, rates, the charts' history).
     reading: NodeReading | None = None
     sampled_at: float | None = None
@@ -143,7 +143,7 @@ class DashboardState:
             n.link_phase, n.link_detail, n.retry_at = event.phase, event.detail, event.retry_at
             n.link_reason = event.reason
             return {f"node:{n.name}"}
-        if isinstance(event, NodeFacts):
+        if isinstance(event, NodeIdentified):
             self.node(event.node).facts = event
             return {f"node:{event.node}"}
         if isinstance(event, NodeSampled):
