@@ -220,8 +220,9 @@ class EnginePanel(Vertical):
             label = f"starting: {running.label}"
         t.append(f" {label} ", style=_STATE_STYLE.get(state, ""))
         # (A backend may put the stage name in the detail; it is in the label already.)
-        if engine.detail and state not in (EngineState.FAILED, EngineState.UNKNOWN) and engine.detail not in (
-                getattr(running, "name", None), getattr(running, "label", None)):
+        shown = (running.name, running.label) if running is not None else ()
+        quiet = state in (EngineState.FAILED, EngineState.UNKNOWN)
+        if engine.detail and not quiet and engine.detail not in shown:
             t.append(f"  {engine.detail}", style="dim")
         if state is EngineState.READY and engine.ttft_seconds is not None:
             t.append(f"  first token {engine.ttft_seconds * 1000:.0f} ms", style="dim")
@@ -351,7 +352,7 @@ class ServingView(Vertical):
         t = Text(no_wrap=True, overflow="ellipsis")
         if snap is None:
             t.append("serving: waiting for /metrics…", style="dim")
-        elif not getattr(snap, "stats_enabled", True):
+        elif not snap.stats_enabled:
             t.append("serving: the server runs with --disable-log-stats", style="dim")
         else:
             t.append("run ", style="dim")
