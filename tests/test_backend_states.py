@@ -1,4 +1,5 @@
-"""How the backend names the engine's state from an operation's running step (no nodes needed)."""
+"""How the engine's state is named from an operation's running step (no nodes needed): the rule lives in
+``EngineTruth``, which the SSH backend, the demo and ``start --wait`` all feed."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from sparktui.config import load_config
-from sparktui.domain.events import EngineChanged, EngineState, Event, OperationView, StepStatus, StepView
-from sparktui.domain.history import HistoryStore
-from sparktui.remote.backend import SshBackend
+from sparktui.domain.engine_state import EngineTruth
+from sparktui.domain.events import EngineState, OperationView, StepStatus, StepView
 
 CONFIG = Path(__file__).resolve().parents[1] / "config.toml"
 
@@ -23,11 +23,9 @@ CONFIG = Path(__file__).resolve().parents[1] / "config.toml"
     ("ray start (head)", EngineState.STARTING),
     ("vllm serve", EngineState.STARTING),
 ])
-def test_restart_state_follows_the_running_step(step: str, state: EngineState, tmp_path: Path) -> None:
-    events: list[Event] = []
-    backend = SshBackend(load_config(CONFIG), history=HistoryStore(tmp_path / "runs.jsonl"))
-    backend._sink = events.append
+def test_restart_state_follows_the_running_step(step: str, state: EngineState) -> None:
+    # From the config, as the backend builds it: the stop plan's step names say "still stopping".
+    truth = EngineTruth.from_config(load_config(CONFIG))
     view = OperationView("restart", steps=(StepView(step, "spark1", StepStatus.RUNNING),))
-    backend._on_operation(view)
-    engine = [e for e in events if isinstance(e, EngineChanged)]
-    assert engine[-1].state is state
+    truth.operation(view)
+    assert truth.state is state

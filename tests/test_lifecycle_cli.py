@@ -74,7 +74,8 @@ def test_testbed_up_config_starts_to_ready_as_it_is() -> None:
     from tests.conftest import _require_testbed
 
     _require_testbed()
-    up = subprocess.run([sys.executable, "-m", "tests.testbed", "up"], capture_output=True, text=True,
+    up = subprocess.run([sys.executable, "-m", "tests.testbed", "up", "--pace", "4"],
+                        capture_output=True, text=True,
                         cwd=REPO, timeout=120)
     assert up.returncode == 0, up.stderr
     bed_id = re.search(r"^# test bed (\S+):", up.stdout, re.M)

@@ -20,6 +20,7 @@ from sparktui.domain.logs import (
     strip_ansi,
     timeline_from_bytes,
 )
+from tests.log_reading import read_live
 from tests.synthetic_vllm_logs import OUT, SCENARIOS, build, manifest, readme
 
 MANIFEST: list[dict[str, Any]] = json.loads((OUT / "manifest.json").read_text(encoding="utf-8"))
@@ -95,13 +96,7 @@ def test_live_reading_agrees_with_the_bulk_path(entry: dict[str, Any]) -> None:
     """A dashboard tails the log in arbitrary chunks (LogReader + Timeline.feed per record): same verdict."""
     data = (OUT / entry["file"]).read_bytes()
     bulk = timeline_from_bytes(data)
-    reader, live = LogReader(), Timeline()
-    for i in range(0, len(data), 97):
-        for rec in reader.feed(data[i : i + 97]):
-            live.feed(rec)
-    for rec in reader.flush():
-        live.feed(rec)
-    snap = live.snapshot()
+    snap = read_live(data, 97)
     assert snap.outcome == bulk.outcome
     assert [(s.name, s.status) for s in snap.stages] == [(s.name, s.status) for s in bulk.stages]
     assert dict(snap.facts) == dict(bulk.facts)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.domain.logs import Timeline
+from sparktui.domain.logs import Timeline, parse_line
 from sparktui.domain.logs.nccl import SOCKET_WARNING, NcclVerdict, cross_check, observe, verdict
 
 DATA = Path(__file__).parent / "data" / "vllm-logs"
@@ -62,6 +62,48 @@ def test_both_hcas_one_hca_and_merged() -> None:
     merged = spark_lines(" [0]={[0] rocep1s0f1:1/RoCE, [1] roceP2p1s0f1:1/RoCE}",
                          ["Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0"])
     assert facts_of(merged)["nccl_verdict"] == "NCCL over RoCE, both HCAs"
+
+
+def test_recorded_channel_lines_after_ready_are_read() -> None:
+    """Logs 01 and 02 hold 16 and 18 "via NET/" channel lines; the API server's own ranks' lines come after
+    "Application startup complete" (NCCL writes through block-buffered C stdio into the pod's log) and
+    still count: every one is read, once, on the bulk path and the live one alike."""
+    for name, net, lines in (("01_multinode-ray-tp8pp2-deepseek-v2.5-k8s-lws-ready_v0.8.3.txt", "Socket", 16),
+                             ("02_multinode-ray-tp4pp2-llama3.3-70b-cudagraphs-ready_v0.8.3.txt", "IB", 18)):
+        text = (DATA / name).read_text()
+        assert text.count("via NET/") == lines
+        assert facts_of(text)["nccl_channels"] == {net: lines}
+        live = Timeline(expected_nodes=2)
+        for line in text.splitlines():
+            live.feed(parse_line(line))
+        assert live.snapshot().facts["nccl_channels"] == {net: lines}
+
+
+def test_head_channels_printed_after_ready_complete_the_hca_verdict() -> None:
+    """A Spark whose head's second-HCA channel line is flushed after ready: both HCAs, not "one HCA only"."""
+    devs = " [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE"
+    start = spark_lines(devs, ["Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA",
+                               "Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA"])
+    start = "\n".join(ln for ln in start.splitlines() if not (ln.startswith(H) and "NET/IB/1" in ln)) + "\n"
+    ready = "(APIServer pid=4200) INFO 04-01 10:00:00 [launcher.py:37] Application startup complete.\n"
+    t = Timeline(expected_nodes=2)
+    t.feed_text(start + ready)
+    assert t.snapshot().outcome == "ready"
+    assert "one HCA only on spark1" in str(t.snapshot().facts["nccl_verdict"])
+    t.feed_text(H + "Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA\n")
+    assert t.snapshot().facts["nccl_verdict"] == "NCCL over RoCE, both HCAs"
+
+
+def test_the_same_nccl_line_twice_counts_once_on_both_paths() -> None:
+    """A line read again (a copy relayed twice, a log captured twice) adds no channel; another rank's does."""
+    line = W + "Channel 00/0 : 1[0] -> 0[0] [send] via NET/IB/0/GDRDMA"
+    other = W.replace("5237:5237", "5238:5238") + "Channel 00/0 : 1[0] -> 0[0] [send] via NET/IB/0/GDRDMA"
+    text = "\n".join([line, line, other]) + "\n"
+    assert facts_of(text)["nccl_channels"] == {"IB": 2}
+    live = Timeline(expected_nodes=2)
+    for ln in text.splitlines():
+        live.feed(parse_line(ln))
+    assert live.snapshot().facts["nccl_channels"] == {"IB": 2}
 
 
 def test_spark_socket_lines_name_the_node() -> None:

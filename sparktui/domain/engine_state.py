@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparktui.domain.durations import format_duration
 from sparktui.domain.events import EngineState, OperationView, StepStatus
-from sparktui.domain.history import format_duration
 from sparktui.domain.lifecycle.ray_state import ExpectedNode, RayState, evaluate
+from sparktui.domain.logs.nccl import SOCKET_WARNING
 from sparktui.domain.readiness import Crash, RestartBudget, RestartDecision
 
 if TYPE_CHECKING:
@@ -298,6 +299,8 @@ class EngineTruth:
         self._serving.clear()
         detail = ("the log says ready" if ttft_seconds is None
                   else f"can generate (first token {1000 * ttft_seconds:.0f} ms)")
+        if self.snapshot is not None:
+            detail = _nccl_caveat(self.snapshot.facts) + detail
         self._set(EngineState.READY, detail)
         if not self.recorded:
             self._record("ready", ready_seconds=self.wall() - self.run_started)
@@ -510,7 +513,7 @@ class EngineTruth:
         peak = max(p[1] + p[2] for p in window)
         first = window[0][3] or 0.0
         text = (f"wedged: {running:.0f} request(s) running, {waiting:.0f} waiting, and "
-                f"generation_tokens_total stuck at {tokens:.0f} for {format_duration(frozen)} "
+                f"generation_tokens_total stuck at {tokens:.0f}, no token for {format_duration(frozen)} "
                 f"(last minute: {len(window)} scrapes, up to {peak:.0f} requests in, "
                 f"tokens {first:.0f} → {tokens:.0f})")
         gpu = self._gpu_evidence(now)
@@ -605,6 +608,16 @@ def _running_step(view: OperationView) -> str:
         if step.status is StepStatus.RUNNING:
             return step.name + (f" on {step.node}" if step.node else "")
     return view.kind
+
+
+def _nccl_caveat(facts: Mapping[str, object]) -> str:
+    """Ready, but NCCL's verdict warns (sockets instead of RoCE, one HCA): said first, it stays on screen."""
+    if facts.get("nccl_verdict_level") != "warning":
+        return ""
+    verdict = str(facts.get("nccl_verdict") or "")
+    if verdict.startswith(SOCKET_WARNING):
+        return "NCCL over TCP sockets (NET/Socket), not RoCE: every all-reduce is slower — "
+    return f"{verdict} — "
 
 
 def _clock_text(wall: float) -> str:

@@ -18,6 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sparktui.domain.durations import format_duration as format_duration  # re-exported for callers
+from sparktui.domain.stage_names import STAGES
+
 if TYPE_CHECKING:
     from sparktui.domain.logs.stages import StageSnapshot, TimelineSnapshot
 
@@ -25,26 +28,8 @@ SCHEMA_VERSION = 1
 T = TypeVar("T")
 HISTORY_FILE = "runs.jsonl"
 
-#: The start-up stages in the order vLLM goes through them: ``sparktui.domain.logs.STAGES``, copied so that
-#: ``sparktui --help`` (which imports this via the history verb) does not load the log parser; a test keeps
-#: the two equal.
-STAGE_ORDER: tuple[str, ...] = (
-    "config", "placement", "distributed", "weights", "compile", "kv_cache", "cuda_graphs", "engine", "api",
-)
-
-
-def format_duration(seconds: float) -> str:
-    """Compact human duration: ``3.2s``, ``42s``, ``14m50s``, ``2h03m``."""
-    seconds = max(0.0, float(seconds))
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    hours, rest = divmod(whole, 3600)
-    return f"{hours}h{rest // 60:02d}m"
+#: The stage order (one list: :mod:`sparktui.domain.stage_names`, import-free).
+STAGE_ORDER: tuple[str, ...] = STAGES
 
 
 def format_remaining(seconds: float) -> str:

@@ -27,60 +27,11 @@ from typing import Any
 from sparktui.domain.model_files import ModelDir
 from sparktui.domain.recipes import version_key
 from sparktui.domain.sizing import GIB, SizingError, propose, shape_from_config
+from sparktui.node import source
 
-#: argv: none. Prints one JSON object: hostname, arch, kernel, home, the SSH_CONNECTION the session came
-#: in on, every interface (operstate, mtu, speed, IPv4 address/netmask), free disk under $HOME, tools.
-HOST_PY = r"""
-import fcntl, json, os, shutil, socket, struct
-u = os.uname()
-home = os.path.expanduser("~")
-out = {"hostname": socket.gethostname(), "arch": u.machine, "kernel": u.release, "home": home,
-       "ssh_connection": os.environ.get("SSH_CONNECTION", "")}
-
-def rd(path):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-ifs = []
-try:
-    names = sorted(os.listdir("/sys/class/net"))
-except OSError:
-    names = []
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for name in names:
-    base = "/sys/class/net/" + name
-    entry = {"name": name, "operstate": rd(base + "/operstate"), "mtu": rd(base + "/mtu"),
-             "speed": rd(base + "/speed"), "ipv4": None, "prefix": None}
-    req = struct.pack("256s", name[:15].encode())
-    try:
-        entry["ipv4"] = socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, req)[20:24])
-        mask = fcntl.ioctl(s.fileno(), 0x891b, req)[20:24]
-        entry["prefix"] = bin(int.from_bytes(mask, "big")).count("1")
-    except OSError:
-        pass
-    ifs.append(entry)
-out["interfaces"] = ifs
-try:
-    st = os.statvfs(home)
-    out["disk_free"] = st.f_bavail * st.f_frsize
-except OSError:
-    out["disk_free"] = None
-out["tools"] = {t: shutil.which(t) for t in ("docker", "vllm", "ray", "nvidia-smi", "ibdev2netdev")}
-print(json.dumps(out))
-"""
-
-#: argv: HOST PORT SECONDS. Prints "ok" when a TCP connection to HOST:PORT opens, else the reason.
-REACH_PY = r"""
-import socket, sys
-try:
-    socket.create_connection((sys.argv[1], int(sys.argv[2])), float(sys.argv[3])).close()
-    print("ok")
-except OSError as e:
-    print("%s: %s" % (type(e).__name__, e))
-"""
+#: ``sparktui/node/host.py`` and ``reach.py`` (their argv and output are said there).
+HOST_PY = source("host")
+REACH_PY = source("reach")
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 

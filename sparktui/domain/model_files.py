@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparktui.domain.lifecycle.output import last_json_object
+from sparktui.node import source
 
 #: Bytes per element of the safetensors dtypes.
 SAFETENSORS_DTYPE_BYTES: dict[str, float] = {
@@ -93,104 +94,8 @@ def parse_safetensors_header(data: bytes) -> SafetensorsHeader:
 
 
 # ---- the node side -------------------------------------------------------------------------------
-#: argv: one JSON object: {"path": DIR} | {"hf_id": "org/name", "hf_home": DIR?} | {"scan": true}.
-#: Prints one JSON object. The HF cache is ``hf_home`` (the directory docker mounts as the container's
-#: cache), else $HF_HOME, else ~/.cache/huggingface.
-MODEL_INFO_PY = r"""
-import json, os, struct, sys
-req = json.loads(sys.argv[1])
-home = os.path.expanduser("~")
-hf_home = os.path.expanduser(req.get("hf_home") or os.environ.get("HF_HOME") or "~/.cache/huggingface")
-hub = os.path.join(hf_home, "hub")
-
-def snapshot(repo_dir):
-    # refs/main names the snapshot the hub client uses; else the newest snapshot with a config.json.
-    try:
-        with open(os.path.join(repo_dir, "refs", "main")) as f:
-            ref = os.path.join(repo_dir, "snapshots", f.read().strip())
-        if os.path.isfile(os.path.join(ref, "config.json")):
-            return ref
-    except OSError:
-        pass
-    snaps = []
-    try:
-        for s in os.listdir(os.path.join(repo_dir, "snapshots")):
-            p = os.path.join(repo_dir, "snapshots", s)
-            if os.path.isfile(os.path.join(p, "config.json")):
-                snaps.append((os.path.getmtime(p), p))
-    except OSError:
-        return None
-    return max(snaps)[1] if snaps else None
-
-def describe(path, with_config=True):
-    out = {"path": path, "exists": os.path.isdir(path), "safetensors": [], "bytes": 0}
-    if not out["exists"]:
-        return out
-    cfg = os.path.join(path, "config.json")
-    if with_config:
-        try:
-            if os.path.getsize(cfg) > 4 << 20:
-                out["config_error"] = "config.json is over 4 MiB"
-            else:
-                with open(cfg, "rb") as f:
-                    out["config"] = json.loads(f.read().decode("utf-8"))
-        except (OSError, ValueError) as e:
-            out["config_error"] = "%s: %s" % (type(e).__name__, e)
-    try:
-        names = sorted(os.listdir(path))
-    except OSError as e:
-        out["error"] = str(e)
-        return out
-    for name in names:
-        full = os.path.join(path, name)
-        try:
-            size = os.path.getsize(full)
-        except OSError:
-            continue
-        if os.path.isfile(full):
-            out["bytes"] += size
-        if name.endswith(".safetensors"):
-            try:
-                with open(full, "rb") as f:
-                    first = f.read(8)
-                n = struct.unpack("<Q", first)[0] if len(first) == 8 else -1
-            except OSError:
-                n = -1
-            out["safetensors"].append([name, size, n])
-    return out
-
-if req.get("scan"):
-    found = []
-    try:
-        repos = sorted(os.listdir(hub))
-    except OSError:
-        repos = []
-    for r in repos:
-        if r.startswith("models--"):
-            snap = snapshot(os.path.join(hub, r))
-            if snap:
-                d = describe(snap)
-                d["hf_id"] = r[len("models--"):].replace("--", "/")
-                found.append(d)
-    mdir = os.path.join(home, "models")
-    try:
-        subs = sorted(os.listdir(mdir))
-    except OSError:
-        subs = []
-    for s in subs:
-        p = os.path.join(mdir, s)
-        if os.path.isfile(os.path.join(p, "config.json")):
-            found.append(describe(p))
-    print(json.dumps({"home": home, "hub": hub, "models": found}))
-else:
-    path = req.get("path")
-    if not path and req.get("hf_id"):
-        path = snapshot(os.path.join(hub, "models--" + req["hf_id"].replace("/", "--"))) or ""
-    if path.startswith("~"):
-        path = home + path[1:]
-    print(json.dumps(describe(path) if path else {"path": "", "exists": False, "safetensors": [],
-                                                 "bytes": 0, "hf_id": req.get("hf_id")}))
-"""
+#: ``sparktui/node/model_info.py`` (its argv and output are said there).
+MODEL_INFO_PY = source("model_info")
 
 
 def model_info_argv(python: str, *, path: str | None = None, hf_id: str | None = None,

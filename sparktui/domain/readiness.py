@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sparktui.domain.history import format_duration
+from sparktui.domain.durations import format_duration
 
 
 # ---- verify-ready ---------------------------------------------------------------------------------

@@ -36,11 +36,10 @@ def log_stage(data: bytes, expected_nodes: int) -> dict[str, Any]:
 
 
 def _snapshot_of(data: bytes, expected_nodes: int) -> TimelineSnapshot:
-    from sparktui.domain.logs import Timeline
+    # The one whole-log path (the byte splitter, then the stage machine), as ``sparktui timeline`` reads.
+    from sparktui.domain.logs.timeline import timeline_from_bytes
 
-    timeline = Timeline(expected_nodes=expected_nodes)
-    timeline.feed_text(data.decode("utf-8", "replace"))
-    return timeline.snapshot()
+    return timeline_from_bytes(data, expected_nodes)
 
 
 def _stage_json(snap: TimelineSnapshot) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from sparktui.domain.events import EngineState
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.lifecycle.ray_state import RayState
-from sparktui.domain.logs import LogReader, Timeline
+from sparktui.domain.logs.ingest import LogIngest
 from sparktui.remote.engine import EngineController
 from sparktui.remote.log_follower import LogFollower
 from sparktui.remote.transport import LinkState, TransportError
@@ -56,27 +56,20 @@ async def wait_until_ready(
     head = config.head
     transport = controller.transports[head.name]
     t0 = time.monotonic()
-    reader = LogReader()
-    timeline = Timeline(expected_nodes=len(config.nodes))
+    # Display capacity 0: the wait shows stages, not lines (those go to ``on_bytes``).
+    ingest = LogIngest(len(config.nodes), display_cap=0)
     changed = asyncio.Event()
     shown: str | None = None
     truth = EngineTruth.from_config(config)
     # The engine was launched (the start operation ended well): it runs until evidence says otherwise.
     truth.discovered(EngineState.STARTING, "vllm serve launched")
 
-    def reset() -> None:
-        nonlocal reader, timeline
-        reader = LogReader()
-        timeline = Timeline(expected_nodes=len(config.nodes))
-
     def feed(data: bytes) -> None:
         nonlocal shown
         if on_bytes is not None:
             on_bytes(data)
-        now = time.time()
-        for record in reader.feed(data):
-            timeline.feed(record, now)
-        snap = timeline.snapshot()
+        ingest.feed(data, time.time())
+        snap = ingest.timeline.snapshot()
         label = snap.current if snap.outcome == "incomplete" else snap.outcome
         if label != shown:
             shown = label
@@ -97,7 +90,8 @@ async def wait_until_ready(
         truth.ray(state)
         changed.set()
 
-    follower = LogFollower(transport, controller.log_path(), feed, python=(head.python,), on_reset=reset)
+    follower = LogFollower(transport, controller.log_path(), feed, python=(head.python,),
+                           on_reset=ingest.reset)
     follow_task = asyncio.create_task(follower.run())
     rt = P.runtimes(config)[head.name]
     state_argv = P.detached_state_argv(config, rt, controller.homes or None)
@@ -107,7 +101,7 @@ async def wait_until_ready(
         while True:
             elapsed = time.monotonic() - t0
             truth.tick()
-            snap = timeline.snapshot()
+            snap = ingest.timeline.snapshot()
             if truth.state is EngineState.VERIFYING:
                 return WaitResult("ready", "Application startup complete.", "api", elapsed, snap.to_json())
             if truth.state is EngineState.FAILED:

@@ -2,21 +2,22 @@
 
 The node runs ``scripts.FOLLOW_PY`` over the node's transport; it sends framed chunks and the follower
 counts the byte offset of every complete frame. When the channel or the SSH connection drops, the
-follower waits for the transport to come back and starts again from the last offset and file identity
-(inode): no byte is lost and none is delivered twice. A replaced file (the next engine run moves the
-old log to ``vllm.log.prev``) arrives as a reset, then the new file from byte 0.
+``LineStream`` under it waits for the transport to come back and starts again from the last offset and
+file identity (inode): no byte is lost and none is delivered twice. A replaced file (the next engine
+run moves the old log to ``vllm.log.prev``) arrives as a reset, then the new file from byte 0.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
+from sparktui.domain.backoff import Backoff
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.frames import FrameDecoder, FrameError
-from sparktui.remote.transport import RemoteProcess, Transport, TransportError
+from sparktui.remote.line_stream import LineStream
+from sparktui.remote.transport import RemoteProcess, Transport
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +57,10 @@ class LogFollower:
         self.on_reset = on_reset
         self.on_waiting = on_waiting
         self.poll = poll
-        self.retry_delay = retry_delay
-        #: How many times the stream was (re)opened; > 1 after a drop.
-        self.sessions = 0
-        self.last_error: str | None = None
-        self._proc: RemoteProcess | None = None
+        self._decoder = FrameDecoder()
+        self._stream = LineStream(transport, self.argv, name=f"log follower {path}",
+                                  backoff=Backoff(initial=retry_delay, maximum=max(retry_delay, 10.0)),
+                                  on_session=self._new_session, reap_timeout=2.0)
 
     def argv(self) -> list[str]:
         # "stdin": it ends when its channel closes, even on a log that is never written again.
@@ -68,39 +68,35 @@ class LogFollower:
                 self.inode, str(self.poll), "stdin"]
 
     async def run(self) -> None:
-        """Follow until cancelled; survives any number of dropped channels and connections."""
-        while True:
-            try:
-                await self.transport.wait_connected()
-                await self._session()
-            except TransportError as exc:
-                self.last_error = str(exc)
-            except FrameError as exc:
-                # A corrupted stream cannot be resumed mid-frame; start again from the last good offset.
-                self.last_error = str(exc)
-                log.warning("log follower %s: %s", self.path, exc)
-            await asyncio.sleep(self.retry_delay)
-
-    async def _session(self) -> None:
-        self.sessions += 1
-        decoder = FrameDecoder()
-        proc = await self.transport.start(self.argv())
-        self._proc = proc
-        try:
-            async for chunk in proc.chunks():
-                for frame in decoder.feed(chunk):
+        """Follow until cancelled (or the transport is closed); survives any number of dropped channels
+        and connections, each session resuming at ``offset`` of file ``inode``."""
+        async with contextlib.aclosing(self._stream.chunks()) as chunks:
+            async for chunk in chunks:
+                try:
+                    frames = self._decoder.feed(chunk)
+                except FrameError as exc:
+                    # A corrupted stream cannot be resumed mid-frame; start again from the last good offset.
+                    log.warning("log follower %s: %s", self.path, exc)
+                    self._stream.restart(str(exc))
+                    continue
+                for frame in frames:
                     self._apply(frame.kind, frame.payload)
-            status = await proc.wait()
-            if status not in (0, None):
-                err = (await proc.stderr_text()).strip().splitlines()
-                self.last_error = f"follower exited {status}: {err[-1] if err else ''}"
-        finally:
-            self._proc = None
-            with contextlib.suppress(Exception):
-                proc.terminate()
-            # Reap it (also when cancelled), so no process or pipe outlives the follower.
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(proc.wait(), 2.0)
+
+    def _new_session(self) -> None:
+        self._decoder = FrameDecoder()
+
+    @property
+    def sessions(self) -> int:
+        """How many times the stream was (re)opened; > 1 after a drop."""
+        return self._stream.sessions
+
+    @property
+    def last_error(self) -> str | None:
+        return self._stream.last_error
+
+    @property
+    def _proc(self) -> RemoteProcess | None:
+        return self._stream.proc
 
     def _apply(self, kind: str, payload: bytes) -> None:
         if kind == "D":

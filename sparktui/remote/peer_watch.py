@@ -9,40 +9,17 @@ The result feeds ``EngineTruth.peer`` ("the head cannot reach spark2 at 10.0.0.2
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Sequence
 
 from sparktui.config import SparkConfig
-from sparktui.domain.logs import LineSplitter
-from sparktui.remote.transport import Transport, TransportError
+from sparktui.node import source
+from sparktui.remote.line_stream import LineStream
+from sparktui.remote.transport import Transport
 
-#: Runs on the head: argv = interval, rounds (0: until killed), then ``name=ip:port`` items; prints
-#: {"name": true|false} per round.
-REACH_PY = r"""
-import errno, itertools, json, socket, sys, time
-interval, rounds = float(sys.argv[1]), int(sys.argv[2])
-peers = [(a.split("=", 1)[0], a.split("=", 1)[1].rsplit(":", 1)) for a in sys.argv[3:]]
-answered = (errno.ECONNREFUSED, errno.ECONNRESET)
-for n in itertools.count(1):
-    t0 = time.monotonic()
-    out = {}
-    for name, (ip, port) in peers:
-        s = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM)
-        s.settimeout(min(1.0, interval))
-        try:
-            s.connect((ip, int(port)))
-            out[name] = True
-        except OSError as exc:
-            out[name] = exc.errno in answered
-        finally:
-            s.close()
-    print(json.dumps(out), flush=True)
-    if n == rounds:
-        break
-    time.sleep(max(0.0, interval - (time.monotonic() - t0)))
-"""
+#: ``sparktui/node/peer_reach.py`` (its argv and output are said there).
+REACH_PY = source("peer_reach")
 
 
 def reach_argv(python: str, peers: Sequence[tuple[str, str, int]], interval: float,
@@ -72,20 +49,9 @@ async def reach_once(config: SparkConfig, transport: Transport) -> dict[str, boo
 async def watch_peers(transport: Transport, argv: Sequence[str],
                       on_result: Callable[[str, bool], None]) -> None:
     """Stream the head's reachability rounds until cancelled (restarted when the head's link drops)."""
-    while True:
-        try:
-            await transport.wait_connected()
-            proc = await transport.start(list(argv))
-        except TransportError:
-            await asyncio.sleep(1.0)
-            continue
-        lines = LineSplitter()
-        try:
-            async for chunk in proc.chunks():
-                for line in lines.feed(chunk):
-                    with contextlib.suppress(ValueError, AttributeError):
-                        for name, ok in json.loads(line).items():
-                            on_result(str(name), bool(ok))
-        finally:
-            proc.terminate()
-        await asyncio.sleep(1.0)
+    stream = LineStream(transport, argv, name=f"{transport.name}: peer reachability")
+    async with contextlib.aclosing(stream.lines()) as lines:
+        async for line in lines:
+            with contextlib.suppress(ValueError, AttributeError):
+                for name, ok in json.loads(line).items():
+                    on_result(str(name), bool(ok))

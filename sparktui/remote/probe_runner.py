@@ -13,7 +13,6 @@ Why this way rather than ``python3 -`` (which reads the script until EOF) or an 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
@@ -24,8 +23,10 @@ from importlib import resources
 from typing import Any
 
 from sparktui.config import EngineConfig, NodeConfig
+from sparktui.domain.backoff import Backoff
 from sparktui.domain.telemetry import NodeTelemetry, Sample
-from sparktui.remote.transport import LinkPhase, Transport, TransportError
+from sparktui.remote.line_stream import LineStream
+from sparktui.remote.transport import Transport, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ BOOTSTRAP = (
     "exec(compile(b,'sparktui-probe','exec'),{'__name__':'__main__'})\n"
 )
 
-#: Seconds between restarts of a probe whose channel ended; doubled while it keeps failing.
+#: Seconds between restarts of a probe whose channel ended; doubled (``Backoff``) while it keeps failing.
 RESTART_DELAY = 1.0
 MAX_RESTART_DELAY = 30.0
 
@@ -81,7 +82,7 @@ def engine_probe_args(engine: EngineConfig) -> list[str]:
     return ["--no-containers"] if engine.runtime == "host" else []
 
 
-def parse_sample_line(line: bytes, received: float) -> Sample | None:
+def parse_sample_line(line: str | bytes, received: float) -> Sample | None:
     try:
         return Sample.from_json(json.loads(line), received=received)
     except ValueError as exc:   # json.JSONDecodeError is a ValueError
@@ -108,54 +109,14 @@ async def stream_samples(
     closes the probe's channel, and the probe exits.
     """
     argv = probe_argv(node, interval, name_prefix=name_prefix, extra_args=extra_args)
-    delay = restart_delay
-    while True:
-        if transport.state.phase is LinkPhase.CLOSED:
-            return
-        try:
-            await transport.wait_connected()
-            proc = await transport.start(argv, env=env)
-        except TransportError as exc:
-            if transport.state.phase is LinkPhase.CLOSED:
-                return
-            _report(on_error, f"{node.name}: probe not started: {exc}")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_RESTART_DELAY)
-            continue
-        got_any = False
-        try:
-            await proc.write(probe_source())
-            buf = b""
-            async for chunk in proc.chunks():
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    sample = parse_sample_line(line, clock())
-                    if sample is not None:
-                        got_any = True
-                        yield sample
-        except (TransportError, OSError) as exc:  # OSError: a local pipe broke (ConnectionError is one)
-            log.info("%s: probe channel ended: %s", node.name, exc)
-        finally:
-            proc.terminate()
-        rc: int | None = None
-        with contextlib.suppress(Exception):
-            rc = await asyncio.wait_for(proc.wait(), 5)
-        if got_any:
-            delay = restart_delay
-        else:
-            err = ""
-            with contextlib.suppress(Exception):
-                err = (await asyncio.wait_for(proc.stderr_text(), 2)).strip()
-            _report(on_error, f"{node.name}: probe exited (status {rc}) without a sample: {err[-500:]}")
-            delay = min(delay * 2, MAX_RESTART_DELAY)
-        await asyncio.sleep(delay)
-
-
-def _report(on_error: Callable[[str], None] | None, message: str) -> None:
-    log.warning("%s", message)
-    if on_error is not None:
-        on_error(message)
+    stream = LineStream(transport, argv, name=f"{node.name}: probe", env=env, stdin=probe_source,
+                        backoff=Backoff(initial=restart_delay, maximum=MAX_RESTART_DELAY),
+                        on_error=on_error)
+    async with contextlib.aclosing(stream.lines()) as lines:
+        async for line in lines:
+            sample = parse_sample_line(line, clock())
+            if sample is not None:
+                yield sample
 
 
 async def sample_once(
@@ -179,7 +140,7 @@ async def sample_once(
         return {**telemetry.to_json(), "error": str(exc)}
     now = time.monotonic()
     for line in result.stdout.splitlines():
-        sample = parse_sample_line(line.encode(), now)
+        sample = parse_sample_line(line, now)
         if sample is not None:
             telemetry.update(sample, now)
     out = telemetry.to_json()

@@ -245,7 +245,6 @@ class SSHTransport(Transport):
         self.permanent_retry = permanent_retry
         self._conn: asyncssh.SSHClientConnection | None = None
         self._supervisor: asyncio.Task[None] | None = None
-        self._changed = asyncio.Event()
         self._closing = False
         #: (remote host, remote port) -> local port; re-established on the same port after a reconnect.
         self._forwards: dict[tuple[str, int], int] = {}
@@ -260,18 +259,6 @@ class SSHTransport(Transport):
         self._ready_sock: socket.socket | None = None
 
     # -- state -------------------------------------------------------------------------------------
-    def _set_state(self, state: LinkState) -> None:
-        self._state = state
-        for listener in list(self._listeners):
-            # A faulty listener must not take the supervisor down with it.
-            try:
-                listener(self.name, state)
-            except Exception:
-                log.exception("%s: link state listener failed", self.name)
-        # Wake everyone waiting for a change (run() waiting for a reconnect, connect()).
-        self._changed.set()
-        self._changed = asyncio.Event()
-
     @property
     def connection(self) -> asyncssh.SSHClientConnection | None:
         return self._conn
@@ -318,12 +305,6 @@ class SSHTransport(Transport):
         sock, self._ready_sock = self._ready_sock, None
         if sock is not None:
             sock.close()
-
-    async def _wait_change(self, timeout: float) -> None:
-        if timeout <= 0:
-            return
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
 
     # -- the supervisor ----------------------------------------------------------------------------
     async def _supervise(self) -> None:

@@ -9,12 +9,15 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import logging
 import os
 import shlex
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+log = logging.getLogger(__name__)
 
 
 class LinkPhase(StrEnum):
@@ -103,6 +106,8 @@ class Transport(abc.ABC):
         self.name = name
         self._state = LinkState(LinkPhase.CONNECTING)
         self._listeners: list[StateListener] = []
+        #: Set (and replaced) at every phase change: waiters wake on the change, nobody polls.
+        self._changed = asyncio.Event()
 
     # -- state -------------------------------------------------------------------------------------
     @property
@@ -139,7 +144,21 @@ class Transport(abc.ABC):
     def _set_state(self, state: LinkState) -> None:
         self._state = state
         for listener in list(self._listeners):
-            listener(self.name, state)
+            # A faulty listener must not take the transport (or the SSH supervisor) down with it.
+            try:
+                listener(self.name, state)
+            except Exception:
+                log.exception("%s: link state listener failed", self.name)
+        # Wake everyone waiting for a change (wait_connected, a channel waiting for a reconnect).
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _wait_change(self, timeout: float | None = None) -> None:
+        """Until the link's state changes, or ``timeout`` seconds (``None``: no limit)."""
+        if timeout is not None and timeout <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -159,9 +178,10 @@ class Transport(abc.ABC):
             # (an unbounded wait, e.g. a dashboard channel, waits for it to come back).
             if deadline is not None and self.unreachable_now():
                 raise TransportError(self.unreachable_message())
-            if deadline is not None and time.monotonic() > deadline:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
                 raise TransportError(f"{self.unreachable_message()} (not connected after {timeout:.0f} s)")
-            await asyncio.sleep(0.05)
+            await self._wait_change(remaining)
 
     # -- channels ----------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -19,9 +19,10 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from sparktui.domain.engine_state import AFTER_READY, EngineTruth, Tell, Verify
 from sparktui.domain.engine_view import timeline_view
 from sparktui.domain.events import (
     EngineChanged,
@@ -40,6 +41,7 @@ from sparktui.domain.events import (
     StepView,
 )
 from sparktui.domain.history import RunRecord, record_run
+from sparktui.domain.lifecycle.ray_state import ExpectedNode, RayNode, RayState
 from sparktui.domain.logs import LogRecord, TimelineSnapshot
 from sparktui.domain.node_reading import NodeFeed
 from sparktui.domain.serving import LatencyQuantiles, ServingHistory, ServingSnapshot
@@ -93,6 +95,12 @@ LAUNCH_STEPS: tuple[tuple[str, str | None, str], ...] = (
     ("wait for Ray: 2 nodes, 2 GPUs", None, "2/2 nodes, 2/2 GPUs"),
     ("vllm serve (detached)", NODES[0], f"pid {STORY.api_pid}, log ~/.local/state/sparktui/vllm.log"),
 )
+#: A start's steps as the SSH backend names them (its preflight's are "preflight: …").
+START_STEPS: tuple[tuple[str, str | None, str], ...] = (
+    *((f"preflight: {name}", node, msg) for name, node, msg in PREFLIGHT_STEPS), *LAUNCH_STEPS)
+#: The readiness check: how long it takes, and the first token of its completion.
+VERIFY_SECONDS = 1.5
+SMOKE_TTFT_S = 0.182
 STOP_STEPS: tuple[tuple[str, str | None, str], ...] = (
     ("stop vLLM (SIGINT)", NODES[0], "exited after 1.2 s"),
     ("ray stop", NODES[0], ""),
@@ -313,51 +321,15 @@ class NodeSim:
         )
 
 
-# ---- the engine's state: every decision the demo makes, in one place --------------------------------
-@dataclass(frozen=True)
-class Evidence:
-    """What the demo knows when it decides the engine's state (the same evidence a real backend has)."""
-
-    state: EngineState
-    outcome: str | None = None        # the log timeline's: "ready" | "failed" | "incomplete"
-    failure: str = ""                 # its diagnosis, when failed
-    verified: bool = False            # /health, /v1/models and one completion answered
-    lost_node: str | None = None      # a node Ray reports dead: "spark2 (192.168.100.11)"
-    lost_reason: str = ""
-    running: int = 0                  # requests running
-    stalled_seconds: float = 0.0      # seconds since the last generated token while requests run
-    gpu_util: float = 0.0
-    gpu_power: float = 0.0
-    nccl_socket: bool = False         # the NCCL verdict: it fell back to TCP sockets
+# ---- the engine's state: decided by the real state machine (``EngineTruth``) from simulated evidence ----
+EXPECTED = tuple(ExpectedNode(n, NODE_IPS[n], 1.0) for n in NODES)
 
 
-def decide(e: Evidence) -> tuple[EngineState, str] | None:
-    """The state change the evidence calls for, with its detail line; None = stay. Pure, so the real
-    backend's state machine can replace it one for one."""
-    if e.state is EngineState.STARTING:
-        if e.outcome == "failed":
-            return EngineState.FAILED, e.failure or "the engine failed to start"
-        if e.outcome == "ready":
-            return EngineState.VERIFYING, "health, models, one tiny completion"
-    if e.state is EngineState.VERIFYING and e.verified:
-        if e.nccl_socket:
-            return EngineState.READY, ("NCCL over TCP sockets (NET/Socket), not RoCE: every all-reduce is "
-                                       "slower — answers: /health, /v1/models, one completion")
-        return EngineState.READY, "answers: /health, /v1/models, one completion"
-    if e.state in (EngineState.READY, EngineState.WEDGED) and e.lost_node:
-        return EngineState.DEGRADED, (f"{e.lost_node} left the Ray cluster ({e.lost_reason}); "
-                                      f"tensor parallel needs both nodes")
-    if e.state is EngineState.READY and e.running and e.stalled_seconds >= WEDGE_AFTER_S:
-        return EngineState.WEDGED, (f"{e.running} requests running, no token for {e.stalled_seconds:.0f} s; "
-                                    f"GPUs {e.gpu_util:.0f} % busy at {e.gpu_power:.0f} W")
-    return None
-
-
-def failure_text(snapshot: TimelineSnapshot) -> str:
-    failure = snapshot.failure
-    if failure is None:
-        return "the engine failed to start"
-    return f"{failure.kind} during {failure.stage or 'an unknown stage'}: {failure.message}"
+def demo_truth(clock: Callable[[], float]) -> EngineTruth:
+    """The state machine the SSH backend uses, on the simulated clock (``clock``: seconds since start)."""
+    return EngineTruth(EXPECTED, tensor_parallel=len(NODES), wedge_seconds=WEDGE_AFTER_S,
+                       stop_steps=frozenset(name for name, _, _ in STOP_STEPS),
+                       clock=clock, wall=lambda: EPOCH + clock())
 
 
 # ---- the simulation ---------------------------------------------------------------------------------
@@ -386,7 +358,12 @@ class DemoSimulation:
         self.nodes = {n: NodeSim(n, random.Random(seed * 31 + i)) for i, n in enumerate(NODES)}
         self.node_feed = NodeFeed()
         self.t = 0.0
-        self.state = EngineState.STOPPED
+        self.truth = demo_truth(lambda: self.t)
+        self.truth.discovered(EngineState.STOPPED, f"nothing running on {', '.join(NODES)}")
+        for n in NODES:
+            self.truth.link(n, "connected")
+        self._shown = self.truth.version
+        self._judged = self.truth.state   # the state the last judgement saw (for what follows a change)
         self.operation: Operation | None = None
         self.last_op: OperationView | None = None
         self.launched_at: float | None = None
@@ -419,11 +396,9 @@ class DemoSimulation:
         if kind == "start":
             if self.state not in (EngineState.STOPPED, EngineState.FAILED):
                 raise OperationRefused(f"the engine is {self.state.value}: stop it first, or restart")
-            self._begin("start", PREFLIGHT_STEPS + LAUNCH_STEPS, then="launch")
-            self._set_state(EngineState.PREFLIGHT, "checking both nodes")
+            self._begin("start", START_STEPS, then="launch")
         elif kind in ("stop", "restart"):
             self._begin(kind, STOP_STEPS, then="start" if kind == "restart" else None)
-            self._set_state(EngineState.STOPPING, "")
             self._halt_engine()
         else:
             raise ValueError(kind)
@@ -431,6 +406,10 @@ class DemoSimulation:
     @property
     def busy(self) -> bool:
         return self.operation is not None
+
+    @property
+    def state(self) -> EngineState:
+        return self.truth.state
 
     def _begin(self, kind: str, steps: Sequence[tuple[str, str | None, str]], then: str | None) -> None:
         views = [StepView(name, node, StepStatus.PENDING) for name, node, _ in steps]
@@ -446,6 +425,9 @@ class DemoSimulation:
                              started=EPOCH + op.started)
         self.last_op = view
         self._out.append(OperationChanged(view))
+        if ok is None or op.then != "start":   # a restart's stop half is not the end of the restart
+            self.truth.operation(view)
+        self._publish()
 
     def _step_operation(self) -> None:
         op = self.operation
@@ -459,9 +441,8 @@ class DemoSimulation:
         if step.status is StepStatus.PENDING:
             op.steps[idx] = dataclasses.replace(step, status=StepStatus.RUNNING)
             op.next_step_at = self.t + STEP_SECONDS
-            if op.kind == "start" and step.name.startswith("ray start --head"):
+            if step.name.startswith("ray start --head"):
                 self.ray_up = True
-                self._set_state(EngineState.STARTING, "Ray head and worker")
         else:
             op.steps[idx] = dataclasses.replace(step, status=StepStatus.OK, seconds=STEP_SECONDS,
                                                 message=self._messages[idx])
@@ -474,18 +455,14 @@ class DemoSimulation:
     def _finish_operation(self) -> None:
         op = self.operation
         assert op is not None
+        if op.then == "launch":
+            self._launch()   # before the state machine hears the start ended: its detail is the new run's
         self._emit_operation(ok=True, message="done")
         self.operation = None
-        if op.then == "launch":
-            self._launch()
-        elif op.kind in ("stop", "restart"):
+        if op.then != "launch" and op.kind in ("stop", "restart"):
             self.ray_up = False
-            self._set_state(EngineState.STOPPED, f"nothing of ours left on {', '.join(NODES)}")
             if op.then == "start":
-                self.request("start")
-                assert self.operation is not None
-                self.operation.kind = "restart"
-                self._emit_operation()
+                self._begin("restart", START_STEPS, then="launch")
 
     def _launch(self) -> None:
         self.launched_at = self.t
@@ -497,7 +474,7 @@ class DemoSimulation:
         self.nccl_warned = False
         self.engine_gib = {n: 0.0 for n in NODES}
         self.serving.reset()
-        self._set_state(EngineState.STARTING, "vllm serve launched")
+        self.truth.timeline(self.feed.snapshot())
 
     def _halt_engine(self) -> None:
         self.launched_at = None
@@ -506,48 +483,51 @@ class DemoSimulation:
         self.engine_gib = {n: 0.0 for n in NODES}
         self.serving.reset()
 
-    def _set_state(self, state: EngineState, detail: str) -> None:
-        self.state = state
+    def _publish(self, *, again: bool = False) -> None:
+        """An ``EngineChanged`` when the state machine moved (``again``: also to carry a new timeline)."""
+        truth = self.truth
+        if truth.version == self._shown and not again:
+            return
+        self._shown = truth.version
         timeline = timeline_view(self.feed.snapshot()) if self.feed is not None else None
         self._out.append(EngineChanged(
-            state, detail, timeline=timeline, vllm_version=self.feed.vllm_version if self.feed else None,
-            ttft_seconds=0.182 if state is EngineState.READY else None,
+            truth.state, truth.detail, timeline=timeline,
+            vllm_version=self.feed.vllm_version if self.feed else None,
+            ttft_seconds=truth.ttft_seconds if truth.state is EngineState.READY else None,
         ))
 
-    # -- deciding ---------------------------------------------------------------------------------
-    def evidence(self) -> Evidence:
-        snap = self.feed.snapshot() if self.feed is not None else None
-        lost = None
-        if self.ray_lost_at is not None and self.t >= self.ray_lost_at + RAY_DEAD_AFTER_S:
-            lost = f"{NODES[1]} ({NODE_IPS[NODES[1]]})"
-        last = self.serving.last
-        head_gpu = self.nodes[NODES[0]].last_gpu
-        return Evidence(
-            state=self.state,
-            outcome=snap.outcome if snap is not None else None,
-            failure=failure_text(snap) if snap is not None and snap.outcome == "failed" else "",
-            verified=self.verifying_until is not None and self.t >= self.verifying_until,
-            lost_node=lost, lost_reason=RAY_DEAD_MESSAGE if lost else "",
-            running=int(last.requests_running or 0) if last is not None else 0,
-            stalled_seconds=(last.generation_stalled_seconds or 0.0) if last is not None else 0.0,
-            gpu_util=head_gpu[0], gpu_power=head_gpu[1], nccl_socket=self.nccl_warned,
-        )
+    # -- deciding: the evidence goes to the state machine, its effects are simulated ---------------
+    def _judge(self) -> None:
+        truth = self.truth
+        if self.verifying_until is not None and self.t >= self.verifying_until:
+            self.verifying_until = None   # /health, /v1/models and one completion answered
+            truth.verified(SMOKE_TTFT_S, self.feed.vllm_version if self.feed else None)
+        truth.tick()
+        for effect in truth.take_effects():
+            if isinstance(effect, Verify):
+                self.ready_at = self.t
+                self.verifying_until = self.t + VERIFY_SECONDS
+            elif isinstance(effect, Tell):
+                self._out.append(Notice(effect.message, severity=effect.severity))
+            # Record, Restart, Unwatch: the demo's history is made up and it never restarts on its own.
+        state, before = truth.state, self._judged
+        self._judged = state
+        if state is not before:
+            if state is EngineState.FAILED:
+                self.engine_gib = {n: 0.0 for n in NODES}    # the engine's processes exited: memory freed
+                if before not in AFTER_READY:
+                    self._out.append(Notice(f"engine failed: {truth.detail}", severity="error"))
+            elif state is EngineState.READY:
+                self._out.append(Notice("engine ready — try the smoke test (t)"))
+        self._publish()
 
-    def _decide(self) -> None:
-        change = decide(self.evidence())
-        if change is None:
-            return
-        state, detail = change
-        if state is EngineState.VERIFYING:
-            self.ready_at = self.t
-            self.verifying_until = self.t + 1.5
-        if state is EngineState.FAILED:
-            self.engine_gib = {n: 0.0 for n in NODES}    # the engine's processes exited: memory freed
-        self._set_state(state, detail)
-        if state is EngineState.READY:
-            self._out.append(Notice("engine ready — try the smoke test (t)"))
-        elif state in (EngineState.WEDGED, EngineState.DEGRADED, EngineState.FAILED):
-            self._out.append(Notice(f"engine {state.value}: {detail}", severity="error"))
+    def _ray_state(self) -> RayState:
+        """Ray's node list as the head reports it: spark2 dead once its heartbeats timed out."""
+        dead = self.ray_lost_at is not None and self.t >= self.ray_lost_at + RAY_DEAD_AFTER_S
+        nodes = tuple(RayNode(NODE_IPS[n], alive=not (dead and n == NODES[1]), gpu=1.0, hostname=host,
+                              is_head=n == NODES[0])
+                      for n, host in zip(NODES, STORY.hostnames, strict=True))
+        return RayState(nodes, gpu_total=sum(n.gpu for n in nodes if n.alive))
 
     # -- time -------------------------------------------------------------------------------------
     def advance(self, t: float) -> list[Event]:
@@ -570,7 +550,7 @@ class DemoSimulation:
         self.t = max(self.t, t)
         self._replay_to(t)
         self._after_ready()
-        self._decide()
+        self._judge()
 
     def _after_ready(self) -> None:
         """The scenario's event after ready: the serving engine wedges, or spark2 drops out of Ray."""
@@ -602,14 +582,16 @@ class DemoSimulation:
         records = self.feed.feed([restamp(line.text, EPOCH + self.launched_at + line.at) for line in batch],
                                  EPOCH + t)
         self._emit_log(records)
+        self.truth.timeline(self.feed.snapshot())
         if self.state is not EngineState.FAILED:
             target = engine_memory_gib(self.feed.snapshot())
             for n in NODES:   # while the engine runs its memory only grows (it never halves at ready)
                 if n != NODES[1] or self.ray_lost_at is None:
                     self.engine_gib[n] = max(self.engine_gib[n], target)
         self._nccl_notice()
-        if self.state is EngineState.STARTING and self.feed.snapshot().outcome == "incomplete":
-            self._set_state(EngineState.STARTING, "")
+        # The stage bars move with the log: every batch while starting carries the new timeline.
+        self._publish(again=self.state is EngineState.STARTING
+                      and self.feed.snapshot().outcome == "incomplete")
 
     def _nccl_notice(self) -> None:
         """The parser's NCCL verdict (``sparktui.domain.logs.nccl``) says NCCL fell back: tell the person."""
@@ -669,6 +651,7 @@ class DemoSimulation:
             lines += [f'{api} INFO:     192.168.100.20:{51000 + self.rng.randint(0, 999)} - '
                       f'"POST /v1/chat/completions HTTP/1.1" 200 OK' for _ in range(running)]
         self._emit_log(self.feed.feed(lines, EPOCH + self.t))
+        self.truth.timeline(self.feed.snapshot())
 
     def _sample(self) -> None:
         received = time.monotonic() if self.live_received else None
@@ -680,8 +663,13 @@ class DemoSimulation:
                                  vllm_up=self.launched_at is not None and not lost,
                                  cached_gib=self.cached_gib[name])
             self._out.append(self.node_feed.sampled(name, sample))
+            self.truth.gpu(name, sample)
+        if self.ray_up and self.truth.watching_ray:
+            self.truth.ray(self._ray_state())
         if self.state in (EngineState.READY, EngineState.WEDGED, EngineState.DEGRADED):
-            self._out.append(ServingSampled(self.serving.snapshot(EPOCH + self.t)))
+            serving = self.serving.snapshot(EPOCH + self.t)
+            self._out.append(ServingSampled(serving))
+            self.truth.serving(serving)
             self._serving_log()
 
     def _load(self) -> Load:
@@ -724,6 +712,8 @@ class _ServingSim:
         self.slow = slow              # NCCL over sockets: every all-reduce is slower, so is decode
         self.last: ServingSnapshot | None = None
         self.frozen_since: float | None = None
+        #: vLLM's ``generation_tokens_total``: it stands still while frozen (the wedge rule's evidence).
+        self.tokens_total = 0.0
         self.hist: dict[str, deque[float]] = {
             n: deque(maxlen=120) for n in ServingHistory.__dataclass_fields__
         }
@@ -738,6 +728,7 @@ class _ServingSim:
     def reset(self) -> None:
         self.frozen_since = None
         self.last = None
+        self.tokens_total = 0.0
         for ring in self.hist.values():
             ring.clear()
 
@@ -756,6 +747,7 @@ class _ServingSim:
         gen = (running * r.uniform(19, 23) * speed) if busy else 0.0
         prompt = (running * r.uniform(150, 420) * speed) if busy else 0.0
         kv = min(0.9, 0.04 + running * r.uniform(0.03, 0.05)) if busy else 0.01
+        self.tokens_total += round(gen)   # one snapshot a second
         self._record({"generation_tokens_per_s": gen, "prompt_tokens_per_s": prompt, "kv_cache_usage": kv,
                       "requests_running": running, "requests_waiting": waiting,
                       "ttft_p95": 0.41 / speed if busy else 0.0, "itl_p95": 0.052 / speed if busy else 0.0})
@@ -767,7 +759,7 @@ class _ServingSim:
             else LatencyQuantiles(),
             itl=LatencyQuantiles(0.044 / speed, 0.052 / speed, 900, 0.045 / speed) if busy
             else LatencyQuantiles(),
-            window_seconds=20.0,
+            window_seconds=20.0, generation_tokens_total=self.tokens_total,
             history=ServingHistory(**{n: tuple(v) for n, v in self.hist.items()}),
         )
         return self.last
@@ -785,7 +777,7 @@ class _ServingSim:
             at=wall, requests_running=running, requests_waiting=waiting, kv_cache_usage=kv,
             prefix_cache_hit_rate=prev.prefix_cache_hit_rate if prev else None, prompt_tokens_per_s=0.0,
             generation_tokens_per_s=0.0, requests_per_s=0.0, window_seconds=20.0,
-            generation_stalled_seconds=wall - self.frozen_since,
+            generation_stalled_seconds=wall - self.frozen_since, generation_tokens_total=self.tokens_total,
             history=ServingHistory(**{n: tuple(v) for n, v in self.hist.items()}),
         )
         return self.last

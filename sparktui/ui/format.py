@@ -6,6 +6,8 @@ a GB10 reports no GPU memory through NVML, and a zero there would be a lie.
 
 from __future__ import annotations
 
+from sparktui.domain.durations import format_duration
+
 UNKNOWN = "unknown"
 
 
@@ -14,15 +16,8 @@ def gib(value: float | None, digits: int = 1) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """``42s``, ``3m05s``, ``2h03m`` — the compact form used next to stage bars."""
-    if seconds is None:
-        return ""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    """``42s``, ``3m05s``, ``2h03m`` — the compact form used next to stage bars (whole seconds)."""
+    return "" if seconds is None else format_duration(seconds, tenths=False)
 
 
 def rate_gbps(value: float | None) -> str:

@@ -14,6 +14,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="build test hosts, write and print their config.toml")
     up.add_argument("names", nargs="*", default=["spark1", "spark2"])
+    up.add_argument("--pace", type=float, metavar="SECONDS",
+                    help="the stand-in engine's start-up replay length (default 60 s, a real pace)")
     down = sub.add_parser("down", help="tear test beds down (by id, or all under the root directory)")
     down.add_argument("ids", nargs="*")
     down.add_argument("--all", action="store_true", help="every bed under the root (also other runs' beds!)")
@@ -27,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
             bed = Testbed(args.names)
             bed.owner_pid = 0  # outlives this command on purpose: only ``down ID`` / ``--all`` remove it
             bed.up()
+            if args.pace is not None:
+                bed.write_config(engine={"env": {"SPARKTUI_STANDIN_PACE": str(args.pace)}})
         except TestbedError as exc:
             print(f"testbed: {exc}", file=sys.stderr)
             return 1

@@ -32,6 +32,15 @@ class StepKind(StrEnum):
     WAIT_RAY = "wait_ray"        # stream the Ray probe until every node and GPU is there
     STOP_TAGGED = "stop_tagged"  # TAGGED_PY stop: ok when nothing of ours is left
     VERIFY = "verify"            # TAGGED_PY list (+ docker ps): ok when nothing of ours remains
+    # Preflight's gathering steps (``preflight_plan``), judged by the preflight executor:
+    REACH = "reach"              # the transport connected, $HOME read
+    FACTS = "facts"              # FACTS_PY: memory, RDMA, ports, leftovers, the model directory
+    LINK = "link"                # LINK_PY: the cable (no row: the link checks judge it afterwards)
+    DOCKER = "docker"            # docker version, the image's id (also), our containers (also)
+    VLLM_VERSION = "vllm_version"
+    VLLM_HELP = "vllm_help"      # `vllm serve --help=all`, the plain `--help` as fallback
+    GPUS = "gpus"                # the GPU list command, judged against the node's share
+    MODEL_INFO = "model_info"    # config.json + safetensors headers for sizing (no row)
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,15 @@ class Step:
     expected: tuple[ExpectedNode, ...] = ()
     #: Shown as the step's message when the output contains it (instead of the last output line).
     success_marker: str = ""
+    #: Steps of the same node and phase that must succeed first; otherwise this one neither runs nor
+    #: shows (preflight: nothing more is asked of a node that is not reachable).
+    after: tuple[str, ...] = ()
+    #: Steps of the same node and phase that must succeed first; otherwise this one is shown as skipped,
+    #: with ``gate_message`` (the image's vLLM is asked only once docker and the image are there).
+    gated_by: tuple[str, ...] = ()
+    gate_message: str = ""
+    #: Whether the step has a row of its own (a gathering step judged afterwards has none).
+    shown: bool = True
 
     def render(self) -> str:
         where = self.node or "-"
@@ -77,7 +95,8 @@ _SCRIPT_NAMES = {
     S.DETACH_SH: "<detach.sh>", S.STOP_DETACHED_SH: "<stop-detached.sh>",
     S.DETACHED_STATE_SH: "<detached-state.sh>", S.TAGGED_PY: "<tagged.py>", S.FACTS_PY: "<facts.py>",
     S.RAY_PROBE_PY: "<ray-probe.py>", S.FOLLOW_PY: "<follow.py>", S.RAY_LOGS_PY: "<ray-logs.py>",
-    S.READ_PY: "<read.py>", S.DROP_CACHES_SH: "<drop-caches.sh>",
+    S.READ_PY: "<read.py>", S.DROP_CACHES_SH: "<drop-caches.sh>", S.LINK_PY: "<link.py>",
+    S.LOCK_PY: "<lock.py>",
 }
 
 
@@ -100,6 +119,10 @@ class Plan:
     kind: str
     phases: tuple[Phase, ...]
     notes: tuple[str, ...] = field(default=())
+    #: Rows are listed as their steps start (preflight: many quick checks), not all up front.
+    list_when_run: bool = False
+    #: Put before each step's name in its row ("preflight: ").
+    row_prefix: str = ""
 
     @property
     def steps(self) -> tuple[Step, ...]:

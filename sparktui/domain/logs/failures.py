@@ -39,10 +39,14 @@ _ARGPARSE = re.compile(ARGPARSE_ERROR)
 # "  Value error, <message> [type=value_error, input_value=..., input_type=...]" (vLLM 0.10+ configs are
 # pydantic dataclasses, so a ValueError raised while building ModelConfig arrives this way).
 PYDANTIC_DETAIL = ("Value error, ", "Assertion failed, ")
+# pydantic-core's error line, "{msg} [type={type}, input_value={value}, input_type={type}]": the exception
+# however the header above it was lost (a pasted detail line alone still says what failed).
+_PYDANTIC_LINE = re.compile(r"(?:Value error|Assertion failed), .*\[type=\w+, input_value=")
 # Re-raises that say the cause is above ("Worker failed with error '...', please check the stack trace
-# above for the root cause", "Engine core initialization failed. See root cause above."): never the root
-# cause while an earlier line explains it.
-_WRAPPER = re.compile(r"(?:root cause|stack trace) above|See root cause above")
+# above for the root cause", "Engine core initialization failed. See root cause above.", EngineDeadError's
+# "EngineCore encountered an issue. See stack trace (above) for the root cause."): never the root cause
+# while an earlier line explains it.
+_WRAPPER = re.compile(r"(?:root cause|stack trace) \(?above\)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +119,9 @@ SIGNATURES: tuple[Signature, ...] = (
     # "no kernel image is available" on ROCm too) and CUDA's cudaErrorInvalidDeviceFunction.
     _sig("kernel_unsupported", "invalid kernel file"),
     _sig("kernel_unsupported", "invalid device function"),
+    # CUDA_ERROR_INVALID_IMAGE / cudaErrorInvalidKernelImage: "device kernel image is invalid" (a cubin built
+    # for another architecture, as Triton reports it: "Triton Error [CUDA]: device kernel image is invalid").
+    _sig("kernel_unsupported", "kernel image is invalid"),
     # CUDA runtime vs driver: cudaErrorSystemDriverMismatch 803 ("system has unsupported display driver /
     # cuda driver combination"), cudaErrorCompatNotSupportedOnDevice 804 ("forward compatibility was attempted
     # on non supported HW"), cudaErrorInsufficientDriver 35 ("CUDA driver version is insufficient for CUDA
@@ -142,10 +149,13 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("worker_died", "The actor died"),
     _sig("worker_died", "EngineDeadError"),
     _sig("worker_died", "worker died or was killed"),
+    # V0 multiproc_worker_utils: "Worker %s pid %s died, exit code: %s" (a negative code is the signal).
+    _sig("worker_died", "died, exit code", r"\bWorker \S+ pid \d+ died, exit code"),
     # A crash in native code: CPython's faulthandler ("Fatal Python error: %s"), the shell's report.
     _sig("worker_died", "Fatal Python error"),
     _sig("worker_died", "Segmentation fault"),
     _sig("config_error", "validation error for"),
+    _sig("config_error", "Value error, ", r"\[type=value_error, input_value="),  # pydantic's detail line
     _sig("config_error", "unrecognized arguments"),
     _sig("config_error", "error: argument"),
     # argparse's ``ArgumentParser.error``: "%(prog)s: error: %(message)s" (``vllm serve: error: ...``).
@@ -169,12 +179,19 @@ _EXCEPTION = re.compile(
     # A qualified class whose name says nothing: ``triton.runtime.errors.OutOfResources: out of resource``,
     # ``torch._dynamo.exc.Unsupported: ...`` (traceback.format_exception_only: "module.QualName: message").
     r"|[a-z_][\w]*(?:\.[a-z_][\w]*)+\.[A-Z]\w*: \S"
+    # IPython / Jupyter (ultratb) head a traceback with the class padded to a column: "LocalEntryNotFoundError
+    # <spaces> Traceback (most recent call last)" (the message comes last, often cut off a paste).
+    r"|[A-Za-z_][\w.]*(?:Error|Exception)\s{2,}Traceback \(most recent call last\)"
 )
 _CONFIG_EXCEPTION = re.compile(r"(?:[\w.]*\.)?(?:ValueError|TypeError|KeyError|NotImplementedError|"
                                r"ValidationError|AssertionError)\b")
 # Errors that end a serving engine (after "ready" only these flip the outcome).
+# c10d's watchdog takes the process down on a collective timeout ("Watchdog caught collective operation
+# timeout: ...", then "To avoid data inconsistency, we are taking the entire process down."): fatal too.
 FATAL_AFTER_READY = re.compile(r"died unexpectedly|EngineDeadError|EngineCore encountered a fatal error"
-                               r"|Engine core proc \S+ died|ActorDiedError")
+                               r"|Engine core proc \S+ died|ActorDiedError"
+                               r"|Watchdog caught collective operation timeout"
+                               r"|taking the entire process down")
 
 _DISK_FULL = ("Disk quota", "No space left")
 
@@ -197,6 +214,28 @@ _STAGE_IF_NONE = {"model_not_found", "unsupported_architecture", "port_in_use"}
 _RAY_PLACEMENT_WORDS = re.compile(r"\bRay\b|current_node_resource|placement group|driver node")
 
 
+# NCCL reports a CUDA call that failed under it: "NCCL error ...: unhandled cuda error (run with
+# NCCL_DEBUG=INFO for details)" / "ncclUnhandledCudaError: Call to CUDA function failed.", then "Last error:"
+# and NCCL's "Cuda failure '%s'" with cudaGetErrorString. The CUDA error is the cause: these kinds replace
+# the nccl one.
+_NCCL_CUDA_SYMPTOM = re.compile(r"unhandled cuda error|ncclUnhandledCudaError", re.I)
+_CUDA_CAUSES = frozenset({"driver_mismatch", "oom", "kernel_unsupported"})
+
+
+# A worker's death is what the parent process sees; the worker's own lines (printed before or, buffered,
+# after it) give the cause.
+_SYMPTOMS = frozenset({"worker_died"})
+
+
+def refines(kind: str | None, old_kind: str, old_message: str) -> bool:
+    """A later line names the cause of an earlier failure that was only its symptom."""
+    if kind is None or kind == old_kind:
+        return False
+    if old_kind in _SYMPTOMS:
+        return kind not in _SYMPTOMS
+    return kind in _CUDA_CAUSES and old_kind == "nccl" and _NCCL_CUDA_SYMPTOM.search(old_message) is not None
+
+
 def classify(message: str, stage: str | None = None) -> str | None:
     """The specific failure kind a message shows, or None. ``stage`` is the stage under way: a full
     disk is a compile failure while compiling (the Inductor cache), not while downloading weights."""
@@ -214,7 +253,8 @@ def is_marker(message: str) -> bool:
 
 def is_exception_line(message: str) -> bool:
     text = message.lstrip()
-    return _EXCEPTION.match(text) is not None or _ARGPARSE.match(text) is not None
+    return (_EXCEPTION.match(text) is not None or _ARGPARSE.match(text) is not None
+            or _PYDANTIC_LINE.match(text) is not None)
 
 
 def is_wrapper(message: str) -> bool:
@@ -277,6 +317,13 @@ FRAME_STAGE = {
     "profile_run": "kv_cache", "profile_cudagraph_memory": "kv_cache", "get_kv_cache_spec": "kv_cache",
     "initialize_kv_cache": "kv_cache", "initialize_cache": "kv_cache", "_initialize_kv_caches": "kv_cache",
     "compile_or_warm_up_model": "cuda_graphs", "capture_model": "cuda_graphs",
+    # V1 compiles inside the first dummy run of profile_run: Inductor's own frames (torch/_inductor/
+    # compile_fx.py) put an error there in compile, not in the KV-cache sizing around it.
+    "compile_fx": "compile", "compile_fx_inner": "compile", "_compile_fx_inner": "compile",
+    "fx_codegen_and_compile": "compile",
+    # compile_or_warm_up_model's kernel warm-up (model_executor/warmup/kernel_warmup.py) is the engine's
+    # "warmup model" step, not a CUDA-graph capture (it runs under --enforce-eager too).
+    "kernel_warmup": "engine",
     "_capture_cudagraphs": "cuda_graphs", "capture_begin": "cuda_graphs", "capture_end": "cuda_graphs",
 }
 # Memory profiling may capture graphs to measure them (0.18+ profile_cudagraph_memory): a capture frame
@@ -429,6 +476,9 @@ _HINTS = {
 }
 
 
+_NO_ARCH_CODE = ("no kernel image", "invalid device function", "kernel image is invalid")
+
+
 def hint_for(kind: str, message: str, stage: str, facts: dict[str, object]) -> str:
     """A sentence a person can act on, with the numbers the log gives."""
     tp = facts.get("tensor_parallel_size")
@@ -451,7 +501,7 @@ def hint_for(kind: str, message: str, stage: str, facts: dict[str, object]) -> s
             key = "kernel_unsupported_smem"
         elif "HIP" in message or "hip" in message or "invalid kernel file" in message:
             key = "kernel_unsupported_hip"
-        elif "no kernel image" in message or "invalid device function" in message:
+        elif any(text in message for text in _NO_ARCH_CODE):
             key = "kernel_unsupported_arch"
     template = _HINTS.get(key, _HINTS["unknown"])
     hint = template.format(

@@ -166,6 +166,11 @@ class LogRecord:
         return self.has_prefix and not self.message.strip()
 
 
+def inherit_prefix(rec: LogRecord, prefix: LogRecord) -> LogRecord:
+    """``rec`` as if it carried ``prefix``'s process prefix (a bar Ray relayed as ``<prefix> \\r<bar>``)."""
+    return replace(rec, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)
+
+
 def parse_progress(message: str) -> Progress | None:
     if "%" not in message:
         return None

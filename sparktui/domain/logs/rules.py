@@ -24,16 +24,10 @@ from dataclasses import dataclass
 from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
 
-STAGES = (
-    "config", "placement", "distributed", "weights", "compile", "kv_cache", "cuda_graphs", "engine", "api",
-)
-STAGE_INDEX = {name: i for i, name in enumerate(STAGES)}
-#: What the dashboard calls each stage (the engine panel and ``sparktui timeline`` use these words).
-STAGE_LABELS = {
-    "config": "config", "placement": "Ray placement", "distributed": "distributed", "weights": "weights",
-    "compile": "compile", "kv_cache": "KV cache", "cuda_graphs": "CUDA graphs", "engine": "engine init",
-    "api": "API server", "serving": "serving (after ready)",
-}
+# The stage names live in one import-free module; re-exported here for the parser's modules.
+from sparktui.domain.stage_names import STAGE_INDEX as STAGE_INDEX
+from sparktui.domain.stage_names import STAGE_LABELS as STAGE_LABELS
+from sparktui.domain.stage_names import STAGES as STAGES
 
 # (regex group, fact key, "int" | "float" | "str", which value wins when several lines give one:
 #  "first" | "last" | "max" (per-node figures: the slowest node) | "min" (capacity: the tightest node))
@@ -196,8 +190,16 @@ RULES: tuple[Rule, ...] = (
     _r("stop_uvicorn", "Shutting down", r"^Shutting down(?: FastAPI HTTP server)?\.?\s*$", None, "stopped"),
     _r("stop_app", "application shutdown", None, None, "stopped"),
     _r("stop_app_done", "Application shutdown complete", None, None, "stopped"),
+    # Slurm's slurmstepd: "*** JOB %u ON %s CANCELLED AT %s[ DUE TO TIME LIMIT|PREEMPTION|...] ***" (also
+    # "*** STEP %u.%u ON ..."): the job was stopped from outside (scancel, time limit), not a crash.
+    # The API server's SIGTERM handler while it starts (0.6 - 0.9 api_server.py signal_handler: "raise
+    # KeyboardInterrupt("terminated")"): stopped from outside before ready, not a failure. (Ctrl-C prints a
+    # bare "KeyboardInterrupt".) The one stop read before ready (STOP_BEFORE_READY).
+    _r("stop_interrupt", "KeyboardInterrupt: terminated", None, None, "stopped"),
+    _r("stop_slurm", "CANCELLED AT", r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT ", None, "stopped"),
 )
 STOP_KEYWORDS: tuple[str, ...] = tuple(r.keyword for r in RULES if r.event == "stopped")
+STOP_BEFORE_READY = frozenset({"stop_interrupt"})
 
 # Substrings that make a line worth the error path (see failures.py). Every signature keyword is in
 # one of these or in the exception shape (``...Error: ``), so the bulk scan never skips a root cause.
@@ -213,7 +215,8 @@ ERROR_KEYWORDS: tuple[str, ...] = (
     # Exception classes whose name ends in neither Error nor Exception (triton.runtime.errors.OutOfResources),
     # c10d's watchdog (ProcessGroupNCCL.cpp), HIP/CUDA kernel and driver errors (see failures.SIGNATURES).
     "OutOfResources", "out of resource: ", "atchdog", "NCCL communicator was aborted", "Some NCCL operations",
-    "invalid kernel file", "invalid device function", "Error 803", "driver", "forward compatibility",
+    "invalid kernel file", "invalid device function", "kernel image is invalid", "Error 803", "driver",
+    "forward compatibility",
     # A traceback starts (its frames belong to it), and the lines vLLM's "Reasons:" messages go on with.
     "Traceback (most recent call last)", "cannot implement due to", "requires capability",
     *fl.FRAME_KEYWORDS,
@@ -232,6 +235,10 @@ SERVING_KEYWORDS: tuple[str, ...] = (
     "ERROR", "Error", "died", "Dead", "fatal", "LLM engine (v", "vLLM API server version", "█  version",
     "Uvicorn running on", "CRITICAL", "Exception", "OutOfResources", "out of resource: ", "atchdog",
     *STOP_KEYWORDS,
+    # NCCL's transport lines of the API server's own ranks come late: NCCL writes through C stdio, block
+    # buffered into a pipe (docker/k8s logs), so they can follow "ready" (logs 01, 02); still start-up facts.
+    # The three under the one anchor "NET/" (one more pass over a serving block, not three or four).
+    *(kw for kw in NCCL_KEYWORDS if "NET/" in kw),
 )  # (no traceback frames: a crash while serving is charged to "engine", whatever the frames say)
 RESTART_RULES = frozenset({"api_version", "logo_version", "plain_version", "engine_config"})
 
@@ -244,8 +251,9 @@ RESTART_RULES = frozenset({"api_version", "logo_version", "plain_version", "engi
 SCAN_ANCHORS: tuple[str, ...] = (
     # Specific phrases first (a keyword takes the first anchor inside it): NCCL INFO floods, Ray's actor
     # prefixes, tqdm bars and config dumps hold "NCCL", "Ray", "█", "graph", "compil", "memory" everywhere.
-    "ERROR", "CRITICAL", "xception", "ailed", "vLLM", "█  ", "LLM engine", "args:", "argument", "_size",
-    "ager", "Ray ", "placement group", "process group", "number of", "world size", "distributed", "nccl",
+    "ERROR", "CRITICAL", "xception", "ailed", "NET/", "vLLM", "█  ", "LLM engine", "args:", "argument",
+    "_size", "ager", "Ray ", "placement group", "process group", "number of", "world size", "distributed",
+    "nccl",
     "NCCL version", "NCCL operations", "NCCL communicator", "[Gloo]", "oad", "rofiling", "took",
     "torch.compile", "Compiling", "graph of", "compiled graph", "CUDA graph", "Dynamo", "KV ",
     "out of memory",
@@ -270,20 +278,29 @@ _BY_KEYWORD: dict[str, tuple[Rule, ...]] = {}
 for _rule in RULES:
     _BY_KEYWORD[_rule.keyword] = (*_BY_KEYWORD.get(_rule.keyword, ()), _rule)
 RULE_KEYWORDS: tuple[str, ...] = tuple(_BY_KEYWORD)
+# The rule keywords under their scan anchors: a message is searched once per anchor, not once per keyword
+# (a message without "oad" holds none of the five loading keywords); hits are put back in table order.
+_RULE_GROUPS = anchor_groups(RULE_KEYWORDS)
+_RULE_ORDER = {kw: i for i, kw in enumerate(RULE_KEYWORDS)}
 
 
 def rules_for(message: str) -> list[tuple[Rule, re.Match[str] | None]]:
     """Every rule that matches ``message``, in table order, with its match (None for keyword-only)."""
+    found: list[str] = []
+    for anchor, group in _RULE_GROUPS.items():
+        if anchor in message:
+            found.extend(kw for kw in group if kw in message)
+    if len(found) > 1:
+        found.sort(key=_RULE_ORDER.__getitem__)
     hits: list[tuple[Rule, re.Match[str] | None]] = []
-    for kw in RULE_KEYWORDS:
-        if kw in message:
-            for rule in _BY_KEYWORD[kw]:
-                if rule.pattern is None:
-                    hits.append((rule, None))
-                else:
-                    m = rule.pattern.search(message)
-                    if m is not None:
-                        hits.append((rule, m))
+    for kw in found:
+        for rule in _BY_KEYWORD[kw]:
+            if rule.pattern is None:
+                hits.append((rule, None))
+            else:
+                m = rule.pattern.search(message)
+                if m is not None:
+                    hits.append((rule, m))
     return hits
 
 

@@ -1,5 +1,8 @@
 """The init-stage machine: records in, a :class:`TimelineSnapshot` out.
 
+Its helpers each do one job: :mod:`.scan` finds the lines of a block that can matter, :mod:`.clock` puts
+node clocks on one axis, :mod:`.failure_tracker` keeps what the error lines say went wrong.
+
 Stages run in a fixed order (:data:`~.rules.STAGES`). A stage starts on its first evidence; when a later
 stage starts, earlier running ones are done and earlier ones never seen are ``skipped``. Lines for an
 earlier stage never reopen it (Ray's log dedup delays copies from other nodes by 5 s or more), they
@@ -8,84 +11,60 @@ finish a stage once every expected node reported; a ``[repeated Nx across cluste
 N more reporters, because Ray only folds copies from *other* (ip, pid) sources.
 
 Times: vLLM prints ``MM-DD hh:mm:ss`` without a year in the emitting node's clock. Durations come from
-those (a jump back of more than half a year is a year rollover); lines without a time inherit the last
-one. ``now`` (wall-clock seconds, as from ``time.time()``) passed by a live caller gives times to a log
-that has none and drives :meth:`Timeline.stall_seconds`.
+those, placed on one axis by :class:`~.clock.NodeClock` (node time zones, year rollover); lines without
+a time inherit the last one. ``now`` (wall-clock seconds, as from ``time.time()``) passed by a live caller
+gives times to a log that has none and drives :meth:`Timeline.stall_seconds`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import re
 import time as _time
-from collections import deque
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from sparktui.domain.history import format_duration
+from sparktui.domain.durations import format_duration
 from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs import nccl
-from sparktui.domain.logs.line import LogRecord, md_hms, parse_line, split_glued, strip_ansi
+from sparktui.domain.logs.clock import NodeClock
+from sparktui.domain.logs.failure_tracker import TRACEBACK_NOISE, FailureTracker, Found
+from sparktui.domain.logs.line import (
+    LogRecord,
+    inherit_prefix,
+    parse_line,
+    split_glued,
+    strip_ansi,
+)
 from sparktui.domain.logs.rules import (
     ARGS_PAIR,
     CONFIG_PAIR,
     RESTART_RULES,
-    SERVING_KEYWORDS,
     STAGE_INDEX,
     STAGES,
-    STARTUP_KEYWORDS,
+    STOP_BEFORE_READY,
     Rule,
-    anchor_groups,
     convert,
     rules_for,
 )
-
-_STARTUP_GROUPS = anchor_groups(STARTUP_KEYWORDS)
-_SERVING_GROUPS = anchor_groups(SERVING_KEYWORDS)
-_SERVING_SET = frozenset(SERVING_KEYWORDS)
-assert set(STARTUP_KEYWORDS) >= _SERVING_SET  # a start-up scan finds every line a serving scan would
-
-
-def _has_any(text: str, groups: dict[str, tuple[str, ...]]) -> bool:
-    for anchor, group in groups.items():
-        if anchor in text:
-            for kw in group:
-                if kw in text:
-                    return True
-    return False
-
-
-_LEVEL_ANCHORS = frozenset({"ERROR", "CRITICAL"})
-
-
-def _bar_key(line: str) -> str | None:
-    """What identifies a tqdm bar line (its prefix and description), or None for any other line."""
-    if not line.endswith("]"):
-        return None  # something glued after the bar (a prefix the next record takes): keep the line
-    pct = line.find("% Completed |")
-    if pct == -1:
-        pct = line.find("%|")
-        if pct == -1:
-            return None
-    colon = line.rfind(": ", 0, pct)
-    return line[:colon] if colon != -1 else None
-
-
-def _count_ok_requests(text: str) -> int:
-    """uvicorn access-log lines with a 2xx status (``"POST /v1/chat/completions HTTP/1.1" 200 OK``)."""
-    return text.count('HTTP/1.1" 2') + text.count('HTTP/1.0" 2')
+from sparktui.domain.logs.scan import (
+    SERVING_GROUPS,
+    SERVING_SET,
+    STARTUP_GROUPS,
+    candidate_lines,
+    count_ok_requests,
+    cr_segments,
+    has_any,
+    late_nccl_line,
+)
 
 OUTCOMES = ("ready", "failed", "incomplete", "stopped")
 # Outcomes after which only a dying engine, a stop or a new start matters (the serving-time keyword set).
 _SERVING = frozenset({"ready", "stopped"})
-_TRACEBACK_NOISE = ("File ", "Traceback", "^", "raise ", "return ", "The above exception", "During handling")
 # Ray connection lines that launcher scripts print too: they only mean "placement" once vLLM is running.
 _BEFORE_VLLM_OK = frozenset({"ray_connect", "ray_connected", "ray_local", "ray_ready"})
 STATUSES = ("pending", "running", "done", "failed", "skipped")
-_YEAR = 366 * 86400.0
-_DETAIL_LINES = 12  # lines a "Reasons:" message may go on for
 _DISTRIBUTED = STAGE_INDEX["distributed"]
 _CONFIG = STAGE_INDEX["config"]
 # A worker dying is the effect of something (OOM kill, NCCL abort, ...): it never hides a cause found first.
@@ -230,7 +209,7 @@ class Timeline:
         # Anything that only vLLM prints was seen (a stage line, a vLLM bar, a failure signature): without
         # it the input is not a vLLM log at all (kept across restarts).
         self.vllm_evidence = False
-        self._year_base: tuple[int, float] | None = None  # (calendar year, axis seconds) of a line with one
+        self._clock = NodeClock()  # node clocks -> one axis (its year anchor is kept across restarts)
         self._reset()
 
     # --- state ---------------------------------------------------------------------------------------
@@ -239,15 +218,14 @@ class Timeline:
         self._furthest = -1
         self._facts: dict[str, Any] = {}
         self._outcome = "incomplete"
-        self._failure: tuple[str, str, str, int] | None = None  # kind, stage, message, rank
+        self._failures = FailureTracker()  # the failure found so far, frames, detail lines
         self._nodes: dict[str, None] = {}
         self._last_s: float | None = None  # last log time on the year-free axis
         self._last_t: str | None = None
-        self._head_clock = False  # a head-node line has given a time
         self._rec_s: float | None = None  # the record being applied: its own time (a late copy's is older)
         self._rec_t: str | None = None
-        self._tz_offsets: dict[str, float] = {}  # node -> its clock minus the head's (half hours)
-        self._year_offset = 0.0
+        self._clock.reset()
+        self._nccl_seen: dict[str, bool] = {}  # NCCL lines already read: one of ours? (_observe_nccl)
         self._now: float | None = None
         self._ranks: set[int] = set()
         self._pg_nodes: set[str] = set()  # Ray node ids of the placement group (one warning per node)
@@ -255,20 +233,10 @@ class Timeline:
         self._bars: dict[str, tuple[int, int]] = {}  # desc -> (total, done)
         self._cache_hit = False
         self._compiled = False
-        self._recent_errors: deque[tuple[int, str, str | None, bool]] = deque(maxlen=200)
         self._pending_prefix: LogRecord | None = None
-        self._pydantic_open = False  # the failure is a pydantic ValidationError awaiting its detail line
-        # A failure is only tentative while all it rests on is an unexplained exception line (no signature,
-        # no "failed to start"-style marker): a library printing a caught exception's traceback.
-        self._failure_confirmed = False
         self._before_failure: tuple[dict[str, _Stage], int] | None = None
         self._last_event_wall: float | None = None  # wall clock of the last stage event of any kind
         self.records_seen = 0
-        # Traceback frames (function names, outermost first) per (node, pid) since its last "Traceback".
-        self._frames: dict[tuple[str | None, int | None], list[str]] = {}
-        # The failure message announced detail on the next lines ("Reasons:"): whose lines, how many left.
-        self._detail_from: tuple[str | None, int | None] | None = None
-        self._detail_left = 0
         self._ready_s: float | None = None  # log time of "ready" (serving time = crash/stop - this)
         self._ready_wall: float | None = None
         self._end_s: float | None = None  # log time of the crash or the stop
@@ -279,29 +247,40 @@ class Timeline:
 
     # --- feeding ---------------------------------------------------------------------------------------
     def _keyword_groups(self) -> dict[str, tuple[str, ...]]:
-        return _SERVING_GROUPS if self._outcome in _SERVING else _STARTUP_GROUPS
+        return SERVING_GROUPS if self._outcome in _SERVING else STARTUP_GROUPS
 
     def _has_keyword(self, text: str) -> bool:
-        return _has_any(text, self._keyword_groups())
+        return has_any(text, self._keyword_groups())
 
     def feed(self, record: LogRecord, now: float | None = None) -> None:
         """Apply one record. ``now`` is the wall clock of its arrival (live callers)."""
         if now is not None:
             self._now = now
+        self._take(record)
+
+    def _take(self, record: LogRecord, kw: str | None = None) -> None:
+        """One record, live or from the bulk scan (``kw``: the keyword the scan found in its line, a single
+        ``in`` when it is in the message; it may have been in the prefix or header)."""
         self.records_seen += 1
+        taken = self._with_pending_prefix(record)
+        if taken is None:
+            return
+        msg = taken.message
+        if not self._bulk_counting and self._outcome == "ready" and " HTTP/1." in msg:
+            self._requests_served += count_ok_requests(msg)  # (a bulk block counts them in one go)
+        if (kw is not None and kw in msg) or taken.level in ("ERROR", "CRITICAL") or self._has_keyword(msg):
+            self._apply(taken)
+
+    def _with_pending_prefix(self, record: LogRecord) -> LogRecord | None:
+        """Ray relays a worker's bar as ``<prefix> \\r<bar>``: a prefix-only record is held (None: nothing to
+        apply) and the bar right after it takes its role, node and pid."""
         if record.is_prefix_only:
             self._pending_prefix = record
-            return
-        if self._pending_prefix is not None:
-            prefix, self._pending_prefix = self._pending_prefix, None
-            if not record.has_prefix and record.is_progress:
-                record = replace(record, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)
-        msg = record.message
-        if self._outcome == "ready" and " HTTP/1." in msg:
-            self._requests_served += _count_ok_requests(msg)
-        if record.level not in ("ERROR", "CRITICAL") and not self._has_keyword(msg):
-            return
-        self._apply(record)
+            return None
+        prefix, self._pending_prefix = self._pending_prefix, None
+        if prefix is not None and not record.has_prefix and record.is_progress:
+            return inherit_prefix(record, prefix)
+        return record
 
     def feed_text(self, text: str, now: float | None = None) -> None:
         """Bulk path: a block of complete lines. Lines that contain none of the keywords that can still
@@ -317,122 +296,57 @@ class Timeline:
         if not text:
             return
         serving = self._bulk_counting = self._outcome == "ready"
-        groups = _SERVING_GROUPS if serving else _STARTUP_GROUPS
-        for end, line, kw in self._candidate_lines(text, groups):
-            if not serving and self._outcome in _SERVING and kw not in _SERVING_SET \
-                    and not _has_any(line, _SERVING_GROUPS):
+        groups = SERVING_GROUPS if serving else STARTUP_GROUPS
+        for end, line, kw in candidate_lines(text, groups):
+            if not serving and self._outcome in _SERVING and kw not in SERVING_SET \
+                    and not has_any(line, SERVING_GROUPS):
                 if self._outcome == "ready" and " HTTP/1." in line:
-                    self._requests_served += _count_ok_requests(line)
+                    self._requests_served += count_ok_requests(line)
                 continue
             if "\x1b" in line:
                 line = strip_ansi(line)
+            if self._outcome == "ready" and late_nccl_line(line, kw):
+                # NCCL prints its host in every line, so the record's prefix (the node) is not needed.
+                self.records_seen += 1
+                self._pending_prefix = None
+                self._observe_nccl(line, None)
+                continue
             for part in split_glued(line):
                 if "\r" in part:
-                    for seg in _cr_segments(part):
-                        self._feed_candidate(parse_line(seg), kw)
+                    for seg in cr_segments(part):
+                        self._take(parse_line(seg), kw)
                 else:
-                    self._feed_candidate(parse_line(part), kw)
+                    self._take(parse_line(part), kw)
             if serving and self._outcome != "ready":
                 # A new start (or the end) after "ready": the rest of the block needs the full keyword set.
-                self._requests_served += _count_ok_requests(text[: end + 1])
+                self._requests_served += count_ok_requests(text[: end + 1])
                 self._bulk_counting = False
                 self.feed_text(text[end + 1 :])
                 return
         if serving:
-            self._requests_served += _count_ok_requests(text)
+            self._requests_served += count_ok_requests(text)
         self._bulk_counting = False
-
-    def _feed_candidate(self, record: LogRecord, kw: str) -> None:
-        """:meth:`feed` for a record of a line the scan found by keyword ``kw``: the keyword check is a
-        single ``in`` when the keyword is in the message (it may have been in the prefix or header)."""
-        self.records_seen += 1
-        if record.is_prefix_only:
-            self._pending_prefix = record
-            return
-        if self._pending_prefix is not None:
-            prefix, self._pending_prefix = self._pending_prefix, None
-            if not record.has_prefix and record.is_progress:
-                record = replace(record, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)
-        msg = record.message
-        if not self._bulk_counting and self._outcome == "ready" and " HTTP/1." in msg:
-            self._requests_served += _count_ok_requests(msg)
-        if kw in msg or record.level in ("ERROR", "CRITICAL") or self._has_keyword(msg):
-            self._apply(record)
 
     def feed_lines(self, lines: list[str], now: float | None = None) -> None:
         """Bulk path for a list of records (e.g. from :meth:`LineSplitter.feed`)."""
         if lines:
             self.feed_text("\n".join(lines), now)
 
-    def _candidate_lines(self, text: str, groups: dict[str, tuple[str, ...]]) -> list[tuple[int, str, str]]:
-        """(end offset, line, a keyword in it) of every line holding a keyword that can still matter, in
-        order. One ``str.find`` pass over the block per anchor; a line an anchor finds is checked for that
-        anchor's keywords within the line's bounds (no slicing)."""
-        spans: dict[int, tuple[int, str]] = {}
-        find, rfind = text.find, text.rfind
-        size = len(text)
-        for anchor, group in groups.items():
-            single = len(group) == 1 and group[0] == anchor
-            level = anchor in _LEVEL_ANCHORS
-            i = find(anchor)
-            while i != -1:
-                start = rfind("\n", 0, i) + 1
-                end = find("\n", i)
-                if end == -1:
-                    end = size
-                if start not in spans:
-                    if level:
-                        # ``ERROR MM-DD hh:mm:ss [file:N]   <indented>``: a traceback's code, carets or frame,
-                        # printed with the header on every line (logger.exception). Only its frames, pydantic
-                        # details and "Reasons:" lines matter, and other anchors find those.
-                        j = find("] ", i, end)
-                        if j == -1 or text[j + 2 : j + 4] != "  ":
-                            spans[start] = (end, anchor)
-                    elif single:
-                        spans[start] = (end, anchor)
-                    else:
-                        for kw in group:
-                            if find(kw, start, end) != -1:
-                                spans[start] = (end, kw)
-                                break
-                if end >= size:
-                    break
-                i = find(anchor, end)
-        out: list[tuple[int, str, str]] = []
-        prev_bar: str | None = None
-        prev_end = -2
-        for start, (end, kw) in sorted(spans.items()):
-            line = text[start:end]
-            bar = _bar_key(line)
-            if bar is not None and bar == prev_bar and prev_end + 1 == start:
-                out[-1] = (end, line, kw)  # the next update of the same bar on the next line: the last counts
-            else:
-                out.append((end, line, kw))
-            prev_bar, prev_end = bar, end
-        return out
-
     # --- one record --------------------------------------------------------------------------------
     def _apply(self, rec: LogRecord) -> None:
         self._rec_s = None
         if rec.seconds is not None:
-            offset = self._node_offset(rec)
-            t_axis = self._axis(rec.seconds - offset)
-            t = rec.time or ""
-            t = t[5:] if len(t) == 19 else t  # Ray's "YYYY-MM-DD hh:mm:ss" -> "MM-DD hh:mm:ss"
-            if offset:
-                t = md_hms(rec.seconds - offset)  # shown in the head's clock
+            t_axis, t = self._clock.place(rec, rec.seconds, self._last_s)
             self._rec_s, self._rec_t = t_axis, t
             # The log's clock never runs back: Ray prints a deduplicated copy late with its original time.
             if self._last_s is None or t_axis >= self._last_s:
                 self._last_s, self._last_t = t_axis, t
-        if rec.year is not None and self._year_base is None and self._rec_s is not None:
-            self._year_base = (rec.year, self._rec_s)
         if (rec.has_prefix or rec.level is not None) and rec.role not in ("autoscaler", "raylet"):
             self._nodes.setdefault(rec.node or "head", None)
         msg = rec.message
-        if "NCCL INFO" in msg and nccl.observe(msg, rec.node, self._facts):
+        if "NCCL INFO" in msg and self._observe_nccl(msg, rec.node):
             return  # NCCL's transport lines: the NCCL verdict's facts (sparktui.domain.logs.nccl)
-        if self._outcome == "failed" and not self._failure_confirmed and self._moves_on(rec):
+        if self._outcome == "failed" and not self._failures.confirmed and self._moves_on(rec):
             self._recover()
         if (rec.role is not None and 0 <= self._furthest < _DISTRIBUTED and self._outcome == "incomplete"
                 and _WORKER_ROLE.fullmatch(rec.role)):
@@ -444,18 +358,8 @@ class Timeline:
             if self._outcome == "incomplete":
                 self._on_bar(rec)
             return
-        key = (rec.node, rec.pid)
-        if self._detail_from is not None:
-            if self._detail_from == key and self._take_detail(msg):
-                return
-            self._detail_from = None
-        if msg[:1] in (" ", "\t") and 'File "' in msg:
-            func = fl.frame_func(msg)
-            if func is not None:
-                self._frames.setdefault(key, []).append(func)  # the traceback's frames, outermost first
-                return
-        if "Traceback (most recent call last)" in msg:
-            self._frames[key] = []
+        if self._failures.follow((rec.node, rec.pid), msg):
+            return  # a traceback frame, or the failure's message going on
         hits = rules_for(msg)
         if hits:
             self.vllm_evidence = True
@@ -478,16 +382,28 @@ class Timeline:
             if fl.FATAL_AFTER_READY.search(msg):
                 self._fail_after_ready(rec)
             elif rec.level in ("ERROR", "CRITICAL") or (rec.level is None and fl.is_exception_line(msg)):
-                text = msg.strip()
-                if not text.startswith(_TRACEBACK_NOISE):
-                    self._recent_errors.append((self.records_seen, text, fl.classify(text),
-                                                fl.is_exception_line(text) and not fl.is_wrapper(text)))
+                self._failures.note_serving_error(self.records_seen, msg)
             return
         if self._outcome == "incomplete":
             for rule, m in hits:
                 self._on_rule(rule, m, rec)
+            if self._outcome == "stopped":
+                return  # its own line ("KeyboardInterrupt: terminated") is no exception to diagnose
         if rec.level in ("ERROR", "CRITICAL") or rec.level is None or rec.role == "autoscaler":
             self._on_error(rec)
+
+    def _observe_nccl(self, text: str, node: str | None) -> bool:
+        """:func:`.nccl.observe`, once per NCCL line: the same line again (a Ray relay, a replayed log) adds
+        nothing. Keyed by NCCL's own ``host:pid:tid [dev] NCCL INFO ...`` part, so the live path (the message)
+        and the bulk path (the whole line) agree."""
+        at = text.find(" NCCL INFO ")
+        if at == -1:
+            return nccl.observe(text, node, self._facts)
+        key = text[text.rfind(" ", 0, text.rfind(" ", 0, at)) + 1 :]
+        seen = self._nccl_seen.get(key)
+        if seen is None:
+            seen = self._nccl_seen[key] = nccl.observe(text, node, self._facts)
+        return seen
 
     def _moves_on(self, rec: LogRecord) -> bool:
         """The start shows progress (a bar, or any stage rule): it survived what looked like a failure."""
@@ -498,53 +414,22 @@ class Timeline:
 
     def _recover(self) -> None:
         """Take back a tentative failure: the stages as they were, the exception kept as a fact."""
-        if self._failure is None or self._before_failure is None:
-            self._failure_confirmed = True  # nothing to go back to: keep the failure
+        found = self._failures.found
+        if found is None or self._before_failure is None:
+            self._failures.confirmed = True  # nothing to go back to: keep the failure
             return
-        self._facts.setdefault("ignored_error", self._failure[2])
+        self._facts.setdefault("ignored_error", found[2])
         self._stages, self._furthest = self._before_failure
-        self._failure, self._before_failure = None, None
+        self._before_failure = None
+        self._failures.clear()
         self._outcome = "incomplete"
-        self._pydantic_open = False
-
-    def _node_offset(self, rec: LogRecord) -> float:
-        """Every node stamps its lines with its own clock and time zone (reference §1.1: a worker container
-        on UTC, the head's ``vllm serve`` on local time). A node's line after the head has shown a time gives
-        its offset in whole half hours (time zones) when it is within 5 min of one: clocks that agree to
-        within minutes, and Ray's dedup delays, give 0; a copy held back longer is no estimate."""
-        node = rec.node
-        if node is None:
-            self._head_clock = True
-            return 0.0
-        offset = self._tz_offsets.get(node)
-        if offset is None:
-            if not self._head_clock or self._last_s is None or rec.seconds is None:
-                return 0.0
-            skew = rec.seconds + self._year_offset - self._last_s
-            offset = round(skew / 1800) * 1800.0
-            if abs(skew - offset) > 300:
-                return 0.0  # not a clean time-zone step (a copy Ray held back for long): ask the next line
-            self._tz_offsets[node] = offset
-        return offset
 
     def _restart(self) -> None:
-        self._frames.clear()
         expected = self.expected_nodes
         now = self._now
         self._reset()
         self.expected_nodes = expected
         self._now = now
-
-    def _axis(self, sec: float) -> float:
-        """Place a year-free time on a continuous axis (handles Dec 31 -> Jan 1)."""
-        t = sec + self._year_offset
-        if self._last_s is not None:
-            if t < self._last_s - _YEAR / 2:
-                self._year_offset += _YEAR
-                t += _YEAR
-            elif t > self._last_s + _YEAR / 2:
-                t -= _YEAR  # a late line from before the rollover
-        return t
 
     # --- rules ---------------------------------------------------------------------------------------
     def _on_rule(self, rule: Rule, m: Any, rec: LogRecord) -> None:
@@ -568,6 +453,8 @@ class Timeline:
             if self._outcome == "ready":
                 self._outcome = "stopped"
                 self._mark_end_of_serving()
+            elif self._outcome == "incomplete" and rule.name in STOP_BEFORE_READY:
+                self._outcome = "stopped"  # stopped while starting: the stages stay where the stop found them
             return
         if rule.name in _BEFORE_VLLM_OK and self._stages["config"].status == "pending":
             return  # a launcher script's own ray.init() before vLLM started (e.g. LWS multi-node-serving.sh)
@@ -640,8 +527,10 @@ class Timeline:
             self._ready_s, self._ready_wall = self._last_s, self._now
 
     def _served_seconds(self) -> float | None:
-        if self._ready_s is not None and self._end_s is not None:
-            return max(0.0, self._end_s - self._ready_s)
+        # No timed line between ready and the end (a Slurm cancel, uvicorn's untimed lines): the log does not
+        # say how long it served, so no "after serving 0 s".
+        if self._ready_s is not None and self._end_s is not None and self._end_s > self._ready_s:
+            return self._end_s - self._ready_s
         if self._ready_wall is not None and self._end_wall is not None:
             return max(0.0, self._end_wall - self._ready_wall)
         return None
@@ -833,74 +722,69 @@ class Timeline:
         if not raw.strip():
             return
         if raw[:1] in (" ", "\t"):
-            if self._pydantic_open and fl.is_pydantic_detail(raw):
-                self._pydantic_detail(raw.strip())
+            if self._failures.pydantic_open and fl.is_pydantic_detail(raw):
+                moved = self._failures.pydantic_detail(raw.strip(), self._running_stage())
+                if moved is not None:
+                    self._mark_failed(*moved)
             return  # an indented traceback line (code, not the exception)
         msg = raw.strip()
-        current = self._failure
+        current = self._failures.found
+        key = (rec.node, rec.pid)
         running = self._evidence_stage(rec, msg, current)
         kind = fl.classify(msg, running)
         marker = fl.is_marker(msg)
         exc = fl.is_exception_line(msg) and not fl.is_wrapper(msg)
         # Ray's autoscaler events carry no level; autoscaler v2 words its errors without "Error:" in front.
         errorish = rec.level in ("ERROR", "CRITICAL") or (rec.role == "autoscaler" and kind is not None)
-        if not errorish and not exc and not marker:
-            return  # a WARNING or INFO line that merely mentions an error
-        # Rank of a root-cause candidate: a classified exception line beats a classified summary line
-        # ("Triton compilation failed: x" < "OSError: [Errno 122] Disk quota exceeded"), which beats an
-        # unclassified exception, which beats a bare "EngineCore failed to start".
-        if kind is not None:
-            rank = 4 if exc else 3
-        elif marker:
-            rank = 1
-        elif exc:
-            rank = 2
-        else:
+        names_cause = current is not None and fl.refines(kind, current[0], current[2])
+        if not errorish and not exc and not marker and not names_cause:
+            return  # a WARNING or INFO line that merely mentions an error (unless it names a symptom's cause)
+        rank = FailureTracker.rank(kind, exc, marker)
+        if rank == 0:
             # An ERROR line that proves nothing on its own (a cut paste, a logged warning): shown as a
             # fact, but only while no failure explains it.
-            if errorish and current is None and not msg.startswith(_TRACEBACK_NOISE):
+            if errorish and current is None and not msg.startswith(TRACEBACK_NOISE):
                 self._facts.setdefault("first_error", msg)
             return
         if kind is not None or marker:
             # A signature or a "failed to start" marker: a real failure, whatever follows. (A config-time
             # ValueError promoted to config_error below stays tentative: if the start goes on, it survived.)
-            self._failure_confirmed = True
+            self._failures.confirmed = True
         if kind is None and rank == 2 and fl.is_config_exception(msg) and (
             running in (None, "config") and self._furthest == STAGE_INDEX["config"]
         ):
             kind, rank = "config_error", 4
         if kind is not None or exc or marker:
             self.vllm_evidence = self.vllm_evidence or kind is not None or marker
+        if current is not None and fl.is_wrapper(msg):
+            return  # a re-raise pointing above ("See stack trace (above) for the root cause")
         if current is not None and current[3] >= rank:
-            return
+            if not fl.refines(kind, current[0], current[2]):
+                return
+            rank = current[3]  # the cause of the symptom found first (fl.refines) takes its rank
         if current is not None and kind in _SYMPTOM_KINDS and current[0] not in (*_SYMPTOM_KINDS, "unknown"):
             return
         k = kind or "unknown"
         if self._ready_s is not None or self._ready_wall is not None:
             stage = "serving"  # it had served: a crash after ready, whatever the traceback shows
-        elif current is not None and kind is None and self._framed_stage(rec) is None:
+        elif current is not None and kind is None and self._failures.framed_stage(key) is None:
             stage = current[1]
         else:
             stage = fl.failure_stage(k, running, msg)
-            if kind is None and current is not None and stage != current[1]:
-                self._failure = (current[0], stage, current[2], current[3])  # the frames moved it
         if current is None:
             # Kept so that an unexplained exception the start survives can be taken back (see _recover).
             self._before_failure = ({n: replace(st) for n, st in self._stages.items()}, self._furthest)
-        self._failure = (k, stage, msg, rank)
-        self._pydantic_open = "validation error for" in msg
+        self._failures.set((k, stage, msg, rank), key)
         self._outcome = "failed"
         self._mark_failed(stage, current[1] if current is not None else None)
-        if fl.announces_detail(msg):
-            self._detail_from, self._detail_left = (rec.node, rec.pid), _DETAIL_LINES
 
     def _evidence_stage(self, rec: LogRecord, msg: str,
-                        current: tuple[str, str, str, int] | None) -> str | None:
+                        current: Found | None) -> str | None:
         """Where the evidence puts an error: the frames of its traceback (the innermost vLLM method), unless
         that stage is over and a later one runs; else the running stage, the stage of a failure already
         found, or the worker method an "Error executing method" line names."""
         running = self._running_stage()
-        framed = self._framed_stage(rec)
+        framed = self._failures.framed_stage((rec.node, rec.pid))
         if framed is not None and not (
             running is not None and STAGE_INDEX[running] > STAGE_INDEX[framed]
             and self._stages[framed].status == "done"
@@ -911,37 +795,6 @@ class Timeline:
         if current is not None and current[1] in STAGE_INDEX:
             return current[1]
         return fl.method_stage(msg)
-
-    def _framed_stage(self, rec: LogRecord) -> str | None:
-        return fl.frames_stage(self._frames.get((rec.node, rec.pid), []))
-
-    def _take_detail(self, msg: str) -> bool:
-        """A line after a message that announced detail ("Reasons:"): appended to the failure's message
-        while it reads as the message going on (not a traceback, not a new exception)."""
-        text = msg.strip()
-        if (self._failure is None or not text or self._detail_left <= 0 or text.startswith(_TRACEBACK_NOISE)
-                or fl.is_exception_line(text) or fl.is_marker(text)):
-            return False
-        kind, stage, message, rank = self._failure
-        self._failure = (kind, stage, f"{message}\n{text}", rank)
-        self._detail_left -= 1
-        return True
-
-    def _pydantic_detail(self, detail: str) -> None:
-        """The first detail line of a pydantic ValidationError carries the real message: the failure
-        becomes "<exception line>: <detail>", of the kind the detail shows (config_error if none)."""
-        self._pydantic_open = False
-        if self._failure is None:
-            return
-        old_kind, old_stage, msg, rank = self._failure
-        text = detail.split(" [type=", 1)[0]
-        for head in fl.PYDANTIC_DETAIL:
-            text = text.removeprefix(head)
-        running = self._running_stage() or old_stage
-        kind = fl.classify(text, running) or old_kind
-        stage = fl.failure_stage(kind, running, text) if kind != old_kind else old_stage
-        self._failure = (kind, stage, f"{msg}: {text}", rank)
-        self._mark_failed(stage, old_stage)
 
     def _mark_failed(self, stage: str, previous: str | None) -> None:
         if stage not in STAGE_INDEX:
@@ -963,21 +816,11 @@ class Timeline:
                     other.end_s, other.end_t, other.end_wall = self._last_s, self._last_t, self._now
 
     def _fail_after_ready(self, rec: LogRecord) -> None:
-        """The engine died while serving. The cause is the best error logged before the fatal line (a
-        classified exception, then any classified line, then an exception line); later lines (the
-        traceback the EngineCore prints after "encountered a fatal error") may still replace it."""
-        msg = rec.message.strip()
-        kind, message, rank = fl.classify(msg) or "worker_died", msg, 1
-        best = 0
-        for _, text, k, exc in self._recent_errors:
-            score = (4 if exc else 3) if k is not None else (2 if exc else 0)
-            if score > best:
-                best, kind, message, rank = score, k or "unknown", text, score
+        """The engine died while serving: the tracker names the cause (see
+        :meth:`~.failure_tracker.FailureTracker.fail_after_ready`)."""
         self._mark_end_of_serving()
-        self._failure = (kind, "serving", message, rank)  # after ready: not a start-up stage
-        self._failure_confirmed = True
+        self._failures.fail_after_ready(rec.message)
         self._outcome = "failed"
-        self._frames.clear()
 
     # --- reading -------------------------------------------------------------------------------------
     def stall_seconds(self, now: float | None = None) -> float | None:
@@ -1012,8 +855,8 @@ class Timeline:
         silent phase; without it they run to the last line seen."""
         stages = tuple(self._stage_snapshot(self._stages[name], now) for name in STAGES)
         failure = None
-        if self._failure is not None:
-            kind, stage, message, _ = self._failure
+        if self._failures.found is not None:
+            kind, stage, message, _ = self._failures.found
             hint = fl.hint_for(kind, message, stage, self._facts)
             served = self._served_seconds()
             if served is not None:
@@ -1025,8 +868,8 @@ class Timeline:
         if isinstance(version, str):
             facts["vllm_release"] = _release(version)
         facts["nodes_seen"] = len(self._nodes)
-        if self._failure is not None:
-            current: str | None = self._failure[1] if self._failure[1] in STAGE_INDEX else None
+        if self._failures.found is not None:
+            current: str | None = self._failures.found[1] if self._failures.found[1] in STAGE_INDEX else None
         elif self._outcome in _SERVING:
             current = None
         else:
@@ -1043,7 +886,7 @@ class Timeline:
             last_progress_at=self._last_progress_at(),
             is_vllm_log=self.vllm_evidence,
             served_seconds=self._served_seconds(),
-            year_known=self._year_base is not None,
+            year_known=self._clock.year_known,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -1064,22 +907,9 @@ class Timeline:
         started = st.start_t or _wall_str(st.start_wall)
         ended = None if st.status == "running" else (st.end_t or _wall_str(st.end_wall))
         progress = StageProgress(*st.progress) if st.progress is not None else None
-        started_iso = self._iso(st.start_t, st.start_s, st.start_wall)
-        ended_iso = None if st.status == "running" else self._iso(st.end_t, st.end_s, st.end_wall)
+        started_iso = self._clock.iso(st.start_t, st.start_s, st.start_wall)
+        ended_iso = None if st.status == "running" else self._clock.iso(st.end_t, st.end_s, st.end_wall)
         return StageSnapshot(st.name, st.status, started, ended, seconds, progress, started_iso, ended_iso)
-
-    def _iso(self, md: str | None, axis: float | None, wall: float | None) -> str | None:
-        """ISO 8601 for a stage time: with the year where the log gave one, else year-less."""
-        if md is not None and len(md) == 14:
-            date, hms = md[:5], md[6:]
-            if self._year_base is not None and axis is not None:
-                year0, axis0 = self._year_base
-                year = year0 + int(axis // _YEAR) - int(axis0 // _YEAR)
-                return f"{year:04d}-{date}T{hms}"
-            return f"--{date}T{hms}"
-        if wall is not None:
-            return _time.strftime("%Y-%m-%dT%H:%M:%S", _time.localtime(wall))
-        return None
 
 
 def _wall_str(wall: float | None) -> str | None:
@@ -1092,16 +922,3 @@ def _release(version: str) -> str:
     parts = base.split(".")
     keep = [p for p in parts if not p.startswith("dev")]
     return ".".join(keep) if keep else base
-
-
-def _cr_segments(part: str) -> list[str]:
-    """A physical line holding ``\\r``-separated records: a leading prefix-only piece stays separate so
-    the next bar inherits it. Of a run of updates of one bar (tqdm redraws it in place, up to hundreds of
-    times on one line) only the last is kept: a bar's progress is the furthest update, and every update on
-    the line has the line's time."""
-    segs = [seg for seg in part.split("\r") if seg.strip()]
-    if len(segs) < 3:
-        return segs
-    out = [seg for seg, nxt in itertools.pairwise(segs) if seg[:24] != nxt[:24] or "%" not in seg]
-    out.append(segs[-1])
-    return out

@@ -9,7 +9,7 @@ bounds memory whatever the remote side sends. Invalid UTF-8 becomes U+FFFD.
 
 from __future__ import annotations
 
-from sparktui.domain.logs.line import LogRecord, parse_line, split_glued
+from sparktui.domain.logs.line import LogRecord, inherit_prefix, parse_line, split_glued
 
 DEFAULT_MAX_RECORD_BYTES = 64 * 1024
 
@@ -134,8 +134,3 @@ class LogReader:
             out.append(rec)
         return out
 
-
-def inherit_prefix(rec: LogRecord, prefix: LogRecord) -> LogRecord:
-    from dataclasses import replace
-
-    return replace(rec, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)

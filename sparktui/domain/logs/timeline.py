@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparktui.domain.history import format_duration
+from sparktui.domain.durations import format_duration
 from sparktui.domain.logs.rules import STAGE_LABELS
 from sparktui.domain.logs.stages import Timeline, TimelineSnapshot
 from sparktui.domain.logs.stream import LineSplitter

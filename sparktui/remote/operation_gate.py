@@ -1,0 +1,98 @@
+"""One operation at a time: in this process (``busy``) and across processes and machines (the operation
+lock on the head, ``domain.lifecycle.oplock``'s script held open for the operation's length)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import AsyncIterator
+
+from sparktui.domain.events import OperationRefused
+from sparktui.domain.lifecycle import oplock as L
+from sparktui.domain.logs import LineSplitter
+from sparktui.remote.engine_nodes import EngineNodes
+from sparktui.remote.transport import RemoteProcess, TransportError
+
+
+class OperationGate:
+    """``exclusive(kind)`` around each operation; ``OperationRefused`` while another one runs."""
+
+    def __init__(self, nodes: EngineNodes, origin: str) -> None:
+        self.nodes = nodes
+        #: Who asks, as the operation lock on the head names it to others ("`sparktui restart`").
+        self.origin = origin
+        #: The kind of operation running now, if any.
+        self.busy: str | None = None
+        #: The takeover of a lock whose holder died, said in the next operation's steps.
+        self.note: str | None = None
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, kind: str) -> AsyncIterator[None]:
+        if self.busy is not None:
+            raise OperationRefused(f"cannot {kind}: {self.busy} is running; wait for it to finish")
+        self.busy = kind
+        lock: RemoteProcess | None = None
+        try:
+            if kind != "preflight":  # preflight changes nothing: it runs beside anyone's operation
+                lock = await self._take(kind)
+            yield
+        finally:
+            self.busy = None
+            self.note = None
+            if lock is not None:
+                await self._release(lock)
+
+    async def _take(self, kind: str) -> RemoteProcess | None:
+        """The operation lock on the head (across processes and machines); ``OperationRefused`` when
+        another sparktui holds it. An unreachable head is no reason to refuse a stop: the lock is then
+        skipped (the operation's own steps say the head is unreachable)."""
+        cfg = self.nodes.config
+        holder = L.LockHolder(kind, self.origin, socket.gethostname(), os.getpid(), time.time())
+        transport = self.nodes.transports[cfg.head.name]
+        try:
+            await self.nodes.resolve_homes(quiet=True)
+            proc = await transport.start(L.take_argv(cfg, self.nodes.homes or None, holder))
+        except TransportError:
+            return None
+        answer: L.LockAnswer | None = None
+        lines = LineSplitter()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(30):
+                async for chunk in proc.chunks():
+                    if first := lines.feed(chunk):   # the script's one answer line
+                        answer = L.LockAnswer.parse(first[0])
+                        break
+        if answer is not None and answer.status == "taken":
+            if answer.holder is not None:
+                self.note = f"took the operation lock over from {answer.holder.describe()}: it is gone"
+            return proc
+        await self._release(proc)
+        if answer is not None and answer.status == "held":
+            raise OperationRefused(L.refusal(kind, answer.holder))
+        return None  # no answer (an old python, a read-only state dir): go on without the lock
+
+    async def _release(self, proc: RemoteProcess) -> None:
+        """``release`` + EOF (the script empties the file: a clean release), then make sure it ends."""
+        try:
+            await proc.write(b"release\n")
+            await proc.close_stdin()
+            await asyncio.wait_for(proc.wait(), 5.0)
+        except Exception:  # a dead channel frees the lock anyway
+            pass
+        finally:
+            proc.terminate()
+            self.nodes.reap(proc)
+
+    async def holder(self) -> L.LockHolder | None:
+        """Who holds the operation lock now (another sparktui's start/stop/restart), if anyone."""
+        cfg = self.nodes.config
+        try:
+            res = await self.nodes.run(cfg.head.name, L.show_argv(cfg, self.nodes.homes or None), 20)
+        except TransportError:
+            return None
+        answer = L.LockAnswer.parse(res.stdout.strip().splitlines()[-1]) if res.ok and res.stdout.strip() \
+            else None
+        return answer.holder if answer is not None and answer.status == "held" else None

@@ -1,0 +1,226 @@
+"""Runs a lifecycle ``Plan`` (``domain.lifecycle.plan``) over the nodes: phases in order, the steps of a
+phase concurrently, each step judged by its kind; every change published as an ``OperationView``."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from sparktui.domain.events import OperationView, StepStatus, StepView
+from sparktui.domain.lifecycle import plan as P
+from sparktui.domain.lifecycle import preflight as F
+from sparktui.domain.lifecycle.output import TAIL_LINES, last_json_object, output_tail
+from sparktui.remote.engine_nodes import EngineNodes, Outcome, failure_text
+from sparktui.remote.ray_queries import RayQueries
+from sparktui.remote.transport import CommandResult, TransportError
+
+
+class Tracker:
+    """The operation's step list; every change is published as a fresh ``OperationView``."""
+
+    def __init__(self, kind: str, publish: Callable[[OperationView], None]) -> None:
+        self.view = OperationView(kind=kind)
+        self._publish = publish
+        self._publish(self.view)
+
+    def add(self, step: StepView) -> int:
+        self.view = replace(self.view, steps=(*self.view.steps, step))
+        self._publish(self.view)
+        return len(self.view.steps) - 1
+
+    def update(self, index: int, **changes: Any) -> None:
+        steps = list(self.view.steps)
+        steps[index] = replace(steps[index], **changes)
+        self.view = replace(self.view, steps=tuple(steps))
+        self._publish(self.view)
+
+    def finish(self, ok: bool, message: str) -> OperationView:
+        self.view = replace(self.view, running=False, ok=ok, message=message)
+        self._publish(self.view)
+        return self.view
+
+
+_StepTask = asyncio.Task[StepView | None]
+
+#: Runs one step of a kind the runner does not know itself; ``live`` shows a message meanwhile.
+Executor = Callable[[P.Step, Callable[[str], None]], Awaitable[Outcome]]
+
+
+class PlanRunner:
+    """Executes plans over ``nodes``; ``marks`` gets the wall-clock moments benchmarks read."""
+
+    def __init__(self, nodes: EngineNodes, ray: RayQueries) -> None:
+        self.nodes = nodes
+        self.ray = ray
+        #: Wall-clock marks of the last start (benchmarks): "ray_ready_seen", "serve_launch", …
+        self.marks: dict[str, float] = {}
+        #: How the kinds beyond the runner's own are run (preflight's gathering steps).
+        self.executors: dict[P.StepKind, Executor] = {}
+
+    async def run_plan(self, tracker: Tracker, plan: P.Plan, *, stop_on_failure: bool,
+                       on_done: Callable[[StepView], None] | None = None) -> StepView | None:
+        """Run the phases in order (steps of a phase concurrently, each after the steps it names); the
+        first failed step, if any. ``on_done`` gets each shown step's final view (its name unprefixed)."""
+        indices: dict[int, int] = {}
+        if not plan.list_when_run:
+            indices = {id(s): tracker.add(StepView(name=plan.row_prefix + s.name, node=s.node))
+                       for s in plan.steps if s.shown}
+        first_failure: StepView | None = None
+        lingering: set[asyncio.Task[StepView | None]] = set()
+        for phase in plan.phases:
+            tasks: dict[asyncio.Task[StepView | None], P.Step] = {}
+            by_name: dict[tuple[str | None, str], asyncio.Task[StepView | None]] = {}
+            for s in phase.steps:
+                after = [by_name[(s.node, n)] for n in s.after]
+                gates = [by_name[(s.node, n)] for n in s.gated_by]
+                task = asyncio.create_task(self._run_step(tracker, plan, indices, s, after, gates, on_done))
+                by_name[(s.node, s.name)] = task
+                tasks[task] = s
+            pending = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                finished_early = False
+                for task in done:
+                    view = task.result()
+                    if view is None:
+                        continue
+                    if view.status is StepStatus.FAILED and first_failure is None:
+                        first_failure = view
+                    elif view.status is StepStatus.OK and tasks[task].name == phase.done_when:
+                        finished_early = True
+                if first_failure is not None and stop_on_failure and pending:
+                    # The rest of the phase is moot (a Ray wait whose worker failed to start).
+                    await _cancel(tracker, pending, tasks, indices, first_failure)
+                    pending = set()
+                elif finished_early and first_failure is None:
+                    lingering |= pending
+                    pending = set()
+            if first_failure is not None and stop_on_failure:
+                break
+        if lingering:
+            for view in await asyncio.gather(*lingering):
+                if view is not None and view.status is StepStatus.FAILED and first_failure is None:
+                    first_failure = view
+        if first_failure is not None and stop_on_failure:
+            for idx in indices.values():
+                if tracker.view.steps[idx].status is StepStatus.PENDING:
+                    tracker.update(idx, status=StepStatus.SKIPPED, message="not run: an earlier step failed")
+        return first_failure
+
+    async def _run_step(self, tracker: Tracker, plan: P.Plan, indices: dict[int, int], step: P.Step,
+                        after: list[_StepTask], gates: list[_StepTask],
+                        on_done: Callable[[StepView], None] | None) -> StepView | None:
+        """One step once the steps it waits for ended: its view (``None`` when it did not run, as a step
+        ``after`` one that failed). A row-less step's view is returned, never published."""
+        t0 = time.monotonic()
+        for dep in after:
+            ended = await dep
+            if ended is None or ended.status is not StepStatus.OK:
+                return None
+        outcome: Outcome | None = None
+        for gate in gates:
+            ended = await gate
+            if ended is None or ended.status is not StepStatus.OK:
+                outcome = Outcome(StepStatus.SKIPPED, step.gate_message)
+        idx = indices.get(id(step))
+        if step.shown and idx is None:
+            idx = indices[id(step)] = tracker.add(StepView(name=plan.row_prefix + step.name, node=step.node))
+        if outcome is None:
+            if idx is not None:
+                tracker.update(idx, status=StepStatus.RUNNING)
+            live = (lambda msg: tracker.update(idx, message=msg)) if idx is not None else (lambda msg: None)
+            try:
+                outcome = await self._execute(step, live)
+            except TransportError as exc:
+                outcome = Outcome(StepStatus.FAILED, str(exc))  # names the node, its address and why
+            if outcome.status is StepStatus.FAILED and step.tolerate_failure:
+                outcome.status = StepStatus.WARNING
+            self.marks[f"done:{step.name}:{step.node}"] = time.time()
+        seconds = round(time.monotonic() - t0, 3)
+        view = StepView(step.name, step.node, outcome.status, seconds, outcome.message, outcome.tail)
+        if idx is None:
+            return view
+        tracker.update(idx, status=outcome.status, message=outcome.message, output_tail=outcome.tail,
+                       seconds=seconds)
+        if on_done is not None:
+            on_done(view)
+        return tracker.view.steps[idx]
+
+    async def _execute(self, step: P.Step, live: Callable[[str], None]) -> Outcome:
+        assert step.node is not None
+        executor = self.executors.get(step.kind)
+        if executor is not None:
+            return await executor(step, live)
+        if step.kind is P.StepKind.WAIT_RAY:
+            outcome = await self.ray.wait_ready(step, live)
+            if outcome.status is StepStatus.OK:
+                self.marks["ray_ready_seen"] = time.time()
+            return outcome
+        if step.kind is P.StepKind.DETACH:
+            self.marks["serve_launch"] = time.time()
+        res = await self.nodes.run(step.node, step.argv, step.timeout)
+        if step.kind is P.StepKind.DETACH:
+            m = re.search(r"^pid (\d+)$", res.stdout, re.M)
+            if res.ok and m:
+                return Outcome(StepStatus.OK, f"vLLM started detached, pid {m.group(1)}",
+                               output_tail(res.stdout, res.stderr))
+            return Outcome(StepStatus.FAILED, failure_text(res), output_tail(res.stdout, res.stderr))
+        if step.kind in (P.StepKind.STOP_TAGGED, P.StepKind.VERIFY):
+            return await self._judge_tagged(step, res)
+        ok = _step_ok(step, res)
+        if not ok and step.fallback:
+            live("retrying: " + " ".join(step.fallback[-2:]))
+            res = await self.nodes.run(step.node, step.fallback, step.timeout)
+            ok = _step_ok(step, res)
+        tail = output_tail(res.stdout, res.stderr)
+        if ok:
+            if step.success_marker and step.success_marker in res.stdout + res.stderr:
+                return Outcome(StepStatus.OK, step.success_marker, tail)
+            return Outcome(StepStatus.OK, tail[-1] if tail else "done", tail)
+        return Outcome(StepStatus.FAILED, failure_text(res), tail)
+
+    async def _judge_tagged(self, step: P.Step, res: CommandResult) -> Outcome:
+        assert step.node is not None
+        if not res.ok:
+            return Outcome(StepStatus.FAILED, failure_text(res), output_tail(res.stdout, res.stderr))
+        data = last_json_object(res.stdout) or {}
+        procs = data.get("processes", [])
+        containers: list[F.DockerContainer] = []
+        for extra in step.also:
+            more = await self.nodes.run(step.node, extra, step.timeout)
+            if more.ok:
+                containers += F.parse_docker_ps(more.stdout, self.nodes.config.engine.name_prefix)
+            elif "command not found" not in more.stderr:
+                return Outcome(StepStatus.FAILED, failure_text(more))
+        remains = F.leftover_lines(step.node, procs, containers)
+        if remains:
+            return Outcome(StepStatus.FAILED, f"{len(remains)} remain: " + "; ".join(remains[:5]),
+                           tuple(remains[-TAIL_LINES:]))
+        sent = data.get("signalled", [])
+        if step.kind is P.StepKind.STOP_TAGGED:
+            kills = sum(1 for _, sig in sent if sig == "SIGKILL")
+            msg = (f"stopped {len({p for p, _ in sent})} process(es)" + (f" ({kills} needed SIGKILL)"
+                                                                          if kills else "")
+                   if sent else "nothing of ours was running")
+            return Outcome(StepStatus.OK, msg)
+        return Outcome(StepStatus.OK, "no process or container of ours")
+
+
+async def _cancel(tracker: Tracker, pending: set[asyncio.Task[StepView | None]],
+                  tasks: Mapping[asyncio.Task[StepView | None], P.Step], indices: Mapping[int, int],
+                  failure: StepView) -> None:
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    for task in pending:
+        idx = indices.get(id(tasks[task]))
+        if idx is not None:
+            tracker.update(idx, status=StepStatus.SKIPPED, message=f"cancelled: {failure.name} failed")
+
+
+def _step_ok(step: P.Step, res: CommandResult) -> bool:
+    return res.returncode in step.ok_codes or any(s in res.stdout + res.stderr for s in step.ok_if_output)
