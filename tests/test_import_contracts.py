@@ -27,7 +27,8 @@ def test_the_layers_contract_is_the_readme_table() -> None:
     assert flat[:2] == ["sparktui.cli", "sparktui.commands"]
     assert set(flat[2:5]) == {"sparktui.ui", "sparktui.remote", "sparktui.sim"}   # side by side
     assert "|" in layers[2]                                                       # … and independent
-    assert set(flat[5:]) == {"sparktui.domain", "sparktui.config"}
+    assert set(flat[5:7]) == {"sparktui.domain", "sparktui.config"}
+    assert set(flat[7:]) == {"sparktui.node", "sparktui.probe"}                 # what runs on the nodes
     readme = (REPO / "README.md").read_text()
     for module in flat:
         path = module.replace(".", "/")
