@@ -42,7 +42,7 @@ from sparktui.domain.events import EventSink, LogRecords
 from sparktui.domain.logs import LogReader
 from sparktui.domain.logs.ingest import LogIngest
 from sparktui.sim.recording import list_recordings, recording_text
-from sparktui.ui.app import FLUSH_HZ, SparkApp
+from sparktui.ui.app import FLUSH_HZ, AppSwitches, SparkApp
 from sparktui.ui.widgets.log_pane import LogPane
 
 PROBE_KEY = "f12"
@@ -86,7 +86,7 @@ class BenchApp(SparkApp):
     BINDINGS: ClassVar[list[BindingType]] = [*SparkApp.BINDINGS, Binding(PROBE_KEY, "probe", show=False)]
 
     def __init__(self, naive: bool) -> None:
-        super().__init__(IdleBackend(), UIConfig(), naive_log=naive, readonly=True)
+        super().__init__(IdleBackend(), UIConfig(), readonly=True, switches=AppSwitches(naive_log=naive))
         self.probe = Probe()
         self.probe_target = 0
         self.probe_sent = 0.0

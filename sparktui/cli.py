@@ -1,7 +1,9 @@
 """Entry point: ``sparktui`` opens the dashboard; verbs (``status``, ``start`` …) serve scripts.
 
-Each verb lives in ``sparktui.commands.<verb>`` and is imported only when used, so ``sparktui --help``
-and ``sparktui timeline`` start fast and never load Textual or asyncssh.
+Each verb lives in ``sparktui.commands.<verb>`` and is imported only when used: the top-level parser knows
+the verbs by name and help text only, and a verb's own options are added when argparse reaches that verb
+(``_LazyVerbs``). So ``sparktui --help`` loads no command module, and ``sparktui timeline`` never loads
+Textual, asyncssh or pydantic (``tests/test_cli_imports.py``; ``benchmarks/bench_cli_start.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from sparktui import __version__
 
@@ -41,7 +44,28 @@ def _add_config_option(p: argparse.ArgumentParser, *, verb: bool = False) -> Non
                    default=argparse.SUPPRESS if verb else None)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _LazyVerbs(argparse._SubParsersAction):
+    """The verbs' subparsers, each filled in by its command module only when argparse reaches it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        name = values[0] if values else None
+        sub = self._name_parser_map.get(name) if isinstance(name, str) else None
+        if isinstance(name, str) and sub is not None and not sub.get_default("_verb_loaded"):
+            _load_verb(name, sub)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _load_verb(verb: str, p: argparse.ArgumentParser) -> None:
+    if verb not in WITHOUT_CONFIG:
+        _add_config_option(p, verb=True)
+    importlib.import_module(f"sparktui.commands.{verb}").add_arguments(p)
+    p.set_defaults(_verb_loaded=True)
+
+
+def build_parser(*, load_verbs: bool = False) -> argparse.ArgumentParser:
+    """The whole command line. ``load_verbs``: fill in every verb's options now (for a test or a document
+    that reads them all); otherwise only the verb being parsed is loaded."""
     parser = argparse.ArgumentParser(
         prog="sparktui",
         description="Run one vLLM model across several DGX Spark machines and watch it from one screen. "
@@ -59,19 +83,19 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{listing}")
     parser.add_argument("--readonly", action="store_true", help="watch only: start/stop/restart disabled")
     importlib.import_module("sparktui.commands.dashboard").add_arguments(parser)
-    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", action=_LazyVerbs)
     for verb, help_text in VERBS.items():
         p = sub.add_parser(verb, help=help_text, description=help_text)
-        if verb not in WITHOUT_CONFIG:
-            _add_config_option(p, verb=True)
-        module = importlib.import_module(f"sparktui.commands.{verb}")
-        module.add_arguments(p)
+        if load_verbs:
+            _load_verb(verb, p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if hasattr(args, "_verb_loaded"):
+        del args._verb_loaded
     args.argv = list(sys.argv[1:] if argv is None else argv)   # --web runs the same command per browser tab
     verb = args.verb or "dashboard"
     module = importlib.import_module(f"sparktui.commands.{verb}")

@@ -18,7 +18,7 @@ from sparktui.domain.events import (
     EngineState,
     Event,
     LogRecords,
-    NodeFacts,
+    NodeIdentified,
     NodeSampled,
     OperationChanged,
     OperationRefused,
@@ -68,9 +68,9 @@ async def test_start_ready_reattach_stop(bed: Testbed, tmp_path: Any) -> None:
     runner = asyncio.create_task(backend.run(first))
     try:
         await first.wait_for(lambda: EngineState.STOPPED in first.engine_states(), 60, "discovery: stopped")
-        await first.wait_for(lambda: {e.node for e in first.of(NodeFacts)} == {"spark1", "spark2"}, 30,
+        await first.wait_for(lambda: {e.node for e in first.of(NodeIdentified)} == {"spark1", "spark2"}, 30,
                              "host facts of both nodes")
-        assert {e.hostname for e in first.of(NodeFacts)} == {"spark1", "spark2"}
+        assert {e.hostname for e in first.of(NodeIdentified)} == {"spark1", "spark2"}
 
         start = asyncio.create_task(backend.start())
         await first.wait_for(lambda: bool(first.of(OperationChanged)), 10, "the start operation")

@@ -12,7 +12,7 @@ from sparktui.domain.events import EngineState
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import Discovery
-from sparktui.domain.lifecycle.preflight import Container
+from sparktui.domain.lifecycle.preflight import DockerContainer
 from sparktui.domain.lifecycle.ray_state import Readiness
 
 
@@ -150,8 +150,8 @@ def test_cache_mounts_change_or_go() -> None:
 def _healthy(**changes: object) -> Discovery:
     base: dict[str, object] = {
         "state": EngineState.STARTING, "detail": "vLLM running",
-        "containers": {"spark1": (Container("sparktui-ray-head", "a", "running"),),
-                       "spark2": (Container("sparktui-ray-spark2", "b", "running"),)},
+        "containers": {"spark1": (DockerContainer("sparktui-ray-head", "a", "running"),),
+                       "spark2": (DockerContainer("sparktui-ray-spark2", "b", "running"),)},
         "ray_readiness": Readiness(True, "2/2 nodes, 2/2 GPUs"),
     }
     base.update(changes)
@@ -162,10 +162,10 @@ def test_vllm_restart_keeps_ray_only_when_healthy() -> None:
     cfg = two_sparks(restart="vllm")
     assert P.keep_ray_problem(cfg, _healthy()) is None
     assert P.keep_ray_problem(cfg, _healthy(unreachable={"spark2": "refused"})) == "cannot reach spark2"
-    gone = _healthy(containers={"spark1": (Container("sparktui-ray-head", "a", "running"),)})
+    gone = _healthy(containers={"spark1": (DockerContainer("sparktui-ray-head", "a", "running"),)})
     assert P.keep_ray_problem(cfg, gone) == "no engine container on spark2"
-    exited = _healthy(containers={"spark1": (Container("sparktui-ray-head", "a", "running"),),
-                                  "spark2": (Container("sparktui-ray-spark2", "b", "exited"),)})
+    exited = _healthy(containers={"spark1": (DockerContainer("sparktui-ray-head", "a", "running"),),
+                                  "spark2": (DockerContainer("sparktui-ray-spark2", "b", "exited"),)})
     assert P.keep_ray_problem(cfg, exited) == "container sparktui-ray-spark2 on spark2 is exited"
     short = _healthy(ray_readiness=Readiness(False, "spark2 (192.168.100.11) is not in Ray"))
     assert P.keep_ray_problem(cfg, short) == "Ray: spark2 (192.168.100.11) is not in Ray"

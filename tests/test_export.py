@@ -14,9 +14,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sparktui.domain.addresses import is_loopback
 from sparktui.domain.bench import BenchRecord, Energy, LevelResult, Quantiles
-from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged, NodeSampled, ServingSampled
+from sparktui.domain.engine_view import timeline_view
+from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged, ServingSampled
 from sparktui.domain.export_state import ExportState
 from sparktui.domain.logs import Timeline
+from sparktui.domain.node_reading import NodeFeed
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.exporter import METRICS, Exporter, parse_listen
@@ -50,11 +52,12 @@ def scrape() -> Iterator[dict[str, dict[tuple[tuple[str, str], ...], float]]]:
     state = ExportState(("h200", "gone"))
     state(NodeLinkChanged("h200", "connected", "connected"))
     state(NodeLinkChanged("gone", "retrying", "retrying in 4 s"))
+    feed = NodeFeed()
     for sample in _samples():
-        state(NodeSampled("h200", sample))
+        state(feed.sampled("h200", sample))
     timeline = Timeline(expected_nodes=1)
     timeline.feed_text((RECORDED / "dgx-spark-gb10-qwen3.6-35b-a3b-ready_v0.19.2.txt").read_text())
-    state(EngineChanged(EngineState.READY, "ready", timeline.snapshot(), "0.19.2"))
+    state(EngineChanged(EngineState.READY, "ready", timeline_view(timeline.snapshot()), "0.19.2"))
     state(ServingSampled(ServingSnapshot(at=0.0, requests_running=2.0, generation_tokens_per_s=35.5,
                                          kv_cache_usage=0.25)))
     exporter = Exporter(state, _bench)

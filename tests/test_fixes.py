@@ -18,8 +18,8 @@ from sparktui.ui.screens.confirm import ConfirmScreen
 from tests.ui_fakes import FakeBackend, notifications, settle
 
 
-def facts(model: object) -> F.NodeFacts:
-    return F.NodeFacts.parse(json.dumps({"hostname": "h", "home": "/home/u", "model": model}))
+def facts(model: object) -> F.PreflightFacts:
+    return F.PreflightFacts.parse(json.dumps({"hostname": "h", "home": "/home/u", "model": model}))
 
 
 def config(**engine: object):  # type: ignore[no-untyped-def]

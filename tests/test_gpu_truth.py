@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sparktui.domain.events import NodeSampled
 from sparktui.domain.telemetry import Sample, clock_event_names
 from tests.fixtures.telemetry import sparks
 from tests.ui_fakes import make_app, settle
@@ -72,11 +71,11 @@ async def test_throttle_reasons_from_the_recording_on_screen() -> None:
     app, backend = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(*(NodeSampled("spark1", s) for s in probe_h200(0)))
+        backend.post(*(backend.sampled("spark1", s) for s in probe_h200(0)))
         await settle(pilot, app)
         assert "clk " not in panel_text(app, "spark1")       # idle: nothing to say
         capped = probe_h200(FIRST_CAPPED)
-        backend.post(*(NodeSampled("spark1", s) for s in capped))
+        backend.post(*(backend.sampled("spark1", s) for s in capped))
         await settle(pilot, app)
         text = panel_text(app, "spark1")
         sm = capped[-1].gpu.devices[0].sm_clock_mhz
@@ -92,6 +91,6 @@ async def test_xid_errors_on_screen() -> None:
     app, backend = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(NodeSampled("spark1", Sample.from_json(raw)))
+        backend.post(backend.sampled("spark1", Sample.from_json(raw)))
         await settle(pilot, app)
         assert "Xid 79" in panel_text(app, "spark1")

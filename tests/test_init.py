@@ -15,7 +15,7 @@ import pytest
 
 from sparktui.config import parse_config
 from sparktui.domain.init_setup import (
-    HostFacts,
+    DiscoveredHost,
     Image,
     InitOptions,
     choose_cable,
@@ -45,8 +45,8 @@ def probe_sample(spark: str) -> dict:
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def spark_facts(host: str, spark: str, cable_ip: str | None, ssh_ip: str) -> HostFacts:
-    h = HostFacts(host=host, reachable=True)
+def spark_facts(host: str, spark: str, cable_ip: str | None, ssh_ip: str) -> DiscoveredHost:
+    h = DiscoveredHost(host=host, reachable=True)
     h.apply_host_report({
         "hostname": host + ".lan", "arch": "aarch64", "kernel": "6.11.0-1016-nvidia", "home": "/home/aurora",
         "ssh_connection": f"10.0.0.99 51234 {ssh_ip} 22",
@@ -69,7 +69,7 @@ def spark_facts(host: str, spark: str, cable_ip: str | None, ssh_ip: str) -> Hos
     return h
 
 
-def two_sparks() -> list[HostFacts]:
+def two_sparks() -> list[DiscoveredHost]:
     a = spark_facts("spark1", "spark-a", "192.168.100.10", "10.0.0.11")
     b = spark_facts("spark2", "spark-b", "192.168.100.11", "10.0.0.12")
     a.reaches = {"spark2": "ok"}

@@ -13,11 +13,11 @@ from sparktui.domain.lifecycle.discovery import DetachedState, classify
 GIB_KB = 1048576
 
 
-def facts(**kw: object) -> F.NodeFacts:
+def facts(**kw: object) -> F.PreflightFacts:
     base = {"hostname": "spark1", "home": "/home/u", "mem_total_kb": 120 * GIB_KB,
             "mem_available_kb": 110 * GIB_KB, "rdma": [], "ports_busy": [], "processes": []}
     base.update(kw)
-    return F.NodeFacts.parse(json.dumps(base))
+    return F.PreflightFacts.parse(json.dumps(base))
 
 
 def config(**engine: object):  # type: ignore[no-untyped-def]
@@ -54,7 +54,7 @@ def test_ports_and_leftovers() -> None:
     assert F.check_ports("spark1", facts(), {8000: "vLLM API"}).status is StepStatus.OK
     procs = [{"pid": 42, "cmdline": "/usr/bin/raylet --x"}]
     left = F.check_leftovers("spark2", facts(processes=procs),
-                             [F.Container("sparktui-ray-spark2", "abc", "running")])
+                             [F.DockerContainer("sparktui-ray-spark2", "abc", "running")])
     assert left.status is StepStatus.FAILED
     assert "spark2: pid 42 /usr/bin/raylet --x" in left.output_tail
     assert "spark2: container sparktui-ray-spark2 (running)" in left.output_tail

@@ -134,6 +134,7 @@ def test_cross_check_with_roce_counters() -> None:
 
 
 async def test_socket_warning_in_the_engine_panel() -> None:
+    from sparktui.domain.engine_view import timeline_view
     from sparktui.domain.events import EngineChanged, EngineState
     from tests.ui_fakes import make_app, settle
 
@@ -142,7 +143,7 @@ async def test_socket_warning_in_the_engine_panel() -> None:
     app, backend = make_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(EngineChanged(EngineState.STARTING, "weights", t.snapshot()))
+        backend.post(EngineChanged(EngineState.STARTING, "weights", timeline_view(t.snapshot())))
         await settle(pilot, app)
         text = str(app.query_one("#engine-facts").render())
         assert "NCCL fell back to sockets (expect ~3 GB/s busbw)" in text, text

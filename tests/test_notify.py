@@ -14,6 +14,7 @@ import pytest
 
 from sparktui.config import NotifyConfig, parse_config
 from sparktui.domain.events import EngineChanged, EngineState, Event, NodeLinkChanged, NodeSampled
+from sparktui.domain.node_reading import NodeReading
 from sparktui.domain.notify import NotificationFilter
 from sparktui.remote.event_tap import TappedBackend
 from sparktui.remote.notifier import Notifier
@@ -132,7 +133,7 @@ async def test_failing_notifiers_are_logged_never_raised(tmp_path: Path,
     for n in (notifier, missing):
         n(EngineChanged(EngineState.STARTING))
         n(EngineChanged(EngineState.FAILED, "oom"))
-        n(NodeSampled("spark1", None))      # other events pass by
+        n(NodeSampled("spark1", NodeReading()))      # other events pass by
         await n.drain()
     assert any("exited 3: pager down" in f for f in notifier.failures)
     assert any("webhook http://127.0.0.1:9/none" in f for f in notifier.failures)

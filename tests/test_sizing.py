@@ -308,10 +308,10 @@ def _llama_dir() -> ModelDir:
 def test_preflight_memory_sizing_per_node():
     from sparktui.domain.events import StepStatus
     from sparktui.domain.lifecycle.memory_fit import check_memory_fit
-    from sparktui.domain.lifecycle.preflight import NodeFacts
+    from sparktui.domain.lifecycle.preflight import PreflightFacts
 
-    facts = {"spark1": NodeFacts(mem_total_kb=127_600_748, mem_available_kb=118 * 1024 * 1024),
-             "spark2": NodeFacts(mem_total_kb=127_600_748, mem_available_kb=100 * 1024 * 1024)}
+    facts = {"spark1": PreflightFacts(mem_total_kb=127_600_748, mem_available_kb=118 * 1024 * 1024),
+             "spark2": PreflightFacts(mem_total_kb=127_600_748, mem_available_kb=100 * 1024 * 1024)}
     views = check_memory_fit(_spark_config(["--gpu-memory-utilization", "0.8", "--max-model-len", "2048"]),
                              facts, _llama_dir())
     by_node = {v.node: v for v in views}
@@ -334,9 +334,9 @@ def test_preflight_memory_sizing_per_node():
 def test_preflight_memory_sizing_skips_what_it_cannot_size():
     from sparktui.domain.events import StepStatus
     from sparktui.domain.lifecycle.memory_fit import check_memory_fit
-    from sparktui.domain.lifecycle.preflight import NodeFacts
+    from sparktui.domain.lifecycle.preflight import PreflightFacts
 
-    facts = {"spark1": NodeFacts(mem_total_kb=127_600_748, mem_available_kb=118 * 1024 * 1024)}
+    facts = {"spark1": PreflightFacts(mem_total_kb=127_600_748, mem_available_kb=118 * 1024 * 1024)}
     cfg = _spark_config([])
     standin = ModelDir("/tmp/models/standin-model", True, config={"architectures": ["StandinForCausalLM"]},
                        safetensors=(("m.safetensors", 4096, 0),))

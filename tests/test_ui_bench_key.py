@@ -14,6 +14,7 @@ from sparktui.commands.bench import quick_bench
 from sparktui.config import parse_config
 from sparktui.domain.bench import PowerTap
 from sparktui.domain.events import EngineChanged, EngineState, NodeSampled
+from sparktui.domain.node_reading import NodeReading
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.transport import LocalTransport
 from sparktui.sim.standin_http import ServedModel, StandinHTTPServer
@@ -57,7 +58,7 @@ async def test_b_runs_a_short_bench(server: int, tmp_path: Path, monkeypatch: py
                 gpu = {"source": "nvml", "devices": [{"index": 0, "power_w": 100.0}]}
                 sample = Sample.from_json({"v": 1, "seq": i + 1, "mono": at, "wall": at, "gpu": gpu},
                                           received=at)
-                tap(NodeSampled("spark1", sample))
+                tap(NodeSampled("spark1", NodeReading(), sample))
             await pilot.press("b")
             await settle(pilot, app)
             await app.workers.wait_for_complete([w for w in app.workers if w.group == "bench"])

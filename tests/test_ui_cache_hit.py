@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sparktui.domain.engine_view import timeline_view
 from sparktui.domain.events import EngineChanged, EngineState
 from sparktui.domain.logs.stages import Timeline
 from sparktui.sim.recording import DGX_SPARK_RECORDING, recording_text
@@ -25,14 +26,14 @@ async def test_compile_row_says_cache_hit_on_a_warm_start() -> None:
     app, backend = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(EngineChanged(EngineState.STARTING, timeline=_fed(warm).snapshot()))
+        backend.post(EngineChanged(EngineState.STARTING, timeline=timeline_view(_fed(warm).snapshot())))
         await settle(pilot, app)
         row = app.query_one("#stage-compile", StageRow)
         assert row.has_class("-skipped")
         assert str(row.query_one(".stage-info").render()) == "cache hit"
         # A cold start (the DGX Spark recording compiles): the compile's time, no "cache hit".
         backend.post(EngineChanged(EngineState.STARTING,
-                                   timeline=_fed(recording_text(DGX_SPARK_RECORDING)).snapshot()))
+                                   timeline=timeline_view(_fed(recording_text(DGX_SPARK_RECORDING)).snapshot())))
         await settle(pilot, app)
         assert row.has_class("-done")
         assert "cache hit" not in str(row.query_one(".stage-info").render())

@@ -4,10 +4,10 @@ whole start so the buttons below never jump between stages."""
 
 from __future__ import annotations
 
+from sparktui.domain.engine_view import StageView
 from sparktui.domain.events import EngineChanged, EngineState
 from sparktui.domain.history import RunRecord
 from sparktui.ui.app import SparkApp
-from sparktui.ui.stages import StageView
 from sparktui.ui.widgets.engine_panel import eta_text
 from tests.ui_fakes import FakeBackend, settle
 

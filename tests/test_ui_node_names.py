@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sparktui.config import parse_config
-from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged, NodeSampled
+from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged
 from sparktui.ui.app import SparkApp
 from sparktui.ui.widgets.node_panel import NodePanel
 from sparktui.ui.widgets.util import node_widget_id
@@ -38,7 +38,8 @@ async def _dashboard(name: str) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         backend.post(NodeLinkChanged(name, "connected", "connected"),
-                     NodeSampled(name, gb10_sample(1, 10_000)), NodeSampled(name, gb10_sample(2, 20_000)),
+                     backend.sampled(name, gb10_sample(1, 10_000)),
+                     backend.sampled(name, gb10_sample(2, 20_000)),
                      NodeLinkChanged("spark2", "retrying", f"retrying in 3 s ({name}: connection refused)",
                                      retry_at=time.monotonic() + 3),
                      EngineChanged(EngineState.UNKNOWN, f"unknown: the head ({name}) is unreachable"))

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from textual.widgets import ProgressBar
 
 from sparktui.config import UIConfig
+from sparktui.domain.engine_view import StageView, TimelineView, timeline_view
 from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged, NodeSampled
 from sparktui.domain.history import record_run
+from sparktui.domain.logs import STAGE_LABELS, STAGES
 from sparktui.domain.logs.stages import Timeline
+from sparktui.domain.node_reading import NodeReading
 from sparktui.domain.telemetry import CpuSample, GpuDevice, GpuSample, MemorySample, RdmaPort, Sample
 from sparktui.sim.recording import DEFAULT_RECORDING, recording_text
 from sparktui.ui.app import SparkApp
-from sparktui.ui.readings import NodeReading
 from sparktui.ui.state import AsymmetryWatch
 from sparktui.ui.widgets.engine_panel import StageRow
 from sparktui.ui.widgets.node_panel import NodePanel, NodeSummary
@@ -93,14 +95,15 @@ async def test_real_samples_give_rates_and_highlight_rising_errors() -> None:
         await settle(pilot, app)
         # 25 Gb/s each way per device = 50 Gb/s on the cable: 25e9/8 bytes/s = 781_250_000 octets/4 per s.
         step = 25_000_000_000 // 8 // 4
-        backend.post(NodeSampled("spark1", gb10_sample(1, 0)), NodeSampled("spark1", gb10_sample(2, step)))
+        backend.post(backend.sampled("spark1", gb10_sample(1, 0)),
+                     backend.sampled("spark1", gb10_sample(2, step)))
         await settle(pilot, app)
         text = panel_text(app, "spark1")
         assert "39.9/122 GiB" in text or "40.0/122 GiB" in text
         assert "tx 50.0" in text and "rx 25.0" in text
         assert "51°C" in text and "34 W" in text
         assert "symbol_error" not in text
-        backend.post(NodeSampled("spark1", gb10_sample(3, 2 * step, symbol_errors=2)))
+        backend.post(backend.sampled("spark1", gb10_sample(3, 2 * step, symbol_errors=2)))
         await settle(pilot, app)
         assert "symbol_error +2" in panel_text(app, "spark1")
 
@@ -111,7 +114,7 @@ def fed_timeline(upto: str) -> Any:
     lines = recording_text(DEFAULT_RECORDING).splitlines()
     cut = next(i for i, line in enumerate(lines) if upto in line)
     timeline.feed_text("\n".join(lines[: cut + 1]) + "\n", now=FIXED_NOW)
-    return timeline.snapshot()
+    return timeline_view(timeline.snapshot())
 
 
 async def test_stage_bars_follow_a_fed_log() -> None:
@@ -150,7 +153,7 @@ async def test_failure_shows_kind_root_cause_and_hint() -> None:
     timeline.feed_text(log.read_text(errors="replace"), now=FIXED_NOW)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(EngineChanged(EngineState.FAILED, timeline=timeline.snapshot()))
+        backend.post(EngineChanged(EngineState.FAILED, timeline=timeline_view(timeline.snapshot())))
         await settle(pilot, app)
         box = str(app.query_one("#engine-failure").render())
         assert "kernel_unsupported" in box
@@ -159,23 +162,19 @@ async def test_failure_shows_kind_root_cause_and_hint() -> None:
         assert "failed" in str(app.query_one("#engine-state").render())
 
 
-class _StalledTimeline:
-    """A snapshot whose running stage has not moved for 5 minutes."""
-
-    stages = ({"name": "config", "status": "done", "seconds": 3.0},
-              {"name": "weights", "status": "running", "seconds": 40.0, "progress": {"done": 3, "total": 12}})
-    facts: ClassVar[dict[str, Any]] = {}
-    failure = None
-
-    def stall_seconds(self, now: float | None = None) -> float:
-        return 300.0
+def _stalled_timeline() -> TimelineView:
+    """A start whose running stage has not moved for 5 minutes (at the app's clock)."""
+    shown = {"config": StageView("config", STAGE_LABELS["config"], "done", 3.0),
+             "weights": StageView("weights", STAGE_LABELS["weights"], "running", 40.0, 3.0, 12.0)}
+    stages = tuple(shown.get(name, StageView(name, STAGE_LABELS[name])) for name in STAGES)
+    return TimelineView(stages=stages, last_progress_at=FIXED_NOW - 300.0)
 
 
 async def test_a_stalled_stage_says_so() -> None:
     app, backend = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(EngineChanged(EngineState.STARTING, timeline=_StalledTimeline()))
+        backend.post(EngineChanged(EngineState.STARTING, timeline=_stalled_timeline()))
         await settle(pilot, app)
         info = str(app.query_one("#stage-weights").query_one(".stage-info").render())
         assert "3/12" in info and "no progress for 5m00s" in info
@@ -202,8 +201,8 @@ async def test_asymmetry_banner_during_graph_capture() -> None:
         backend.post(EngineChanged(EngineState.STARTING, timeline=snap))
         for i in range(3):
             now[0] = FIXED_NOW + i * 40
-            backend.post(NodeSampled("spark1", gb10_sample(i + 1, 0, util=97.0)),
-                         NodeSampled("spark2", gb10_sample(i + 1, 0, util=0.0)))
+            backend.post(backend.sampled("spark1", gb10_sample(i + 1, 0, util=97.0)),
+                         backend.sampled("spark2", gb10_sample(i + 1, 0, util=0.0)))
             await settle(pilot, app)
         banner = app.query_one("#asymmetry")
         assert banner.display
@@ -233,7 +232,7 @@ async def test_a_node_whose_samples_stop_says_so() -> None:
     app, backend = make_app(clock=lambda: now[0])
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(NodeSampled("spark1", gb10_sample(1, 0)))
+        backend.post(backend.sampled("spark1", gb10_sample(1, 0)))
         await settle(pilot, app)
         assert "no sample for" not in panel_text(app, "spark1")
         now[0] += 12

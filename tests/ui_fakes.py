@@ -10,7 +10,9 @@ from typing import Any
 from textual.pilot import Pilot
 
 from sparktui.config import UIConfig
-from sparktui.domain.events import Event, EventSink, OperationRefused
+from sparktui.domain.events import Event, EventSink, NodeSampled, OperationRefused
+from sparktui.domain.node_reading import NodeFeed
+from sparktui.domain.telemetry import Sample
 from sparktui.ui.app import SparkApp
 
 FIXED_NOW = 1_767_225_600.0
@@ -25,6 +27,11 @@ class FakeBackend:
         #: Set to a message to make lifecycle calls raise OperationRefused with it.
         self.refuse: str | None = None
         self.smoke_answer = "21.0 tok/s, first token 150 ms: “Hello there!”"
+        self.node_feed = NodeFeed()
+
+    def sampled(self, node: str, sample: Sample) -> NodeSampled:
+        """The event a real backend posts for ``sample``: with its reading, built as the producer does."""
+        return self.node_feed.sampled(node, sample)
 
     async def run(self, sink: EventSink) -> None:
         self.sink = sink

@@ -7,13 +7,16 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sparktui.config import ConfigError, SparkConfig, find_config, load_config
+if TYPE_CHECKING:   # the config module brings pydantic: loaded when a verb runs, not for its --help
+    from sparktui.config import SparkConfig
 
 
 def config_from_args(args: argparse.Namespace) -> SparkConfig:
     """Load the config the user meant, or exit 2 with a message naming the file, key and fault."""
+    from sparktui.config import ConfigError, find_config, load_config
+
     path = find_config(getattr(args, "config", None))
     if path is None:
         print("sparktui: no config found (tried --config, $SPARKTUI_CONFIG, ./config.toml, "
@@ -53,6 +56,8 @@ def refuse_example(args: argparse.Namespace, config: SparkConfig, verb: str, hin
     """Say so and return True when the config came from the default lookup and is still the shipped
     example: it names no real machines, so no verb may act on it. ``--config`` or ``$SPARKTUI_CONFIG``
     naming it is taken as meant."""
+    from sparktui.config import find_config
+
     explicit = getattr(args, "config", None) or os.environ.get("SPARKTUI_CONFIG")
     if not config.cluster.example or explicit:
         return False

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparktui.config import ConfigError, SparkConfig, UIConfig, find_config, load_config
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:   # the config module brings pydantic: loaded when the dashboard opens, not for --help
     from collections.abc import Awaitable, Callable
 
+    from sparktui.config import SparkConfig
     from sparktui.domain.history import RunRecord
 
 EXAMPLE_NOTICE = (
@@ -58,6 +57,8 @@ class Choice:
 
 def choose(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Choice:
     """Pick demo or real backend from the flags and the config lookup (see the module docstring)."""
+    from sparktui.config import find_config, load_config
+
     env = dict(os.environ) if environ is None else environ
     explicit = getattr(args, "config", None) or env.get("SPARKTUI_CONFIG")
     if getattr(args, "demo", False):
@@ -72,10 +73,14 @@ def choose(args: argparse.Namespace, environ: dict[str, str] | None = None) -> C
 
 
 def _load_quiet(path: Path | None) -> SparkConfig | None:
+    from sparktui.config import load_config
+
     return load_config(path) if path is not None else None
 
 
 def run(args: argparse.Namespace) -> int:
+    from sparktui.config import ConfigError, UIConfig
+
     try:
         choice = choose(args)
     except ConfigError as exc:
@@ -92,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "screenshot", None):
         screenshot = (Path(args.screenshot), float(args.screenshot_after))
 
-    from sparktui.ui.app import SparkApp
+    from sparktui.ui.app import AppSwitches, SparkApp
 
     backend: Any
     history: Callable[[], list[RunRecord]] | None = None   # the demo brings its own (made-up) history
@@ -148,8 +153,8 @@ def run(args: argparse.Namespace) -> int:
 
     backend, stop_exporter = _observed(backend, choice.config, getattr(args, "export", None), power_tap)
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
-                   screenshot=screenshot, readonly=readonly, node_addresses=addresses,
-                   history=history, bench=bench, linktest=linktest, fix=fix)
+                   readonly=readonly, node_addresses=addresses, history=history, bench=bench,
+                   linktest=linktest, fix=fix, switches=AppSwitches(screenshot=screenshot))
     size = _size(getattr(args, "size", None))
     if screenshot is not None:
         # Headless: the screenshot is made by the app itself, at the size asked for (default 160×48).

@@ -8,13 +8,14 @@ state is re-attach discovery plus the head's log (``sparktui.remote.engine_statu
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example
-from sparktui.config import NodeConfig, SparkConfig, find_config
-from sparktui.remote.transport import LinkPhase, Transport, TransportError
+
+if TYPE_CHECKING:   # config (pydantic) and the transports (asyncssh) load when the verb runs, not for --help
+    from sparktui.config import NodeConfig, SparkConfig
+    from sparktui.remote.transport import Transport
 
 DEFAULT_TIMEOUT = 20.0
 
@@ -28,10 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
     config = config_from_args(args)
     if refuse_example(args, config, "status", "Or try the simulated cluster: `sparktui --demo`."):
         return 2
     report = asyncio.run(gather_status(config, timeout=args.timeout))
+    from sparktui.config import find_config
+
     path = find_config(getattr(args, "config", None))
     report["config"] = str(path) if path else None
     if args.json:
@@ -76,9 +81,10 @@ def _unreachable(node: NodeConfig, transport: Transport, error: str | None = Non
 
 
 async def _node_status(config: SparkConfig, node: NodeConfig, transport: Transport) -> dict[str, Any]:
-    # Imported here: `sparktui --help` imports every verb's module, and these are not needed for it.
+    # Imported here: `sparktui status --help` imports this module, and none of these is needed for it.
     from sparktui.remote.host_facts import read_host_facts
     from sparktui.remote.probe_runner import engine_probe_args, sample_once
+    from sparktui.remote.transport import LinkPhase, TransportError
 
     entry = _unreachable(node, transport)
     await transport.connect()
@@ -106,8 +112,11 @@ async def _node_status(config: SparkConfig, node: NodeConfig, transport: Transpo
 
 async def gather_status(config: SparkConfig, *, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
     """Everything ``status`` reports, as a JSON-ready dict (also used by tests)."""
+    import asyncio
+
     from sparktui.remote.cluster import close_cluster, open_cluster
     from sparktui.remote.engine_status import engine_status
+    from sparktui.remote.transport import TransportError
 
     t0 = time.monotonic()
     transports = await open_cluster(config, connect=False)

@@ -1,14 +1,10 @@
 """The seam between whatever runs the cluster (SSH backend, demo simulation) and whoever shows it (the
 dashboard, the headless verbs).
 
-A backend posts these past-tense events to one sink; the UI keeps the latest of each and renders.
-Payload types that belong to other domain modules (telemetry samples, log records, timelines,
-serving snapshots) are typed loosely here and precisely in their own modules:
-
-- ``NodeSampled.sample``: ``sparktui.domain.telemetry.Sample``
-- ``LogRecords.records``: ``sparktui.domain.logs`` ``LogRecord`` items
-- ``EngineChanged.timeline``: ``sparktui.domain.logs`` ``TimelineSnapshot``
-- ``ServingSampled.snapshot``: ``sparktui.domain.serving`` ``ServingSnapshot``
+A backend posts these past-tense events to one sink; the UI keeps the latest of each and renders. Every
+payload is an immutable value built on the producer side: a node's ``NodeReading`` (display units, rates,
+the charts' history), the engine's ``TimelineView`` (stage rows, facts, failure, the stall's reference time),
+the serving ``ServingSnapshot`` (rates from ``/metrics`` already computed). The UI computes none of them.
 """
 
 from __future__ import annotations
@@ -17,7 +13,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:   # the payload modules import this one (and cost their imports): named for the types only
+    from sparktui.domain.engine_view import TimelineView
+    from sparktui.domain.logs import LogRecord
+    from sparktui.domain.node_reading import NodeReading
+    from sparktui.domain.serving import ServingSnapshot
+    from sparktui.domain.telemetry import Sample
 
 
 class EngineState(StrEnum):
@@ -78,7 +81,7 @@ class NodeLinkChanged:
 
 
 @dataclass(frozen=True)
-class NodeFacts:
+class NodeIdentified:
     node: str
     hostname: str = ""
     kernel: str = ""
@@ -87,8 +90,12 @@ class NodeFacts:
 
 @dataclass(frozen=True)
 class NodeSampled:
+    """One telemetry sample of a node: what the panel shows (``reading``) and the raw sample for observers
+    that keep their own figures (the exporter, a benchmark's power series)."""
+
     node: str
-    sample: Any
+    reading: NodeReading
+    sample: Sample | None = None
 
 
 @dataclass(frozen=True)
@@ -96,14 +103,14 @@ class LogRecords:
     """Parsed records from one log source, in order. ``source`` is "vllm" or "ray:<node>"."""
 
     source: str
-    records: Sequence[Any]
+    records: Sequence[LogRecord]
 
 
 @dataclass(frozen=True)
 class EngineChanged:
     state: EngineState
     detail: str = ""                # e.g. "weights 3/12", "crashed after 2h 3m: …"
-    timeline: Any = None
+    timeline: TimelineView | None = None
     vllm_version: str | None = None
     ttft_seconds: float | None = None   # of the readiness completion
 
@@ -115,7 +122,7 @@ class OperationChanged:
 
 @dataclass(frozen=True)
 class ServingSampled:
-    snapshot: Any
+    snapshot: ServingSnapshot
 
 
 @dataclass(frozen=True)
@@ -127,7 +134,7 @@ class Notice:
 
 
 Event = (
-    NodeLinkChanged | NodeFacts | NodeSampled | LogRecords | EngineChanged | OperationChanged
+    NodeLinkChanged | NodeIdentified | NodeSampled | LogRecords | EngineChanged | OperationChanged
     | ServingSampled | Notice
 )
 EventSink = Callable[[Event], None]

@@ -61,7 +61,8 @@ class ExportState:
     def __call__(self, event: Event) -> None:
         with self._lock:
             if isinstance(event, NodeSampled):
-                self._node(event.node).update(event.sample)
+                if event.sample is not None:
+                    self._node(event.node).update(event.sample)
             elif isinstance(event, NodeLinkChanged):
                 self._node(event.node)
                 self._links[event.node] = event.phase

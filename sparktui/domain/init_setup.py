@@ -67,7 +67,7 @@ class Image:
 
 
 @dataclass
-class HostFacts:
+class DiscoveredHost:
     """Everything discovered on one host (filled in by the gatherer; empty parts stay empty)."""
 
     host: str
@@ -155,7 +155,7 @@ class Cable:
     sockets: str | None = None
 
 
-def choose_cable(h: HostFacts, interface: str | None = None) -> Cable:
+def choose_cable(h: DiscoveredHost, interface: str | None = None) -> Cable:
     """The node's cable; ``interface`` (the user's pick) wins when this host has it with an address."""
     active = [p for p in h.rdma if p.active]
     devices = tuple(sorted({p.device for p in active}))
@@ -185,7 +185,7 @@ def choose_cable(h: HostFacts, interface: str | None = None) -> Cable:
                  f"({h.ssh_address}); NCCL will use sockets", addressed=False, sockets=ssh_if)
 
 
-def node_name(h: HostFacts, taken: set[str]) -> str:
+def node_name(h: DiscoveredHost, taken: set[str]) -> str:
     """A name for the node: the SSH alias when it is a plain word, else the short hostname; made safe."""
     base = h.host if re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", h.host) else (h.hostname.split(".")[0] or h.host)
     name = _SAFE_NAME.sub("-", base).strip("-") or "node"
@@ -270,11 +270,11 @@ def parse_set(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def interface_choices(hosts: Sequence[HostFacts]) -> list[str]:
+def interface_choices(hosts: Sequence[DiscoveredHost]) -> list[str]:
     """Interfaces with an IPv4 address on every host (what an interactive pick offers), cable first."""
     if not hosts:
         return []
-    def addressed(h: HostFacts, name: str) -> bool:
+    def addressed(h: DiscoveredHost, name: str) -> bool:
         iface = h.interface(name)
         return iface is not None and bool(iface.ipv4)
 
@@ -284,7 +284,7 @@ def interface_choices(hosts: Sequence[HostFacts]) -> list[str]:
     return sorted(names, key=lambda n: (n not in cable, "P" in n, n))
 
 
-def image_choices(hosts: Sequence[HostFacts]) -> list[Image]:
+def image_choices(hosts: Sequence[DiscoveredHost]) -> list[Image]:
     """Images with vLLM and one image ID on every host, newest vLLM first."""
     if not hosts or any(h.docker is None for h in hosts):
         return []
@@ -293,7 +293,7 @@ def image_choices(hosts: Sequence[HostFacts]) -> list[Image]:
     return sorted(same, key=lambda i: version_key(i.vllm), reverse=True)
 
 
-def model_choices(hosts: Sequence[HostFacts]) -> list[ModelDir]:
+def model_choices(hosts: Sequence[DiscoveredHost]) -> list[ModelDir]:
     """Models on every host with the same size, largest first."""
     if not hosts:
         return []
@@ -303,7 +303,7 @@ def model_choices(hosts: Sequence[HostFacts]) -> list[ModelDir]:
     return sorted(same, key=lambda m: -m.weights_bytes)
 
 
-def _common_model(hosts: Sequence[HostFacts], wanted: str | None) -> tuple[ModelDir | None, str]:
+def _common_model(hosts: Sequence[DiscoveredHost], wanted: str | None) -> tuple[ModelDir | None, str]:
     """The model to serve, with why."""
     if wanted:
         for m in hosts[0].models if hosts else []:
@@ -319,7 +319,7 @@ def _common_model(hosts: Sequence[HostFacts], wanted: str | None) -> tuple[Model
     return best, f"the largest model on every node ({best.weights_bytes / GIB:.1f} GiB of weights)"
 
 
-def _common_image(hosts: Sequence[HostFacts], wanted: str | None) -> tuple[Image | None, str]:
+def _common_image(hosts: Sequence[DiscoveredHost], wanted: str | None) -> tuple[Image | None, str]:
     if not hosts or any(h.docker is None for h in hosts):
         bad = [h.host for h in hosts if h.docker is None]
         return None, f"docker not usable on {', '.join(bad)}"
@@ -335,7 +335,7 @@ def _common_image(hosts: Sequence[HostFacts], wanted: str | None) -> tuple[Image
     return best, f"{best.ref} ({best.id[:19]}, vLLM {best.vllm or 'unknown'}) on every node"
 
 
-def propose_config(hosts: Sequence[HostFacts], opts: InitOptions,
+def propose_config(hosts: Sequence[DiscoveredHost], opts: InitOptions,
                    recipes: Mapping[str, Any] | None = None) -> Proposal:
     """The config dict for these hosts (validated later by the caller with ``parse_config``).
 
@@ -456,7 +456,8 @@ def propose_config(hosts: Sequence[HostFacts], opts: InitOptions,
     return Proposal(data, comments, notes, warnings)
 
 
-def _model_path(model: ModelDir, runtime: str, head: HostFacts | None) -> tuple[str, list[dict[str, Any]]]:
+def _model_path(model: ModelDir, runtime: str,
+                head: DiscoveredHost | None) -> tuple[str, list[dict[str, Any]]]:
     """``engine.model`` (and mounts for docker) for a model found at ``model.path`` on the nodes."""
     home = head.home if head is not None else ""
     if runtime != "docker":
@@ -473,7 +474,7 @@ def _tilde(path: str, home: str) -> str:
     return "~" + path[len(home):] if home and (path == home or path.startswith(home + "/")) else path
 
 
-def _proposed_flags(hosts: Sequence[HostFacts], model: ModelDir | None, recipe: Any, opts: InitOptions,
+def _proposed_flags(hosts: Sequence[DiscoveredHost], model: ModelDir | None, recipe: Any, opts: InitOptions,
                     notes: list[str], warnings: list[str]) -> list[str]:
     if model is None or model.config is None:
         return []
@@ -582,6 +583,6 @@ def render_toml(data: Mapping[str, Any], comments: Mapping[str, str], header: st
     return "\n".join(out).rstrip() + "\n"
 
 
-__all__ = ["HOST_PY", "REACH_PY", "Cable", "HostFacts", "Image", "InitOptions", "Interface", "Proposal",
+__all__ = ["HOST_PY", "REACH_PY", "Cable", "DiscoveredHost", "Image", "InitOptions", "Interface", "Proposal",
            "RdmaPort", "choose_cable", "node_name", "parse_set", "propose_config", "render_toml",
            "ssh_config_hosts"]

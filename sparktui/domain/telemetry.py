@@ -248,7 +248,7 @@ class NodeProcess:
 
 
 @dataclass(frozen=True)
-class Container:
+class ContainerSample:
     name: str
     id: str = ""
     image: str = ""
@@ -272,7 +272,7 @@ class Sample:
     rdma: tuple[RdmaPort, ...] = ()
     processes: tuple[NodeProcess, ...] = ()
     #: ``None`` when containers are not known (no docker on the node, or not checked yet).
-    containers: tuple[Container, ...] | None = None
+    containers: tuple[ContainerSample, ...] | None = None
     #: Values that could not be read: path → reason. The probe says each once (when it first fails
     #: or its reason changes); :class:`NodeTelemetry` keeps the collected set.
     problems: Mapping[str, str] = field(default_factory=dict)
@@ -331,8 +331,17 @@ class Sample:
         return None
 
 
+def stale_seconds(received: float | None, now: float, interval: float) -> float | None:
+    """How long no sample has come, once that is longer than a few intervals (the one staleness rule;
+    evaluated when drawn, never on arrival); None while fresh or before the first sample."""
+    if received is None:
+        return None
+    age = now - received
+    return age if age > STALE_INTERVALS * interval + STALE_SLACK_S else None
+
+
 def is_stale(received: float, now: float, interval: float) -> bool:
-    return now - received > STALE_INTERVALS * interval + STALE_SLACK_S
+    return stale_seconds(received, now, interval) is not None
 
 
 # ---- parsing helpers (tolerant: a missing or odd field is None, not an exception) ---------------------
@@ -441,8 +450,8 @@ def _process(d: Mapping[str, Any]) -> NodeProcess:
                        cpu_seconds=_float(d.get("cpu_s")), read_at=_float(d.get("at")))
 
 
-def _container(d: Mapping[str, Any]) -> Container:
-    return Container(name=str(d.get("name") or ""), id=str(d.get("id") or ""),
+def _container(d: Mapping[str, Any]) -> ContainerSample:
+    return ContainerSample(name=str(d.get("name") or ""), id=str(d.get("id") or ""),
                      image=str(d.get("image") or ""), status=str(d.get("status") or ""))
 
 
@@ -691,11 +700,19 @@ class History:
     cpu_percent: Ring = field(init=False)
     rx_gbps: dict[str, Ring] = field(init=False, default_factory=dict)
     tx_gbps: dict[str, Ring] = field(init=False, default_factory=dict)
+    #: The node panel's charts, one point per sample: memory used % (when the total is known), GPU busy %
+    #: (0 when unknown, so the chart keeps time), all cables' rx+tx in Gb/s (0 before the first rate).
+    mem_percent: Ring = field(init=False)
+    gpu_busy: Ring = field(init=False)
+    traffic_gbps: Ring = field(init=False)
 
     def __post_init__(self) -> None:
         self.memory_used = Ring(self.maxlen)
         self.gpu_util = Ring(self.maxlen)
         self.cpu_percent = Ring(self.maxlen)
+        self.mem_percent = Ring(self.maxlen)
+        self.gpu_busy = Ring(self.maxlen)
+        self.traffic_gbps = Ring(self.maxlen)
 
     def cable_rx(self, cable: str) -> Ring:
         return self.rx_gbps.setdefault(cable, Ring(self.maxlen))
@@ -783,6 +800,13 @@ class NodeTelemetry:
         utils = [g.util_percent for g in sample.gpu.devices if g.util_percent is not None]
         h.gpu_util.append(max(utils) if utils else None)
         h.cpu_percent.append(sample.cpu.percent)
+        mem = sample.memory
+        # In GiB, as the panel's text line divides (the same float to the last bit).
+        h.mem_percent.append(100.0 * (mem.used / 1024**3) / (mem.total / 1024**3)
+                             if mem.total and mem.used is not None else None)
+        h.gpu_busy.append(max(utils) if utils else 0.0)
+        h.traffic_gbps.append(sum((c.rx_gbps or 0.0) + (c.tx_gbps or 0.0) for c in rates.cables)
+                              if rates is not None else 0.0)
         if rates is not None:
             for c in rates.cables:
                 h.cable_rx(c.name).append(c.rx_gbps)

@@ -26,15 +26,15 @@ from typing import Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.engine_state import RUNNING, EngineTruth, Record, Restart, Tell, Unwatch, Verify
+from sparktui.domain.engine_view import timeline_view
 from sparktui.domain.events import (
     EngineChanged,
     EngineState,
     Event,
     EventSink,
     LogRecords,
-    NodeFacts,
+    NodeIdentified,
     NodeLinkChanged,
-    NodeSampled,
     Notice,
     OperationChanged,
     OperationRefused,
@@ -47,6 +47,7 @@ from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.logs import Timeline, nccl
 from sparktui.domain.logs.ingest import LogIngest
 from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
+from sparktui.domain.node_reading import NodeFeed
 from sparktui.domain.readiness import RestartBudget
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.domain.telemetry import Sample
@@ -110,6 +111,7 @@ class SshBackend:
         self._memory_guard = MemoryGuard(config.engine.memory_floor, config.engine.memory_psi_full)
         #: RoCE traffic during the start, to weigh the log's NCCL verdict (sparktui.domain.logs.nccl).
         self._roce = nccl.RoceActivity()
+        self._node_feed = NodeFeed()
 
     # -- ClusterBackend ----------------------------------------------------------------------------
     async def run(self, sink: EventSink) -> None:
@@ -222,7 +224,7 @@ class SshBackend:
     def _publish_engine(self) -> None:
         snapshot = self._timeline.snapshot(time.time())
         truth = self.truth
-        self._post(EngineChanged(truth.state, truth.detail, snapshot,
+        self._post(EngineChanged(truth.state, truth.detail, timeline_view(snapshot),
                                  truth.vllm_version or snapshot.vllm_version, truth.ttft_seconds))
 
     # -- nodes -------------------------------------------------------------------------------------
@@ -240,7 +242,8 @@ class SshBackend:
             except TransportError:
                 ok = False
             if ok:
-                self._post(NodeFacts(name, facts.hostname or "", facts.kernel or "", facts.uptime_seconds))
+                self._post(NodeIdentified(name, facts.hostname or "", facts.kernel or "",
+                                          facts.uptime_seconds))
             else:
                 # Not answered (the link dropped again, or the node is busy): ask again shortly.
                 self._spawn(self._again_later(connected, FACTS_RETRY_SECONDS))
@@ -264,7 +267,7 @@ class SshBackend:
         async for sample in stream_samples(self.transports[name], node, self.config.ui.refresh_interval,
                                            name_prefix=self.config.engine.name_prefix, on_error=on_error,
                                            extra_args=engine_probe_args(self.config.engine)):
-            self._post(NodeSampled(name, sample))
+            self._post(self._node_feed.sampled(name, sample))
             self.truth.gpu(name, sample)
             self._guard_memory(name, sample)
             self._roce.observe(name, {p.device: (p.rx_bytes_total or 0) + (p.tx_bytes_total or 0)

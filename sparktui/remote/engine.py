@@ -137,7 +137,7 @@ class EngineController:
         # The state dir's absolute path (docker mounts it at the host's path, not the container's $HOME).
         await self.resolve_homes(quiet=True)
         vllm: dict[str, DetachedState] = {}
-        containers: dict[str, list[F.Container]] = {}
+        containers: dict[str, list[F.DockerContainer]] = {}
         processes: dict[str, list[Mapping[str, object]]] = {}
         unreachable: dict[str, str] = {}
 

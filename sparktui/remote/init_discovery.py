@@ -18,7 +18,7 @@ from sparktui.domain.init_setup import (
     DOCKER_IMAGES_FORMAT,
     HOST_PY,
     REACH_PY,
-    HostFacts,
+    DiscoveredHost,
     Image,
     InitOptions,
     choose_cable,
@@ -43,8 +43,8 @@ def provisional_node(host: str, index: int, opts: InitOptions) -> NodeConfig:
                       role="head" if index == 0 else "worker")
 
 
-async def _facts(t: Transport, node: NodeConfig, opts: InitOptions) -> HostFacts:
-    h = HostFacts(host=node.host)
+async def _facts(t: Transport, node: NodeConfig, opts: InitOptions) -> DiscoveredHost:
+    h = DiscoveredHost(host=node.host)
     # connect() has waited for the first attempt: init says at once why a host cannot be reached
     # (the transport would keep retrying in the background).
     state = t.state
@@ -62,7 +62,7 @@ async def _facts(t: Transport, node: NodeConfig, opts: InitOptions) -> HostFacts
     return h
 
 
-async def _probe(t: Transport, node: NodeConfig, h: HostFacts) -> None:
+async def _probe(t: Transport, node: NodeConfig, h: DiscoveredHost) -> None:
     argv = probe_argv(node, 0.2, count=1, follow_stdin=False, extra_args=["--no-containers"])
     res = await t.run(argv, input=probe_source(), timeout=60)
     sample = last_json_object(res.stdout)
@@ -70,7 +70,7 @@ async def _probe(t: Transport, node: NodeConfig, h: HostFacts) -> None:
         h.apply_probe_sample(sample)
 
 
-async def _docker(t: Transport, h: HostFacts) -> None:
+async def _docker(t: Transport, h: DiscoveredHost) -> None:
     if not h.tools.get("docker"):
         h.docker_error = "docker not installed"
         return
@@ -90,13 +90,13 @@ async def _docker(t: Transport, h: HostFacts) -> None:
     h.images = list(await asyncio.gather(*(version(r, i) for r, i in images[:MAX_IMAGES])))
 
 
-async def _host_vllm(t: Transport, h: HostFacts) -> None:
+async def _host_vllm(t: Transport, h: DiscoveredHost) -> None:
     if h.tools.get("vllm"):
         res = await t.run(A.vllm_version(["vllm"]), timeout=120)
         h.host_vllm = vllm_help.parse_version(res.stdout) if res.ok else None
 
 
-async def _models(t: Transport, node: NodeConfig, h: HostFacts, opts: InitOptions) -> None:
+async def _models(t: Transport, node: NodeConfig, h: DiscoveredHost, opts: InitOptions) -> None:
     scan = await t.run(model_info_argv(node.python, scan=True), timeout=120)
     try:
         _, h.models = parse_model_scan(scan.stdout)
@@ -112,7 +112,8 @@ async def _models(t: Transport, node: NodeConfig, h: HostFacts, opts: InitOption
             h.models.insert(0, one)
 
 
-async def _reach(t: Transport, node: NodeConfig, h: HostFacts, peers: dict[str, tuple[str, int]]) -> None:
+async def _reach(t: Transport, node: NodeConfig, h: DiscoveredHost,
+                 peers: dict[str, tuple[str, int]]) -> None:
     async def one(name: str, ip: str, port: int) -> None:
         try:
             res = await t.run([node.python, "-c", REACH_PY, ip, str(port), "3"], timeout=30)
@@ -123,17 +124,17 @@ async def _reach(t: Transport, node: NodeConfig, h: HostFacts, peers: dict[str, 
     await asyncio.gather(*(one(n, ip, port) for n, (ip, port) in peers.items()))
 
 
-async def discover(hosts: Sequence[str], opts: InitOptions) -> list[HostFacts]:
+async def discover(hosts: Sequence[str], opts: InitOptions) -> list[DiscoveredHost]:
     """Facts of every host (an unreachable one has ``reachable = False`` and its ``error``)."""
     nodes = [provisional_node(h, i, opts) for i, h in enumerate(hosts)]
     transports = [make_transport(n) for n in nodes]
     await asyncio.gather(*(t.connect() for t in transports))
     try:
-        async def one(t: Transport, node: NodeConfig) -> HostFacts:
+        async def one(t: Transport, node: NodeConfig) -> DiscoveredHost:
             try:
                 return await _facts(t, node, opts)
             except TransportError as exc:
-                return HostFacts(host=node.host, reachable=False, error=str(exc))
+                return DiscoveredHost(host=node.host, reachable=False, error=str(exc))
 
         facts = list(await asyncio.gather(*(one(t, n) for t, n in zip(transports, nodes, strict=True))))
         cables = {h.host: choose_cable(h) for h in facts if h.reachable}

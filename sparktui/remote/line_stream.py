@@ -100,6 +100,7 @@ class LineStream:
             if proc is None:
                 return
             delivered = False
+            ended = False  # the command closed its output by itself (not cancelled, not restarted)
             status: int | None = None
             try:
                 async for chunk in proc.chunks():
@@ -107,15 +108,21 @@ class LineStream:
                     yield chunk
                     if self._restart:
                         break
+                ended = not self._restart
             except (TransportError, OSError) as exc:  # OSError: a local pipe broke
                 log.info("%s: channel ended: %s", self.name, exc)
             finally:
                 self.proc = None
+                if ended and self._reap is None:
+                    # Its output ended: let it exit by itself first, so its own status is the one read
+                    # (a SIGTERM in the moment between EOF and exit would replace it).
+                    with contextlib.suppress(Exception, asyncio.CancelledError):
+                        status = await asyncio.wait_for(proc.wait(), self.reap_timeout)
                 with contextlib.suppress(Exception):
                     proc.terminate()
                 if self._reap is not None:
                     self._reap(proc)
-                else:
+                elif status is None:
                     # Reaped here (also when cancelled): no process or pipe outlives the stream.
                     with contextlib.suppress(Exception, asyncio.CancelledError):
                         status = await asyncio.wait_for(proc.wait(), self.reap_timeout)

@@ -189,7 +189,7 @@ class PlanRunner:
             return Outcome(StepStatus.FAILED, failure_text(res), output_tail(res.stdout, res.stderr))
         data = last_json_object(res.stdout) or {}
         procs = data.get("processes", [])
-        containers: list[F.Container] = []
+        containers: list[F.DockerContainer] = []
         for extra in step.also:
             more = await self.nodes.run(step.node, extra, step.timeout)
             if more.ok:

@@ -31,10 +31,10 @@ from sparktui.remote.transport import TransportError
 class Gathered:
     """What one preflight's steps found, node by node (the checks judge it afterwards)."""
 
-    facts: dict[str, F.NodeFacts] = field(default_factory=dict)
+    facts: dict[str, F.PreflightFacts] = field(default_factory=dict)
     image_ids: dict[str, str | None] = field(default_factory=dict)
     versions: dict[str, str | None] = field(default_factory=dict)
-    containers: dict[str, tuple[F.Container, ...]] = field(default_factory=dict)
+    containers: dict[str, tuple[F.DockerContainer, ...]] = field(default_factory=dict)
     help_text: str | None = None
     #: The cable's facts, or why they are unreadable.
     links: dict[str, LinkFacts | str] = field(default_factory=dict)
@@ -89,7 +89,7 @@ class PreflightChecks:
         if not res.ok:
             return Outcome(StepStatus.FAILED, failure_text(res), output_tail(res.stderr))
         try:
-            facts = self._got.facts[step.node] = F.NodeFacts.parse(res.stdout)
+            facts = self._got.facts[step.node] = F.PreflightFacts.parse(res.stdout)
         except ValueError as exc:
             return Outcome(StepStatus.FAILED, f"unreadable node facts: {exc}",
                            output_tail(res.stdout, res.stderr))

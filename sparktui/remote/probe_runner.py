@@ -82,7 +82,7 @@ def engine_probe_args(engine: EngineConfig) -> list[str]:
     return ["--no-containers"] if engine.runtime == "host" else []
 
 
-def parse_line(line: str | bytes, received: float) -> Sample | None:
+def parse_sample_line(line: str | bytes, received: float) -> Sample | None:
     try:
         return Sample.from_json(json.loads(line), received=received)
     except ValueError as exc:   # json.JSONDecodeError is a ValueError
@@ -114,7 +114,7 @@ async def stream_samples(
                         on_error=on_error)
     async with contextlib.aclosing(stream.lines()) as lines:
         async for line in lines:
-            sample = parse_line(line, clock())
+            sample = parse_sample_line(line, clock())
             if sample is not None:
                 yield sample
 
@@ -140,7 +140,7 @@ async def sample_once(
         return {**telemetry.to_json(), "error": str(exc)}
     now = time.monotonic()
     for line in result.stdout.splitlines():
-        sample = parse_line(line, now)
+        sample = parse_sample_line(line, now)
         if sample is not None:
             telemetry.update(sample, now)
     out = telemetry.to_json()

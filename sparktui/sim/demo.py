@@ -23,15 +23,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sparktui.domain.engine_state import AFTER_READY, EngineTruth, Tell, Verify
+from sparktui.domain.engine_view import timeline_view
 from sparktui.domain.events import (
     EngineChanged,
     EngineState,
     Event,
     EventSink,
     LogRecords,
-    NodeFacts,
+    NodeIdentified,
     NodeLinkChanged,
-    NodeSampled,
     Notice,
     OperationChanged,
     OperationRefused,
@@ -43,6 +43,7 @@ from sparktui.domain.events import (
 from sparktui.domain.history import RunRecord, record_run
 from sparktui.domain.lifecycle.ray_state import ExpectedNode, RayNode, RayState
 from sparktui.domain.logs import LogRecord, TimelineSnapshot
+from sparktui.domain.node_reading import NodeFeed
 from sparktui.domain.serving import LatencyQuantiles, ServingHistory, ServingSnapshot
 from sparktui.domain.telemetry import (
     CpuSample,
@@ -355,6 +356,7 @@ class DemoSimulation:
         self.live_received = live_received
         self.replay = squeeze(story_recording(self.scenario), ready_after)
         self.nodes = {n: NodeSim(n, random.Random(seed * 31 + i)) for i, n in enumerate(NODES)}
+        self.node_feed = NodeFeed()
         self.t = 0.0
         self.truth = demo_truth(lambda: self.t)
         self.truth.discovered(EngineState.STOPPED, f"nothing running on {', '.join(NODES)}")
@@ -487,7 +489,7 @@ class DemoSimulation:
         if truth.version == self._shown and not again:
             return
         self._shown = truth.version
-        timeline = self.feed.snapshot() if self.feed is not None else None
+        timeline = timeline_view(self.feed.snapshot()) if self.feed is not None else None
         self._out.append(EngineChanged(
             truth.state, truth.detail, timeline=timeline,
             vllm_version=self.feed.vllm_version if self.feed else None,
@@ -660,7 +662,7 @@ class DemoSimulation:
                                  ray_up=self.ray_up and not lost,
                                  vllm_up=self.launched_at is not None and not lost,
                                  cached_gib=self.cached_gib[name])
-            self._out.append(NodeSampled(name, sample))
+            self._out.append(self.node_feed.sampled(name, sample))
             self.truth.gpu(name, sample)
         if self.ray_up and self.truth.watching_ray:
             self.truth.ray(self._ray_state())
@@ -695,7 +697,7 @@ class DemoSimulation:
         out: list[Event] = []
         for name, host in zip(NODES, STORY.hostnames, strict=True):
             out.append(NodeLinkChanged(name, "connected", f"connected to {name} (simulated)"))
-            out.append(NodeFacts(name, hostname=host, kernel="6.11.0-1016-nvidia",
+            out.append(NodeIdentified(name, hostname=host, kernel="6.11.0-1016-nvidia",
                                  uptime_seconds=86_400 * 3 + 3600))
         out.append(EngineChanged(EngineState.STOPPED, f"nothing running on {', '.join(NODES)}"))
         return out

@@ -13,6 +13,7 @@ import gc
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -51,6 +52,17 @@ from sparktui.ui.widgets.util import node_widget_id, show
 #: live bar, rare enough that a flood of 100k lines/s costs 20 ``write_lines`` calls a second, and small
 #: enough batches (5,000 lines at that rate) that a key press never waits long behind one.
 FLUSH_HZ = 20.0
+
+
+@dataclass(frozen=True)
+class AppSwitches:
+    """Switches for benchmarks and the README's screenshot, never for a person at the dashboard: how often
+    the event inbox is drained, the naive log pane (``benchmarks/bench_logflood.py``'s baseline), and a
+    screenshot to save after some seconds (``sparktui --screenshot``)."""
+
+    flush_hz: float = FLUSH_HZ
+    naive_log: bool = False
+    screenshot: tuple[Path, float] | None = None
 
 LIFECYCLE_ACTIONS = ("start", "restart", "stop")
 #: Below this many columns or rows the dashboard switches to its compact layout.
@@ -116,15 +128,13 @@ class SparkApp(App[int]):
         cluster_name: str = "",
         notice: str | None = None,
         clock: Callable[[], float] | None = None,
-        flush_hz: float = FLUSH_HZ,
-        naive_log: bool = False,
-        screenshot: tuple[Path, float] | None = None,
         readonly: bool | None = None,
         node_addresses: Mapping[str, str] | None = None,
         history: Callable[[], Sequence[RunRecord]] | None = None,
         bench: Callable[[], Awaitable[str]] | None = None,
         linktest: Callable[[], Awaitable[str]] | None = None,
         fix: Callable[[str], Awaitable[str]] | None = None,
+        switches: AppSwitches = AppSwitches(),
     ) -> None:
         super().__init__()
         #: Runs a fix by its id (``image_sync``, ``model_sync``) and returns its one-line outcome.
@@ -145,9 +155,7 @@ class SparkApp(App[int]):
         self.clock = clock or getattr(backend, "clock", None) or time.time
         self.state = DashboardState(self.node_roles, clock=self.clock)
         self.startup_notice = notice
-        self.flush_hz = flush_hz
-        self.naive_log = naive_log
-        self.screenshot = screenshot
+        self.switches = switches
         self.smoke_result: str | None = None
         self._inbox: deque[Event] = deque()
         self._requesting: str | None = None
@@ -174,8 +182,8 @@ class SparkApp(App[int]):
                     yield NodePanel(self.state.nodes[name], id=node_widget_id(name), classes="node-panel")
             yield EnginePanel(id="engine")
         yield Static(id="asymmetry")
-        yield LogPane(self.ui_config.log_buffer_lines, naive=self.naive_log, aliases=self.node_addresses,
-                      id="logpane")
+        yield LogPane(self.ui_config.log_buffer_lines, naive=self.switches.naive_log,
+                      aliases=self.node_addresses, id="logpane")
         yield Footer()
 
     def on_resize(self, event: Resize) -> None:
@@ -206,7 +214,7 @@ class SparkApp(App[int]):
         self.query_one(LogPane).log_widget.focus()
         if self.startup_notice:
             self.notify(self.startup_notice, title="sparktui", timeout=12)
-        self.set_interval(1.0 / self.flush_hz, self.drain)
+        self.set_interval(1.0 / self.switches.flush_hz, self.drain)
         self.set_interval(1.0, self._tick)
         self.run_worker(self._run_backend(), name="backend", group="backend", exit_on_error=False)
         # Everything built so far (widgets, styles, Textual's caches) lives as long as the app: move it out of
@@ -214,8 +222,8 @@ class SparkApp(App[int]):
         # young collections on their way to the screen) scan the flood, not the whole app. In the flood
         # benchmark this halves the worst key-press latency.
         self.call_after_refresh(gc.freeze)
-        if self.screenshot is not None:
-            path, after = self.screenshot
+        if self.switches.screenshot is not None:
+            path, after = self.switches.screenshot
             self.set_timer(after, lambda: self._take_screenshot(path))
 
     async def _run_backend(self) -> None:
@@ -233,7 +241,7 @@ class SparkApp(App[int]):
     # ---- event intake -----------------------------------------------------------------------------
     def sink(self, event: Event) -> None:
         """The ``EventSink`` given to the backend: queue only (``deque.append`` is atomic)."""
-        if self.naive_log and isinstance(event, LogRecords):
+        if self.switches.naive_log and isinstance(event, LogRecords):
             # The slow way, kept for the benchmark's comparison: every line written as it arrives.
             self.query_one(LogPane).add_records(event.source, event.records)
             return

@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Footer, Label, Select, Static
 
 from sparktui.domain.init_setup import (
-    HostFacts,
+    DiscoveredHost,
     InitOptions,
     Proposal,
     image_choices,
@@ -51,7 +51,7 @@ class InitApp(App[InitOptions | None]):
     #buttons Button { margin-right: 1; }
     """
 
-    def __init__(self, hosts: Sequence[HostFacts], opts: InitOptions, recipes: Mapping[str, Any],
+    def __init__(self, hosts: Sequence[DiscoveredHost], opts: InitOptions, recipes: Mapping[str, Any],
                  output: str) -> None:
         super().__init__()
         self.hosts = list(hosts)

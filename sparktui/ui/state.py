@@ -8,17 +8,15 @@ folding without a screen.
 from __future__ import annotations
 
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from sparktui.domain.events import (
     EngineChanged,
     EngineState,
     Event,
     LogRecords,
-    NodeFacts,
+    NodeIdentified,
     NodeLinkChanged,
     NodeSampled,
     Notice,
@@ -26,10 +24,13 @@ from sparktui.domain.events import (
     OperationView,
     ServingSampled,
 )
-from sparktui.ui.readings import NodeReader, NodeReading
+from sparktui.domain.node_reading import NodeReading
+from sparktui.domain.serving import ServingSnapshot
+from sparktui.domain.telemetry import DEFAULT_HISTORY, stale_seconds
 
-#: Points kept for each sparkline (one per sample; 120 ≈ two minutes at the default 1 s refresh).
-HISTORY_POINTS = 120
+#: Points in each sparkline (one per sample, kept by the producer's ``NodeTelemetry.history``; 120 ≈ two
+#: minutes at the default 1 s refresh).
+HISTORY_POINTS = DEFAULT_HISTORY
 
 
 @dataclass
@@ -41,14 +42,13 @@ class NodeState:
     retry_at: float | None = None
     #: Why the link is down, whole (shown wrapped under the title); "" when up.
     link_reason: str = ""
-    facts: NodeFacts | None = None
+    facts: NodeIdentified | None = None
+    #: The latest reading as the producer built it (values, rates, the charts' history).
     reading: NodeReading | None = None
     sampled_at: float | None = None
-    #: Seconds since the last sample, once that is longer than a few refresh intervals (else None).
+    #: Seconds since the last sample, once that is longer than a few refresh intervals (else None):
+    #: ``telemetry.stale_seconds`` evaluated on every refresh tick (``update_staleness``), never on arrival.
     stale_seconds: float | None = None
-    mem_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    gpu_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    roce_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
 
     def link_summary(self, now_monotonic: float | None = None) -> str:
         """The title's part: the phase and the countdown (``retrying in 4 s``); the reason has its line."""
@@ -118,10 +118,9 @@ class DashboardState:
     ) -> None:
         self.clock = clock
         self.nodes: dict[str, NodeState] = {name: NodeState(name, role) for name, role in nodes}
-        self._readers: dict[str, NodeReader] = {name: NodeReader(name) for name, _ in nodes}
         self.engine = EngineChanged(EngineState.UNKNOWN)
         self.operation: OperationView | None = None
-        self.serving: Any = None
+        self.serving: ServingSnapshot | None = None
         self.notices: list[Notice] = []
         self.asymmetry = AsymmetryWatch(asymmetry_seconds)
         self.asymmetry_warning: str | None = None
@@ -130,7 +129,6 @@ class DashboardState:
         # A node the config did not name (a re-attached cluster that grew): show it rather than drop it.
         if name not in self.nodes:
             self.nodes[name] = NodeState(name)
-            self._readers[name] = NodeReader(name)
         return self.nodes[name]
 
     @property
@@ -145,7 +143,7 @@ class DashboardState:
             n.link_phase, n.link_detail, n.retry_at = event.phase, event.detail, event.retry_at
             n.link_reason = event.reason
             return {f"node:{n.name}"}
-        if isinstance(event, NodeFacts):
+        if isinstance(event, NodeIdentified):
             self.node(event.node).facts = event
             return {f"node:{event.node}"}
         if isinstance(event, NodeSampled):
@@ -168,13 +166,8 @@ class DashboardState:
 
     def _apply_sample(self, event: NodeSampled) -> set[str]:
         n = self.node(event.node)
-        reading = self._readers[n.name].read(event.sample)
-        n.reading = reading
+        n.reading = event.reading
         n.sampled_at = self.clock()
-        if reading.mem_total_gib and reading.mem_used_gib is not None:
-            n.mem_history.append(100.0 * reading.mem_used_gib / reading.mem_total_gib)
-        n.gpu_history.append(reading.gpu_util if reading.gpu_util is not None else 0.0)
-        n.roce_history.append(sum((c.rx_gbps or 0.0) + (c.tx_gbps or 0.0) for c in reading.cables))
         return {f"node:{n.name}", "asymmetry"}
 
     def update_staleness(self, interval: float) -> set[str]:
@@ -182,8 +175,7 @@ class DashboardState:
         now = self.clock()
         changed = set()
         for n in self.nodes.values():
-            age = None if n.sampled_at is None else now - n.sampled_at
-            stale = age if age is not None and age > 3 * interval + 1 else None
+            stale = stale_seconds(n.sampled_at, now, interval)
             if (stale is None) != (n.stale_seconds is None) or stale is not None:
                 changed.add(f"node:{n.name}")
             n.stale_seconds = stale
@@ -192,11 +184,10 @@ class DashboardState:
     def engine_should_work(self) -> bool:
         state = self.engine.state
         if state in (EngineState.STARTING, EngineState.VERIFYING):
-            stage = running_stage_name(self.engine.timeline)
-            return stage not in (None, "config", "placement", "weights")
+            running = self.engine.timeline.running if self.engine.timeline is not None else None
+            return running is not None and running.name not in ("config", "placement", "weights")
         if state in (EngineState.READY, EngineState.WEDGED):
-            running = getattr(self.serving, "requests_running", None)
-            return bool(running)
+            return self.serving is not None and bool(self.serving.requests_running)
         return False
 
     def check_asymmetry(self) -> str | None:
@@ -204,18 +195,3 @@ class DashboardState:
         self.asymmetry_warning = self.asymmetry.update(self.clock(), self.engine_should_work(), utils)
         return self.asymmetry_warning
 
-
-def running_stage_name(timeline: Any) -> str | None:
-    for stage in stages_of(timeline):
-        if str(getattr(stage, "status", "")) == "running":
-            return str(getattr(stage, "name", ""))
-    return None
-
-
-def stages_of(timeline: Any) -> Iterable[Any]:
-    if timeline is None:
-        return ()
-    stages = getattr(timeline, "stages", ())
-    if isinstance(stages, dict):
-        return list(stages.values())
-    return list(stages)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sparktui.domain.events import EngineState
-from sparktui.domain.lifecycle.preflight import Container
+from sparktui.domain.lifecycle.preflight import DockerContainer
 from sparktui.domain.lifecycle.ray_state import RayState, Readiness
 
 
@@ -38,7 +38,7 @@ class Discovery:
     state: EngineState
     detail: str
     vllm: Mapping[str, DetachedState] = field(default_factory=dict)
-    containers: Mapping[str, Sequence[Container]] = field(default_factory=dict)
+    containers: Mapping[str, Sequence[DockerContainer]] = field(default_factory=dict)
     processes: Mapping[str, Sequence[Mapping[str, object]]] = field(default_factory=dict)
     unreachable: Mapping[str, str] = field(default_factory=dict)
     ray: RayState | None = None
@@ -70,7 +70,7 @@ class Discovery:
 
 def classify(
     vllm: Mapping[str, DetachedState],
-    containers: Mapping[str, Sequence[Container]],
+    containers: Mapping[str, Sequence[DockerContainer]],
     processes: Mapping[str, Sequence[Mapping[str, object]]],
     unreachable: Mapping[str, str],
     readiness: Readiness | None,

@@ -16,7 +16,7 @@ from dataclasses import replace
 from sparktui.config import SparkConfig
 from sparktui.domain.events import StepStatus, StepView
 from sparktui.domain.lifecycle.plan import object_store_args
-from sparktui.domain.lifecycle.preflight import NodeFacts
+from sparktui.domain.lifecycle.preflight import PreflightFacts
 from sparktui.domain.model_files import ModelDir
 from sparktui.domain.sizing import EngineSettings, SizingError, shape_from_config, size_node
 
@@ -31,7 +31,7 @@ def settings_of(config: SparkConfig) -> EngineSettings:
                                     ray_start_args=ray_args)
 
 
-def check_memory_fit(config: SparkConfig, facts: Mapping[str, NodeFacts],
+def check_memory_fit(config: SparkConfig, facts: Mapping[str, PreflightFacts],
                      model: ModelDir | None, model_error: str | None = None) -> list[StepView]:
     """One view per node in ``facts``; SKIPPED (one view) when the model cannot be sized."""
     def skipped(why: str) -> list[StepView]:

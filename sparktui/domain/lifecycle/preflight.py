@@ -17,7 +17,7 @@ from sparktui.domain.lifecycle.output import last_json_object
 
 
 @dataclass(frozen=True)
-class NodeFacts:
+class PreflightFacts:
     """What FACTS_PY reports for one node."""
 
     hostname: str = ""
@@ -32,7 +32,7 @@ class NodeFacts:
     model: Mapping[str, Any] | None = None
 
     @classmethod
-    def parse(cls, text: str) -> NodeFacts:
+    def parse(cls, text: str) -> PreflightFacts:
         """FACTS_PY's output; ``ValueError`` when it holds no report (the script died before printing)."""
         data = last_json_object(text)
         if data is None:
@@ -51,14 +51,14 @@ class NodeFacts:
 
 
 @dataclass(frozen=True)
-class Container:
+class DockerContainer:
     name: str
     id: str
     state: str
     status: str = ""
 
 
-def parse_docker_ps(text: str, prefix: str) -> tuple[Container, ...]:
+def parse_docker_ps(text: str, prefix: str) -> tuple[DockerContainer, ...]:
     """``docker ps`` lines of ``argv.docker_ps``; only names that really start with ``<prefix>-``."""
     out = []
     for line in text.splitlines():
@@ -67,7 +67,7 @@ def parse_docker_ps(text: str, prefix: str) -> tuple[Container, ...]:
             continue
         name = parts[0].lstrip("/")
         if name.startswith(prefix + "-"):
-            out.append(Container(name, parts[1], parts[2], parts[3] if len(parts) > 3 else ""))
+            out.append(DockerContainer(name, parts[1], parts[2], parts[3] if len(parts) > 3 else ""))
     return tuple(out)
 
 
@@ -103,7 +103,7 @@ def _view(name: str, node: str | None, status: StepStatus, message: str,
 
 
 # ---- per node ------------------------------------------------------------------------------------
-def check_memory(node: str, facts: NodeFacts, fraction: float) -> StepView:
+def check_memory(node: str, facts: PreflightFacts, fraction: float) -> StepView:
     total, avail = facts.mem_total_kb, facts.mem_available_kb
     if not total or avail is None:
         return _view("free memory", node, StepStatus.WARNING, "MemAvailable unreadable")
@@ -116,7 +116,7 @@ def check_memory(node: str, facts: NodeFacts, fraction: float) -> StepView:
     return _view("free memory", node, StepStatus.OK, msg)
 
 
-def check_rdma(node: str, facts: NodeFacts, devices: Sequence[str]) -> StepView:
+def check_rdma(node: str, facts: PreflightFacts, devices: Sequence[str]) -> StepView:
     ports = [p for p in facts.rdma if not devices or p.get("device") in devices]
     if not facts.rdma:
         return _view("RDMA link", node, StepStatus.SKIPPED,
@@ -135,7 +135,7 @@ def check_rdma(node: str, facts: NodeFacts, devices: Sequence[str]) -> StepView:
     return _view("RDMA link", node, StepStatus.OK, desc)
 
 
-def check_ports(node: str, facts: NodeFacts, ports: Mapping[int, str]) -> StepView:
+def check_ports(node: str, facts: PreflightFacts, ports: Mapping[int, str]) -> StepView:
     busy = [f"{port} ({what})" for port, what in sorted(ports.items()) if port in facts.ports_busy]
     if busy:
         return _view("ports free", node, StepStatus.FAILED, "already in use: " + ", ".join(busy))
@@ -144,13 +144,13 @@ def check_ports(node: str, facts: NodeFacts, ports: Mapping[int, str]) -> StepVi
 
 
 def leftover_lines(node: str, processes: Sequence[Mapping[str, object]],
-                   containers: Sequence[Container]) -> list[str]:
+                   containers: Sequence[DockerContainer]) -> list[str]:
     lines = [f"{node}: container {c.name} ({c.state})" for c in containers]
     lines += [f"{node}: pid {p.get('pid')} {p.get('cmdline')}" for p in processes]
     return lines
 
 
-def check_leftovers(node: str, facts: NodeFacts, containers: Sequence[Container]) -> StepView:
+def check_leftovers(node: str, facts: PreflightFacts, containers: Sequence[DockerContainer]) -> StepView:
     lines = leftover_lines(node, facts.processes, containers)
     if lines:
         return _view("leftovers", node, StepStatus.FAILED,
@@ -160,7 +160,7 @@ def check_leftovers(node: str, facts: NodeFacts, containers: Sequence[Container]
 
 
 # ---- across nodes --------------------------------------------------------------------------------
-def check_model(config: SparkConfig, facts: Mapping[str, NodeFacts]) -> list[StepView]:
+def check_model(config: SparkConfig, facts: Mapping[str, PreflightFacts]) -> list[StepView]:
     path = model_host_path(config)
     if path is None:
         return [_view("model files", None, StepStatus.SKIPPED,

@@ -4,7 +4,7 @@ the controls, and (once ready) the serving figures."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -13,22 +13,17 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Button, Label, ProgressBar, Static
 
+from sparktui.domain.engine_view import StageView, TimelineView
 from sparktui.domain.events import EngineChanged, EngineState, OperationView, StepStatus
 from sparktui.domain.history import RunRecord, format_remaining, ready_eta, stage_eta
+from sparktui.domain.serving import ServingSnapshot
 from sparktui.ui import format as fmt
-from sparktui.ui.stages import (
-    FACT_CAPTIONS,
-    STAGE_LABELS,
-    STAGE_ORDER,
-    StageView,
-    facts_of,
-    failure_of,
-    stage_views,
-    stall_seconds,
-)
+from sparktui.ui.stages import FACT_CAPTIONS, STAGE_LABELS, STAGE_ORDER
 from sparktui.ui.widgets.sparkline import ScaledSparkline
 from sparktui.ui.widgets.util import show
 
+#: What the panel shows before the backend has posted a timeline: every stage pending, no facts.
+_NO_TIMELINE = TimelineView()
 #: Step lines shown while an operation runs (the window follows the running step).
 STEP_WINDOW = 9
 #: A running stage without progress for this long gets a "no progress for N min" warning.
@@ -108,10 +103,10 @@ class EngineFacts(Widget):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._facts: dict[str, Any] = {}
+        self._facts: dict[str, object] = {}
         self._engine: EngineChanged | None = None
 
-    def set(self, facts: dict[str, Any], engine: EngineChanged) -> None:
+    def set(self, facts: Mapping[str, object], engine: EngineChanged) -> None:
         if facts == self._facts and engine == self._engine:
             return
         self._facts, self._engine = dict(facts), engine
@@ -165,9 +160,10 @@ class EnginePanel(Vertical):
 
     def show(self, engine: EngineChanged, operation: OperationView | None, now: float,
              runs: Sequence[RunRecord] = ()) -> None:
-        views = stage_views(engine.timeline)
-        running = next((v for v in views if v.status == "running"), None)
-        stall = stall_seconds(engine.timeline, now) if running else None
+        timeline = engine.timeline or _NO_TIMELINE
+        views = list(timeline.stages)
+        running = timeline.running
+        stall = timeline.stall_seconds(now) if running else None
         stalled = stall if stall is not None and stall >= STALL_WARN_S else None
         show(self.query_one("#engine-state", Label), self._state_text(engine, running), layout=False)
         why = self.query_one("#engine-why", Static)
@@ -183,15 +179,14 @@ class EnginePanel(Vertical):
         if not eta.plain and engine.state is EngineState.STARTING and not runs:
             eta = Text("no ETA: the first start of this model and image", style="dim")
         show(eta_label, eta, layout=False)
-        facts = facts_of(engine.timeline)
         with self.app.batch_update():
             for view in views:
                 # A compile skipped because vLLM loaded its graphs from the cache says so (a warm start).
-                hit = view.name == "compile" and bool(facts.get("compile_cache_hit"))
+                hit = view.name == "compile" and bool(timeline.facts.get("compile_cache_hit"))
                 self.query_one(f"#stage-{view.name}", StageRow).show(
                     view, self.elapsed(view, now), stalled, "cache hit" if hit else "skipped")
-        self.query_one("#engine-facts", EngineFacts).set(facts, engine)
-        failure = failure_of(engine.timeline)
+        self.query_one("#engine-facts", EngineFacts).set(timeline.facts, engine)
+        failure = timeline.failure
         failure_box = self.query_one("#engine-failure", Static)
         failure_box.display = failure is not None or engine.state is EngineState.FAILED
         if failure is not None:
@@ -229,8 +224,9 @@ class EnginePanel(Vertical):
             label = f"starting: {running.label}"
         t.append(f" {label} ", style=_STATE_STYLE.get(state, ""))
         # (A backend may put the stage name in the detail; it is in the label already.)
-        if engine.detail and state not in (EngineState.FAILED, EngineState.UNKNOWN) and engine.detail not in (
-                getattr(running, "name", None), getattr(running, "label", None)):
+        shown = (running.name, running.label) if running is not None else ()
+        quiet = state in (EngineState.FAILED, EngineState.UNKNOWN)
+        if engine.detail and not quiet and engine.detail not in shown:
             t.append(f"  {engine.detail}", style="dim")
         if state is EngineState.READY and engine.ttft_seconds is not None:
             t.append(f"  first token {engine.ttft_seconds * 1000:.0f} ms", style="dim")
@@ -305,7 +301,7 @@ def stage_summary(views: list[StageView]) -> Text:
     return t
 
 
-def facts_text(facts: dict[str, Any], engine: EngineChanged, width: int = 0) -> Text:
+def facts_text(facts: Mapping[str, object], engine: EngineChanged, width: int = 0) -> Text:
     """The facts as ``caption value`` items joined by `` · ``; with a ``width``, lines break between items,
     never inside one (Rich would wrap at any space, ``max`` on one line and ``conc 3.1×`` on the next)."""
     if engine.vllm_version and "vllm_version" not in facts:
@@ -356,11 +352,11 @@ class ServingView(Vertical):
             yield Label("tok/s", classes="spark-caption")
             yield ScaledSparkline(1.0, id="spark-tokens")
 
-    def show(self, snap: Any, smoke: str | None) -> None:
+    def show(self, snap: ServingSnapshot | None, smoke: str | None) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
         if snap is None:
             t.append("serving: waiting for /metrics…", style="dim")
-        elif not getattr(snap, "stats_enabled", True):
+        elif not snap.stats_enabled:
             t.append("serving: the server runs with --disable-log-stats", style="dim")
         else:
             t.append("run ", style="dim")

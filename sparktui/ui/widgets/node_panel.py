@@ -8,8 +8,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
+from sparktui.domain.node_reading import NodeReading
 from sparktui.ui import format as fmt
-from sparktui.ui.readings import NodeReading
 from sparktui.ui.state import NodeState
 from sparktui.ui.widgets.sparkline import ScaledSparkline
 from sparktui.ui.widgets.util import show
@@ -98,8 +98,6 @@ class NodeSummary(Widget):
             out.append(f"  gpu mem {fmt.gib(r.gpu_mem_used_gib)}/{fmt.gib(r.gpu_mem_total_gib, 0)} GiB")
         if n.stale_seconds is not None:
             out.append(f"  no sample for {fmt.duration(n.stale_seconds)}", style="bold yellow")
-        elif r.stale:
-            out.append("  stale", style="bold yellow")
         out.append("\n")
         # RoCE: one line per cable: state, rate, rx/tx Gb/s; rising error counters in red.
         if not r.cables:
@@ -167,6 +165,8 @@ def short_rate(rate: str) -> str:
 
 #: Each chart's name (its caption's first line; the second is its scale).
 CAPTIONS = {"mem": "mem", "gpu": "gpu", "roce": "net"}
+#: Before the first sample: empty charts.
+_NO_READING = NodeReading()
 
 
 class NodePanel(Vertical):
@@ -217,13 +217,13 @@ class NodePanel(Vertical):
         self.query_one(NodeSummary).update_from_state()
         # Memory and GPU on 0–100 %. Traffic on 0 to the window's peak (at least 10 Gb/s): a fixed 0–400
         # Gb/s scale would flatten a 30 Gb/s weight load into nothing; the text line gives the absolute value.
-        self.query_one("#spark-mem", ScaledSparkline).show(n.mem_history)
-        self.query_one("#spark-gpu", ScaledSparkline).show(n.gpu_history)
-        peak = max(n.roce_history, default=0.0)
+        r = n.reading or _NO_READING
+        self.query_one("#spark-mem", ScaledSparkline).show(r.mem_history)
+        self.query_one("#spark-gpu", ScaledSparkline).show(r.gpu_history)
+        peak = max(r.roce_history, default=0.0)
         net_scale = max(10.0, peak * 1.1)
-        self.query_one("#spark-roce", ScaledSparkline).show(n.roce_history, scale=net_scale)
-        r = n.reading
-        total = f"{r.mem_total_gib:.0f}G" if r is not None and r.mem_total_gib else "100%"
+        self.query_one("#spark-roce", ScaledSparkline).show(r.roce_history, scale=net_scale)
+        total = f"{r.mem_total_gib:.0f}G" if r.mem_total_gib else "100%"
         for key, scale in (("mem", total), ("gpu", "100%"), ("roce", f"{net_scale:.0f}G")):
             label = self.query_one(f"#caption-{key}", Label)
             show(label, Text(f"{CAPTIONS[key]}\n{scale}"), layout=False)

@@ -1,7 +1,11 @@
-"""What a node panel shows, read from a telemetry ``Sample`` (``sparktui.domain.telemetry``).
+"""What a node panel shows, read from a telemetry ``Sample`` (``sparktui.domain.telemetry``) on the
+producer side.
 
-The node panel renders a ``NodeReading`` only; ``NodeReader`` is the one place that knows the telemetry
-module's shapes and its rate tracker, so a change there touches this file and nothing else.
+A backend (SSH or demo) keeps one ``NodeReader`` per node (``NodeFeed``) and posts each sample as
+``NodeSampled`` with its ``NodeReading``: values in display units, rates (Gb/s per cable, CPU % per process,
+rising error counters) and the charts' series from ``NodeTelemetry``'s history. The dashboard renders the
+reading and computes nothing. ``NodeReader`` is the one place that knows the telemetry module's shapes and
+its rate tracker, so a change there touches this file and nothing else.
 """
 
 from __future__ import annotations
@@ -9,8 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from sparktui.domain.events import NodeSampled
 from sparktui.domain.telemetry import NodeTelemetry, ProcessRow, Sample, is_error_counter, process_rows
 
 GIB = 1024**3
@@ -55,7 +59,10 @@ class NodeReading:
     processes: tuple[str, ...] = ()
     #: Our processes one by one, for the process view (pid, name, CPU %, RSS, GPU memory).
     process_rows: tuple[ProcessRow, ...] = ()
-    stale: bool = False
+    #: The charts, oldest first (``NodeTelemetry.history``): memory used %, GPU busy %, cable Gb/s (rx+tx).
+    mem_history: tuple[float, ...] = ()
+    gpu_history: tuple[float, ...] = ()
+    roce_history: tuple[float, ...] = ()
 
 
 class NodeReader:
@@ -64,11 +71,7 @@ class NodeReader:
     def __init__(self, node: str = "", rdma_devices: Sequence[str] = ()) -> None:
         self.telemetry = NodeTelemetry(node, rdma_devices=rdma_devices)
 
-    def read(self, sample: Any, now: float | None = None) -> NodeReading:
-        if isinstance(sample, NodeReading):   # test doubles may post readings directly
-            return sample
-        if not isinstance(sample, Sample):
-            return NodeReading()
+    def read(self, sample: Sample, now: float | None = None) -> NodeReading:
         mono = time.monotonic() if now is None else now
         t = self.telemetry
         t.update(sample, now=mono)
@@ -122,5 +125,20 @@ def reading_from(sample: Sample, telemetry: NodeTelemetry, now: float) -> NodeRe
         cables=tuple(cables),
         processes=tuple(kinds),
         process_rows=process_rows(sample, telemetry.process_cpu),
-        stale=sample.is_stale(now),
+        mem_history=tuple(telemetry.history.mem_percent.values()),
+        gpu_history=tuple(telemetry.history.gpu_busy.values()),
+        roce_history=tuple(telemetry.history.traffic_gbps.values()),
     )
+
+
+class NodeFeed:
+    """The producer side of ``NodeSampled``: a ``NodeReader`` per node; each sample goes with its reading."""
+
+    def __init__(self) -> None:
+        self._readers: dict[str, NodeReader] = {}
+
+    def sampled(self, node: str, sample: Sample, now: float | None = None) -> NodeSampled:
+        reader = self._readers.get(node)
+        if reader is None:
+            reader = self._readers[node] = NodeReader(node)
+        return NodeSampled(node, reader.read(sample, now), sample)

@@ -1,0 +1,86 @@
+"""What the dashboard shows of the engine's start, as one immutable value built on the producer side.
+
+A backend (SSH or demo) turns the log's ``TimelineSnapshot`` into a ``TimelineView`` when it posts
+``EngineChanged``: stage rows in the dashboard's order with labels and progress, the facts (vLLM version and
+model among them), the failure with its hint, and when the running stage last moved. The UI renders it and
+evaluates the stall at draw time (``stall_seconds(now)``), so "no progress for N min" keeps counting between
+events. Only this module reads the snapshot's fields for the UI (public ones: ``stages``, ``facts``, …).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from sparktui.domain.logs import STAGE_LABELS, STAGES, TimelineSnapshot
+
+
+@dataclass(frozen=True)
+class StageView:
+    name: str
+    label: str
+    status: str = "pending"           # pending / running / done / failed / skipped
+    #: Duration from the log's own timestamps (for a running stage: up to its latest line).
+    seconds: float | None = None
+    done: float | None = None
+    total: float | None = None
+
+
+@dataclass(frozen=True)
+class FailureView:
+    kind: str
+    stage: str | None
+    message: str
+    hint: str
+
+
+def _no_facts() -> Mapping[str, object]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class TimelineView:
+    """The stage rows (every stage, in order), the facts, the failure, and the stall's reference time."""
+
+    #: The log's verdict so far: ``incomplete`` (starting), ``ready``, ``failed``, ``stopped``.
+    outcome: str = "incomplete"
+    stages: tuple[StageView, ...] = tuple(StageView(name, STAGE_LABELS[name]) for name in STAGES)
+    facts: Mapping[str, object] = field(default_factory=_no_facts)
+    failure: FailureView | None = None
+    #: Wall clock of the running stage's last progress (or of the last stage event between stages); None
+    #: once the start is over or when no clock was known.
+    last_progress_at: float | None = None
+
+    @property
+    def running(self) -> StageView | None:
+        return next((s for s in self.stages if s.status == "running"), None)
+
+    def stall_seconds(self, now: float) -> float | None:
+        """Seconds without progress at ``now`` (the render's clock)."""
+        return None if self.last_progress_at is None else max(0.0, now - self.last_progress_at)
+
+
+def timeline_view(snapshot: TimelineSnapshot) -> TimelineView:
+    by_name = {s.name: s for s in snapshot.stages}
+    stages = []
+    for name in STAGES:
+        s = by_name.get(name)
+        if s is None:
+            stages.append(StageView(name, STAGE_LABELS[name]))
+            continue
+        progress = s.progress
+        stages.append(StageView(
+            name=name, label=STAGE_LABELS[name], status=s.status or "pending", seconds=s.seconds,
+            done=None if progress is None else float(progress.done),
+            total=None if progress is None else float(progress.total),
+        ))
+    facts = dict(snapshot.facts)
+    for key, value in (("vllm_version", snapshot.vllm_version), ("model", snapshot.model)):
+        if value and key not in facts:
+            facts[key] = value
+    f = snapshot.failure
+    failure = None if f is None else FailureView(f.kind or "unknown", f.stage, f.message, f.hint)
+    # The snapshot's own rule (``TimelineSnapshot.stall_seconds``): a stall only while the start runs.
+    last = snapshot.last_progress_at if snapshot.outcome == "incomplete" else None
+    return TimelineView(snapshot.outcome, tuple(stages), MappingProxyType(facts), failure, last)
