@@ -364,26 +364,37 @@ class EngineController:
         """Run the phases in order (steps of a phase concurrently); the first failed step, if any."""
         indices = {id(s): tracker.add(StepView(name=s.name, node=s.node)) for s in plan.steps}
         first_failure: StepView | None = None
-        lingering: set[asyncio.Task[StepView]] = set()
+        lingering: dict[asyncio.Task[StepView], P.Step] = {}
         for phase in plan.phases:
+            needed = [t for t, s in lingering.items() if s.name in phase.after]
+            for view in await asyncio.gather(*needed):
+                if view.status is StepStatus.FAILED and first_failure is None:
+                    first_failure = view
+            if first_failure is not None and stop_on_failure:
+                break
             tasks = {asyncio.create_task(self._run_step(tracker, indices[id(s)], s)): s
                      for s in phase.steps}
             pending = set(tasks)
             while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                # Steps left running by an earlier phase are watched too: a failed `ray start --head`
+                # ends the workers' phase at once instead of after the Ray wait's timeout.
+                watch = pending | {t for t in lingering if not t.done()}
+                done, _ = await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
+                pending -= done
                 finished_early = False
                 for task in done:
                     view = task.result()
                     if view.status is StepStatus.FAILED and first_failure is None:
                         first_failure = view
-                    elif view.status is StepStatus.OK and tasks[task].name == phase.done_when:
+                    elif view.status is StepStatus.OK and tasks.get(task) is not None \
+                            and tasks[task].name == phase.done_when:
                         finished_early = True
                 if first_failure is not None and stop_on_failure and pending:
                     # The rest of the phase is moot (a Ray wait whose worker failed to start).
                     await self._cancel(tracker, pending, tasks, indices, first_failure)
                     pending = set()
                 elif finished_early and first_failure is None:
-                    lingering |= pending
+                    lingering.update({t: tasks[t] for t in pending})
                     pending = set()
             if first_failure is not None and stop_on_failure:
                 break
@@ -411,6 +422,7 @@ class EngineController:
 
     async def _run_step(self, tracker: _Tracker, idx: int, step: P.Step) -> StepView:
         t0 = time.monotonic()
+        self.marks[f"begin:{step.name}:{step.node}"] = time.time()
         tracker.update(idx, status=StepStatus.RUNNING)
         try:
             outcome = await self._execute(step, lambda msg: tracker.update(idx, message=msg))
