@@ -111,6 +111,9 @@ class EngineController:
         self._rdma: dict[str, bool] = {}
         self._busy: str | None = None
         self._runtimes = P.runtimes(config)
+        #: Workers start when the head's GCS answers (``False``: after `ray start --head`, the benchmark's
+        #: same-run comparison).
+        self.early_workers = True
         self._background: set[asyncio.Task[None]] = set()
 
     # -- public API --------------------------------------------------------------------------------
@@ -319,7 +322,7 @@ class EngineController:
             rdma = self._rdma
         else:
             await self.resolve_homes()
-        plan = P.build_start_plan(self.config, self.homes or None, rdma)
+        plan = P.build_start_plan(self.config, self.homes or None, rdma, early_workers=self.early_workers)
         failed = await self._run_plan(tracker, plan, stop_on_failure=True)
         if failed is not None:
             return tracker.finish(False, f"start failed at {failed.name}"
