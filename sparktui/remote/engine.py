@@ -40,6 +40,8 @@ from sparktui.domain.lifecycle.ray_state import (
     parse_probe_line,
     parse_ray_status,
 )
+from sparktui.domain.lifecycle.vllm_facts_cache import VllmFactsCache
+from sparktui.domain.lifecycle.vllm_facts_cache import cache_dir as vllm_facts_dir
 from sparktui.domain.model_files import ModelDir, model_info_argv, parse_model_info
 from sparktui.domain.recipes import check_recipe_vllm
 from sparktui.remote.host_facts import read_home
@@ -114,6 +116,8 @@ class EngineController:
         #: Workers start when the head's GCS answers (``False``: after `ray start --head`, the benchmark's
         #: same-run comparison).
         self.early_workers = True
+        #: `vllm --version` and `serve --help` answers per image ID (docker: asked once per image).
+        self.facts_cache = VllmFactsCache(vllm_facts_dir())
         self._background: set[asyncio.Task[None]] = set()
 
     # -- public API --------------------------------------------------------------------------------
@@ -649,18 +653,35 @@ class EngineController:
 
             skipped = _Outcome(StepStatus.SKIPPED, "not run: docker or the image is not usable on this node")
 
+            def image_id() -> str | None:  # the cache's key (docker only: a host install has none)
+                return image_ids.get(name) if e.runtime == "docker" else None
+
+            # The key's field names the command too: another `engine.vllm_command` may be another vLLM.
+            cmd_key = " ".join(e.vllm_command)
+            cached_note = ("known for this image ID (cached on this machine; a new image is asked afresh)",)
+
             async def version() -> _Outcome:
                 if not await docker_usable:
                     return skipped
+                known = self.facts_cache.get(image_id(), f"version {cmd_key}")
+                if known:
+                    versions[name] = known
+                    return _Outcome(StepStatus.OK, f"vLLM {known}", cached_note)
                 res = await self._run(name, before_start(A.vllm_version(e.vllm_command)), 180)
-                versions[name] = vllm_help.parse_version(res.stdout) if res.ok else None
-                if versions[name] is None:
+                versions[name] = found = vllm_help.parse_version(res.stdout) if res.ok else None
+                if found is None:
                     return _Outcome(StepStatus.FAILED, "`vllm --version` failed: " + _failure_text(res))
-                return _Outcome(StepStatus.OK, f"vLLM {versions[name]}")
+                self.facts_cache.put(image_id(), f"version {cmd_key}", found)
+                return _Outcome(StepStatus.OK, f"vLLM {found}")
 
             async def flags() -> _Outcome:
                 if not await docker_usable:
                     return skipped
+                known = self.facts_cache.get(image_id(), f"help {cmd_key}")
+                if known:
+                    help_text.append(known)
+                    return _Outcome(StepStatus.OK, f"{len(vllm_help.flags_in_help(known))} flags known",
+                                    cached_note)
                 every_flag = A.vllm_serve_help(e.vllm_command, "--help=all")
                 res = await self._run(name, before_start(every_flag), 180)
                 if not res.ok or len(vllm_help.flags_in_help(res.stdout)) < 5:
@@ -669,6 +690,7 @@ class EngineController:
                 if not res.ok:
                     return _Outcome(StepStatus.FAILED, "`vllm serve --help` failed: " + _failure_text(res))
                 help_text.append(res.stdout)
+                self.facts_cache.put(image_id(), f"help {cmd_key}", res.stdout)
                 return _Outcome(StepStatus.OK, f"{len(vllm_help.flags_in_help(res.stdout))} flags known")
 
             async def gpus() -> _Outcome:
