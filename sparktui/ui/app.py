@@ -153,6 +153,7 @@ class SparkApp(App[int]):
         #: The one-shot timer of the next drain, armed by the first event of a batch (``sink``): an idle
         #: dashboard has no drain timer at all, a busy one drains at most ``flush_hz`` times a second.
         self._drain_timer: Timer | None = None
+        self._node_panels: dict[str, NodePanel] = {}
         self._requesting: str | None = None
         self.log_sources = ["vllm", *(f"ray:{n}" for n in names)]
         self.sub_title = cluster_name
@@ -302,10 +303,14 @@ class SparkApp(App[int]):
             self._render_asymmetry()
 
     def _render_node(self, name: str) -> None:
-        panels = self.query(f"#{node_widget_id(name)}")
-        if panels:
-            panel = panels.first(NodePanel)
-            panel.refresh_from_state()
+        # Looked up once (a query walks the DOM, and this runs for every sample of every node).
+        panel = self._node_panels.get(name)
+        if panel is None:
+            panels = self.query(f"#{node_widget_id(name)}")
+            if not panels:
+                return
+            panel = self._node_panels[name] = panels.first(NodePanel)
+        panel.refresh_from_state()
 
     def _render_engine(self) -> None:
         state = self.state.engine.state
