@@ -396,8 +396,9 @@ class EngineController:
                     first_failure = view
             if first_failure is not None and stop_on_failure:
                 break
-            tasks = {asyncio.create_task(self._run_step(tracker, indices[id(s)], s)): s
-                     for s in phase.steps}
+            tasks = {asyncio.create_task(self._run_step(
+                tracker, indices[id(s)], s, [t for t, ls in lingering.items() if ls.name in s.after])): s
+                for s in phase.steps}
             pending = set(tasks)
             while pending:
                 # Steps left running by an earlier phase are watched too: a failed `ray start --head`
@@ -444,7 +445,12 @@ class EngineController:
             tracker.update(indices[id(tasks[task])], status=StepStatus.SKIPPED,
                            message=f"cancelled: {failure.name} failed")
 
-    async def _run_step(self, tracker: _Tracker, idx: int, step: P.Step) -> StepView:
+    async def _run_step(self, tracker: _Tracker, idx: int, step: P.Step,
+                        wait_for: Sequence[asyncio.Task[StepView]] = ()) -> StepView:
+        for view in await asyncio.gather(*wait_for):  # Step.after
+            if view.status is StepStatus.FAILED:
+                tracker.update(idx, status=StepStatus.SKIPPED, message=f"not run: {view.name} failed")
+                return tracker.view.steps[idx]
         t0 = time.monotonic()
         self.marks[f"begin:{step.name}:{step.node}"] = time.time()
         tracker.update(idx, status=StepStatus.RUNNING)

@@ -55,6 +55,8 @@ class Step:
     expected: tuple[ExpectedNode, ...] = ()
     #: Shown as the step's message when the output contains it (instead of the last output line).
     success_marker: str = ""
+    #: Steps of earlier phases (by name) left running by a ``done_when`` that this one waits for.
+    after: tuple[str, ...] = ()
 
     def render(self) -> str:
         where = self.node or "-"
@@ -361,7 +363,11 @@ def build_start_plan(
         # The probe joins the cluster while the workers start (its Python and `import ray` take a second or
         # two), so it sees the last node register within one poll interval; a failed worker start cancels it.
         probe = tuple(probe_argv(config, head_rt, e.ray_wait_timeout))
+        # `ray.init` against a head whose raylet is not up yet may wait or fail: the probe starts once
+        # `ray start --head` has returned (the workers do not wait for that).
+        probe_after = ("ray start (head)",) if early_workers and config.workers else ()
         steps.append(Step("Ray nodes and GPUs", head.name, probe, e.ray_wait_timeout, StepKind.WAIT_RAY,
+                          after=probe_after,
                           fallback=tuple(head_rt.wrap(_timeout(A.ray_status(e.ray_command, head.address,
                                                                             e.ray_port), 25))),
                           expected=expected_nodes(config)))
