@@ -64,6 +64,32 @@ async def test_done_when_ends_a_phase_early_and_the_rest_finishes_meanwhile() ->
     assert (steps["next"].seconds or 0) < 1.0
 
 
+async def test_after_waits_for_a_lingering_step_and_its_failure_ends_the_next_phase() -> None:
+    # The start plan's shape: the workers begin on the GCS gate while `ray start --head` lingers;
+    # `vllm serve` waits for the head's start itself.
+    plan = Plan("t", (
+        Phase("head", (sh("head", "a", "sleep 1; echo started"), sh("gcs", "a", "true")), done_when="gcs"),
+        Phase("workers", (sh("worker", "b", "true"),)),
+        Phase("serve", (sh("serve", "a", "true"),), after=("head",)),
+    ))
+    view, failed = await run_plan(plan)
+    steps = {s.name: s for s in view.steps}
+    assert failed is None and all(s.status is StepStatus.OK for s in view.steps)
+    assert (steps["worker"].seconds or 0) < 1.0
+    # A failing lingering step ends the phase that runs meanwhile at once (not at its own timeout).
+    plan = Plan("t", (
+        Phase("head", (sh("head", "a", "sleep 0.5; exit 2"), sh("gcs", "a", "true")), done_when="gcs"),
+        Phase("wait", (sh("ray wait", "b", "sleep 15"),)),
+        Phase("serve", (sh("serve", "a", "true"),), after=("head",)),
+    ))
+    t0 = time.monotonic()
+    view, failed = await run_plan(plan)
+    steps = {s.name: s for s in view.steps}
+    assert time.monotonic() - t0 < 10
+    assert failed is StepStatus.FAILED and steps["head"].status is StepStatus.FAILED
+    assert steps["ray wait"].status is StepStatus.SKIPPED and steps["serve"].status is StepStatus.SKIPPED
+
+
 async def test_fallback_and_ok_if_output_and_tolerated_failure() -> None:
     plan = Plan("t", (Phase("one", (
         Step("retry", "a", ("sh", "-c", "exit 1"), 10.0, fallback=("sh", "-c", "echo second try")),

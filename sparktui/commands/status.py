@@ -8,12 +8,13 @@ state is re-attach discovery plus the head's log (``sparktui.remote.engine_statu
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
 from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example
 
-if TYPE_CHECKING:   # config (pydantic) and the transports (asyncssh) load when the verb runs, not for --help
+if TYPE_CHECKING:  # `sparktui status --help` imports this module: no config, pydantic or SSH for it
     from sparktui.config import NodeConfig, SparkConfig
     from sparktui.remote.transport import Transport
 
@@ -29,14 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
     config = config_from_args(args)
     if refuse_example(args, config, "status", "Or try the simulated cluster: `sparktui --demo`."):
         return 2
-    report = asyncio.run(gather_status(config, timeout=args.timeout))
     from sparktui.config import find_config
 
+    report = asyncio.run(gather_status(config, timeout=args.timeout))
     path = find_config(getattr(args, "config", None))
     report["config"] = str(path) if path else None
     if args.json:
@@ -81,10 +80,7 @@ def _unreachable(node: NodeConfig, transport: Transport, error: str | None = Non
 
 
 async def _node_status(config: SparkConfig, node: NodeConfig, transport: Transport) -> dict[str, Any]:
-    # Imported here: `sparktui status --help` imports this module, and none of these is needed for it.
-    from sparktui.remote.host_facts import read_host_facts
-    from sparktui.remote.probe_runner import engine_probe_args, sample_once
-    from sparktui.remote.transport import LinkPhase, TransportError
+    from sparktui.remote.transport import LinkPhase
 
     entry = _unreachable(node, transport)
     await transport.connect()
@@ -92,34 +88,129 @@ async def _node_status(config: SparkConfig, node: NodeConfig, transport: Transpo
         # One line, said once: `spark2 (10.0.0.2:22): connection refused — is sshd running?`
         entry["error"] = transport.unreachable_message()
     else:
-        try:
-            result, facts = await read_host_facts(transport, node, timeout=15)
-        except TransportError as exc:
-            entry["error"] = str(exc)
-        else:
-            entry.update(reachable=True, hostname=facts.hostname, kernel=facts.kernel,
-                         uptime_seconds=facts.uptime_seconds)
-            if not result.ok:
-                entry["error"] = result.stderr.strip()[-500:] or f"exit status {result.returncode}"
-            try:
-                entry["sample"] = await sample_once(transport, node, name_prefix=config.engine.name_prefix,
-                                                    extra_args=engine_probe_args(config.engine))
-            except TransportError as exc:
-                entry["sample"] = {"error": str(exc)}
+        await _node_facts(config, node, transport, entry, together=False)
     entry["ssh"] = _link(transport)
     return entry
 
 
-async def gather_status(config: SparkConfig, *, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
-    """Everything ``status`` reports, as a JSON-ready dict (also used by tests)."""
-    import asyncio
-
-    from sparktui.remote.cluster import close_cluster, open_cluster
-    from sparktui.remote.engine_status import engine_status
+async def _node_facts(config: SparkConfig, node: NodeConfig, transport: Transport, entry: dict[str, Any],
+                      *, together: bool = True) -> None:
+    """Host facts and one probe reading into ``entry``; ``together``: both at once (two channels of the
+    one connection), else one after the other (the previous way, kept for the benchmark)."""
+    # Imported here: `sparktui --help` imports every verb's module, and these are not needed for it.
+    from sparktui.remote.host_facts import read_host_facts
+    from sparktui.remote.probe_runner import engine_probe_args, sample_once
     from sparktui.remote.transport import TransportError
+
+    async def sample() -> dict[str, Any]:
+        try:
+            return await sample_once(transport, node, name_prefix=config.engine.name_prefix,
+                                     extra_args=engine_probe_args(config.engine))
+        except TransportError as exc:
+            return {"error": str(exc)}
+
+    sampling = asyncio.ensure_future(sample()) if together else None
+    try:
+        result, facts = await read_host_facts(transport, node, timeout=15)
+    except TransportError as exc:
+        entry["error"] = str(exc)
+        if sampling is not None:
+            sampling.cancel()
+        return
+    entry.update(reachable=True, hostname=facts.hostname, kernel=facts.kernel,
+                 uptime_seconds=facts.uptime_seconds)
+    if not result.ok:
+        entry["error"] = result.stderr.strip()[-500:] or f"exit status {result.returncode}"
+    entry["sample"] = await (sampling if sampling is not None else sample())
+
+
+async def _reach(node: NodeConfig, transport: Transport, timeout: float) -> str | None:
+    """Connect (the transport's own fail-fast TCP connect); the reason when the node cannot be reached."""
+    from sparktui.remote.transport import LinkPhase
+
+    try:
+        await asyncio.wait_for(transport.connect(), timeout)
+    except TimeoutError:
+        return f"no answer within {timeout:.0f} s"
+    if transport.state.phase is not LinkPhase.CONNECTED:
+        # One line, said once: `spark2 (10.0.0.2:22): connection refused — is sshd running?`
+        return transport.unreachable_message()
+    return None
+
+
+async def gather_status(config: SparkConfig, *, timeout: float = DEFAULT_TIMEOUT,
+                        overlap: bool = True) -> dict[str, Any]:
+    """Everything ``status`` reports, as a JSON-ready dict (also used by tests).
+
+    ``overlap`` (the default): every node is connected at once, then each node's facts and sample and
+    the engine's part (discovery, Ray, the log) all run at the same time, so the answer takes about as
+    long as its slowest part. ``False``: the previous way (nodes first, then the engine), kept for
+    ``benchmarks/bench_status.py``'s same-run comparison.
+    """
+    from sparktui.remote.cluster import close_cluster, open_cluster
 
     t0 = time.monotonic()
     transports = await open_cluster(config, connect=False)
+    try:
+        if overlap:
+            report = await _gather_overlapped(config, transports, timeout)
+        else:
+            report = await _gather_serial(config, transports, timeout)
+    finally:
+        await close_cluster(transports)
+    report["seconds"] = round(time.monotonic() - t0, 2)
+    return report
+
+
+async def _gather_overlapped(config: SparkConfig, transports: dict[str, Transport],
+                             timeout: float) -> dict[str, Any]:
+    from sparktui.remote.engine_status import engine_status
+    from sparktui.remote.transport import TransportError
+
+    errors = dict(zip([n.name for n in config.nodes],
+                      await asyncio.gather(*(_reach(n, transports[n.name], timeout) for n in config.nodes)),
+                      strict=True))
+    links = {name: t.state.phase.value for name, t in transports.items()}
+    for name, error in errors.items():
+        if error is not None:
+            # Discovery would wait out its dead link again: it finds it closed and names it.
+            await transports[name].close()
+
+    async def node_part(node: NodeConfig) -> dict[str, Any]:
+        transport = transports[node.name]
+        entry = _unreachable(node, transport, errors[node.name])
+        if errors[node.name] is None:
+            try:
+                await asyncio.wait_for(_node_facts(config, node, transport, entry), timeout)
+            except TimeoutError:
+                entry = _unreachable(node, transport, f"no answer within {timeout:.0f} s")
+        entry["ssh"] = _link(transport)
+        if errors[node.name] is not None:
+            entry["ssh"]["phase"] = links[node.name]  # as found, not "closed" by us just now
+        return entry
+
+    async def engine_part() -> dict[str, Any]:
+        if errors[config.head.name] is not None:
+            return {"error": f"unknown: the head ({config.head.name}) is unreachable"}
+        try:
+            return await asyncio.wait_for(engine_status(config, transports, links), timeout)
+        except (TransportError, TimeoutError) as exc:
+            return {"error": str(exc) or f"no answer within {timeout:.0f} s"}
+
+    nodes, engine = await asyncio.gather(asyncio.gather(*(node_part(n) for n in config.nodes)),
+                                         engine_part())
+    return {
+        "cluster": config.cluster.name,
+        "all_reachable": all(n["reachable"] for n in nodes),
+        "nodes": list(nodes),
+        "engine": engine,
+    }
+
+
+async def _gather_serial(config: SparkConfig, transports: dict[str, Transport],
+                         timeout: float) -> dict[str, Any]:
+    from sparktui.remote.engine_status import engine_status
+    from sparktui.remote.transport import TransportError
 
     async def bounded(node: NodeConfig) -> dict[str, Any]:
         transport = transports[node.name]
@@ -128,30 +219,25 @@ async def gather_status(config: SparkConfig, *, timeout: float = DEFAULT_TIMEOUT
         except TimeoutError:
             return _unreachable(node, transport, f"no answer within {timeout:.0f} s")
 
-    try:
-        nodes = await asyncio.gather(*(bounded(node) for node in config.nodes))
-        report: dict[str, Any] = {
-            "cluster": config.cluster.name,
-            "all_reachable": all(n["reachable"] for n in nodes),
-            "nodes": list(nodes),
-        }
-        head = next(n for n in nodes if n["name"] == config.head.name)
-        if not head["reachable"]:
-            # Discovery would only wait out the same dead link again.
-            report["engine"] = {"error": f"unknown: the head ({config.head.name}) is unreachable"}
-        else:
-            links = {n["name"]: (n["ssh"] or {}).get("phase", "") for n in nodes}
-            for n in nodes:
-                if not n["reachable"]:
-                    # Discovery would wait out its dead link again: it finds it closed and names it.
-                    await transports[n["name"]].close()
-            try:
-                report["engine"] = await asyncio.wait_for(engine_status(config, transports, links), timeout)
-            except (TransportError, TimeoutError) as exc:
-                report["engine"] = {"error": str(exc) or f"no answer within {timeout:.0f} s"}
-    finally:
-        await close_cluster(transports)
-    report["seconds"] = round(time.monotonic() - t0, 2)
+    nodes = await asyncio.gather(*(bounded(node) for node in config.nodes))
+    report: dict[str, Any] = {
+        "cluster": config.cluster.name,
+        "all_reachable": all(n["reachable"] for n in nodes),
+        "nodes": list(nodes),
+    }
+    head = next(n for n in nodes if n["name"] == config.head.name)
+    if not head["reachable"]:
+        # Discovery would only wait out the same dead link again.
+        report["engine"] = {"error": f"unknown: the head ({config.head.name}) is unreachable"}
+    else:
+        links = {n["name"]: (n["ssh"] or {}).get("phase", "") for n in nodes}
+        for n in nodes:
+            if not n["reachable"]:
+                await transports[n["name"]].close()
+        try:
+            report["engine"] = await asyncio.wait_for(engine_status(config, transports, links), timeout)
+        except (TransportError, TimeoutError) as exc:
+            report["engine"] = {"error": str(exc) or f"no answer within {timeout:.0f} s"}
     return report
 
 

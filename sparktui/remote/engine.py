@@ -24,6 +24,7 @@ from sparktui.domain.lifecycle import oplock as L
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, classify
+from sparktui.domain.lifecycle.gcs_wait import gcs_wait_argv
 from sparktui.domain.lifecycle.output import last_json_object, output_tail
 from sparktui.domain.lifecycle.ray_state import RayState, Readiness, evaluate
 from sparktui.remote.engine_nodes import EngineNodes
@@ -60,6 +61,9 @@ class EngineController:
         self._preflight_checks = PreflightChecks(self._nodes, self._runner)
         self._gate = OperationGate(self._nodes, origin)
         self._runtimes = self._nodes.runtimes
+        #: Workers start when the head's GCS answers (``False``: after `ray start --head`, the benchmark's
+        #: same-run comparison).
+        self.early_workers = True
 
     # -- what the jobs know, read here -------------------------------------------------------------
     @property
@@ -156,16 +160,32 @@ class EngineController:
             except TransportError as exc:
                 unreachable[name] = str(exc)
 
+        # Ray's view (the slowest part: `import ray` on the head) is asked at once, beside the listing,
+        # when the head's GCS port answers; it is used only if the listing finds our Ray running.
+        early_ray = (asyncio.ensure_future(self._ray_if_gcs()) if ray and cfg.engine.executor == "ray"
+                     else None)
         await asyncio.gather(*(one(n.name) for n in cfg.nodes))
         ray_state: RayState | None = None
         readiness: Readiness | None = None
         head = cfg.head.name
         ray_up = bool(processes.get(head)) or bool(containers.get(head))
-        if ray and cfg.engine.executor == "ray" and ray_up and head not in unreachable:
-            ray_state = await self.ray_state_once()
+        if early_ray is not None and not (ray_up and head not in unreachable):
+            early_ray.cancel()
+        elif early_ray is not None:
+            ray_state = await early_ray
             readiness = evaluate(ray_state, P.expected_nodes(cfg)) if ray_state else None
         state, detail = classify(vllm, containers, processes, unreachable, readiness)
         return Discovery(state, detail, vllm, containers, processes, unreachable, ray_state, readiness)
+
+    async def _ray_if_gcs(self) -> RayState | None:
+        """``ray_state_once`` when the head's GCS port answers now (one connect attempt), else ``None``."""
+        head = self.config.head
+        try:
+            res = await self._nodes.run(head.name, gcs_wait_argv(head.python, head.address,
+                                                                 self.config.engine.ray_port, 0), 10)
+        except TransportError:
+            return None
+        return await self.ray_state_once() if res.ok else None
 
     async def ray_state_once(self, timeout: float = 20.0) -> RayState | None:
         """One reading of Ray's node list from the head (``None`` if Ray does not answer)."""
@@ -217,7 +237,7 @@ class EngineController:
             rdma = self._preflight_checks.rdma
         else:
             await self.resolve_homes()
-        plan = P.build_start_plan(self.config, self.homes or None, rdma)
+        plan = P.build_start_plan(self.config, self.homes or None, rdma, early_workers=self.early_workers)
         failed = await self._run_plan(tracker, plan, stop_on_failure=True)
         if failed is not None:
             return tracker.finish(False, f"start failed at {failed.name}"

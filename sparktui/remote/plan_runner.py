@@ -70,19 +70,32 @@ class PlanRunner:
             indices = {id(s): tracker.add(StepView(name=plan.row_prefix + s.name, node=s.node))
                        for s in plan.steps if s.shown}
         first_failure: StepView | None = None
-        lingering: set[asyncio.Task[StepView | None]] = set()
+        lingering: dict[asyncio.Task[StepView | None], P.Step] = {}
         for phase in plan.phases:
+            # Steps a ``done_when`` left running that this phase waits for (`vllm serve` waits for
+            # `ray start --head` to return; the workers did not).
+            needed = [t for t, ls in lingering.items() if ls.name in phase.after]
+            for view in await asyncio.gather(*needed):
+                if view is not None and view.status is StepStatus.FAILED and first_failure is None:
+                    first_failure = view
+            if first_failure is not None and stop_on_failure:
+                break
             tasks: dict[asyncio.Task[StepView | None], P.Step] = {}
             by_name: dict[tuple[str | None, str], asyncio.Task[StepView | None]] = {}
             for s in phase.steps:
                 after = [by_name[(s.node, n)] for n in s.after]
+                after += [t for t, ls in lingering.items() if ls.name in s.after_lingering]
                 gates = [by_name[(s.node, n)] for n in s.gated_by]
                 task = asyncio.create_task(self._run_step(tracker, plan, indices, s, after, gates, on_done))
                 by_name[(s.node, s.name)] = task
                 tasks[task] = s
             pending = set(tasks)
             while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                # Steps left running by an earlier phase are watched too: a failed `ray start --head`
+                # ends the workers' phase at once instead of after the Ray wait's timeout.
+                watch = pending | {t for t in lingering if not t.done()}
+                done, _ = await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
+                pending -= done
                 finished_early = False
                 for task in done:
                     view = task.result()
@@ -90,14 +103,15 @@ class PlanRunner:
                         continue
                     if view.status is StepStatus.FAILED and first_failure is None:
                         first_failure = view
-                    elif view.status is StepStatus.OK and tasks[task].name == phase.done_when:
+                    elif view.status is StepStatus.OK and task in tasks \
+                            and tasks[task].name == phase.done_when:
                         finished_early = True
                 if first_failure is not None and stop_on_failure and pending:
                     # The rest of the phase is moot (a Ray wait whose worker failed to start).
                     await _cancel(tracker, pending, tasks, indices, first_failure)
                     pending = set()
                 elif finished_early and first_failure is None:
-                    lingering |= pending
+                    lingering.update({t: tasks[t] for t in pending})
                     pending = set()
             if first_failure is not None and stop_on_failure:
                 break
@@ -121,6 +135,7 @@ class PlanRunner:
             ended = await dep
             if ended is None or ended.status is not StepStatus.OK:
                 return None
+        self.marks[f"begin:{step.name}:{step.node}"] = time.time()
         outcome: Outcome | None = None
         for gate in gates:
             ended = await gate

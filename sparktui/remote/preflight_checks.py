@@ -19,6 +19,8 @@ from sparktui.domain.lifecycle.links import LinkFacts, link_views
 from sparktui.domain.lifecycle.memory_fit import check_memory_fit
 from sparktui.domain.lifecycle.output import output_tail
 from sparktui.domain.lifecycle.preflight_plan import build_preflight_plan
+from sparktui.domain.lifecycle.vllm_facts_cache import VllmFactsCache
+from sparktui.domain.lifecycle.vllm_facts_cache import cache_dir as vllm_facts_dir
 from sparktui.domain.model_files import ModelDir, parse_model_info
 from sparktui.domain.recipes import check_recipe_vllm
 from sparktui.remote.engine_nodes import EngineNodes, Outcome, failure_text
@@ -42,6 +44,9 @@ class Gathered:
     model: ModelDir | str | None = None
 
 
+_CACHED_NOTE = ("known for this image ID (cached on this machine; a new image is asked afresh)",)
+
+
 class PreflightChecks:
     """Runs preflight into a tracker; keeps what the start needs of it (``rdma``, ``vllm_version``)."""
 
@@ -53,6 +58,8 @@ class PreflightChecks:
         #: Whether each node has /dev/infiniband (docker passes the device only there).
         self.rdma: dict[str, bool] = {}
         self._got = Gathered()
+        #: `vllm --version` and `serve --help` answers per image ID (docker: asked once per image).
+        self.facts_cache = VllmFactsCache(vllm_facts_dir())
         K = P.StepKind
         runner.executors.update({
             K.REACH: self._reach, K.FACTS: self._facts, K.LINK: self._link, K.DOCKER: self._docker,
@@ -123,16 +130,34 @@ class PreflightChecks:
                                                             img.stdout, img.stderr))
         return Outcome(StepStatus.OK, f"docker {ver.stdout.strip()}, image present")
 
+    def _cache_key(self, node: str, what: str) -> tuple[str | None, str]:
+        """The facts cache's key: the node's image ID (docker only: a host install has none) and the
+        question, naming the command (another `engine.vllm_command` may be another vLLM)."""
+        e = self.nodes.config.engine
+        image = self._got.image_ids.get(node) if e.runtime == "docker" else None
+        return image, f"{what} {' '.join(e.vllm_command)}"
+
     async def _version(self, step: P.Step, live: Callable[[str], None]) -> Outcome:
         assert step.node is not None
+        image, key = self._cache_key(step.node, "version")
+        known = self.facts_cache.get(image, key)
+        if known:
+            self._got.versions[step.node] = known
+            return Outcome(StepStatus.OK, f"vLLM {known}", _CACHED_NOTE)
         res = await self.nodes.run(step.node, step.argv, step.timeout)
         version = self._got.versions[step.node] = vllm_help.parse_version(res.stdout) if res.ok else None
         if version is None:
             return Outcome(StepStatus.FAILED, "`vllm --version` failed: " + failure_text(res))
+        self.facts_cache.put(image, key, version)
         return Outcome(StepStatus.OK, f"vLLM {version}")
 
     async def _help(self, step: P.Step, live: Callable[[str], None]) -> Outcome:
         assert step.node is not None
+        image, key = self._cache_key(step.node, "help")
+        known = self.facts_cache.get(image, key)
+        if known:
+            self._got.help_text = known
+            return Outcome(StepStatus.OK, f"{len(vllm_help.flags_in_help(known))} flags known", _CACHED_NOTE)
         res = await self.nodes.run(step.node, step.argv, step.timeout)
         if not res.ok or len(vllm_help.flags_in_help(res.stdout)) < 5:
             # Older vLLM has no grouped help and rejects "--help=all".
@@ -140,6 +165,7 @@ class PreflightChecks:
         if not res.ok:
             return Outcome(StepStatus.FAILED, "`vllm serve --help` failed: " + failure_text(res))
         self._got.help_text = res.stdout
+        self.facts_cache.put(image, key, res.stdout)
         return Outcome(StepStatus.OK, f"{len(vllm_help.flags_in_help(res.stdout))} flags known")
 
     async def _gpus(self, step: P.Step, live: Callable[[str], None]) -> Outcome:

@@ -25,6 +25,7 @@ from textual.css.query import NoMatches
 from textual.events import Key, Resize
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Button, Footer, Header, HelpPanel, Static
 
 from sparktui.config import UIConfig
@@ -52,6 +53,10 @@ from sparktui.ui.widgets.util import node_widget_id, show
 #: live bar, rare enough that a flood of 100k lines/s costs 20 ``write_lines`` calls a second, and small
 #: enough batches (5,000 lines at that rate) that a key press never waits long behind one.
 FLUSH_HZ = 20.0
+
+#: Engine states whose panel shows a clock (a stage's elapsed time, the ETA, a stall): redrawn each tick.
+_CLOCKED_STATES = frozenset({EngineState.PREFLIGHT, EngineState.STARTING, EngineState.VERIFYING,
+                             EngineState.STOPPING})
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,10 @@ class SparkApp(App[int]):
                  show=False),
     ]
 
+    #: The previous way, for ``benchmarks/bench_idle.py``'s same-run comparison only: a drain every
+    #: 1/``flush_hz`` s and every panel re-rendered each tick, whether anything arrived or not.
+    poll_always: ClassVar[bool] = False
+
     def __init__(
         self,
         backend: ClusterBackend,
@@ -158,6 +167,10 @@ class SparkApp(App[int]):
         self.switches = switches
         self.smoke_result: str | None = None
         self._inbox: deque[Event] = deque()
+        #: The one-shot timer of the next drain, armed by the first event of a batch (``sink``): an idle
+        #: dashboard has no drain timer at all, a busy one drains at most ``flush_hz`` times a second.
+        self._drain_timer: Timer | None = None
+        self._node_panels: dict[str, NodePanel] = {}
         self._requesting: str | None = None
         self.log_sources = ["vllm", *(f"ray:{n}" for n in names)]
         self.sub_title = cluster_name
@@ -214,7 +227,9 @@ class SparkApp(App[int]):
         self.query_one(LogPane).log_widget.focus()
         if self.startup_notice:
             self.notify(self.startup_notice, title="sparktui", timeout=12)
-        self.set_interval(1.0 / self.switches.flush_hz, self.drain)
+        self._arm_drain()  # what the backend posted before the first frame
+        if self.poll_always:
+            self.set_interval(1.0 / self.switches.flush_hz, self.drain)
         self.set_interval(1.0, self._tick)
         self.run_worker(self._run_backend(), name="backend", group="backend", exit_on_error=False)
         # Everything built so far (widgets, styles, Textual's caches) lives as long as the app: move it out of
@@ -246,17 +261,31 @@ class SparkApp(App[int]):
             self.query_one(LogPane).add_records(event.source, event.records)
             return
         self._inbox.append(event)
+        if self._drain_timer is None:
+            self._arm_drain()
 
-    def drain(self) -> None:
-        """Apply every queued event, then re-render what changed and write the queued log lines."""
+    def _arm_drain(self) -> None:
+        self._drain_timer = self.set_timer(1.0 / self.switches.flush_hz, self._timed_drain, name="drain")
+
+    def _timed_drain(self) -> None:
+        self._drain_timer = None
+        written = self.drain()
+        if written and self._drain_timer is None:
+            # Once more after the lines are laid out: a long line's new horizontal scrollbar moves the end,
+            # and following means staying at it (LogPane.flush).
+            self._arm_drain()
+
+    def drain(self) -> int:
+        """Apply every queued event, then re-render what changed and write the queued log lines; returns
+        the number of log lines written."""
         try:
-            self._drain()
+            return self._drain()
         except NoMatches:
             # Every widget queried here exists for the app's whole life, except while it is being torn
             # down, when the timer can fire once more after the widgets are gone.
-            return
+            return 0
 
-    def _drain(self) -> None:
+    def _drain(self) -> int:
         pane = self.query_one(LogPane)
         inbox = self._inbox
         dirty: set[str] = set()
@@ -273,9 +302,10 @@ class SparkApp(App[int]):
             dirty |= self.state.apply(event)
         with self.batch_update():
             self._render(dirty)
-            pane.flush()
+            written = pane.flush()
         for notice in notices:
             self.notify(notice.message, severity=_severity(notice.severity))
+        return written
 
     def _render(self, dirty: set[str]) -> None:
         for part in dirty:
@@ -292,10 +322,14 @@ class SparkApp(App[int]):
             self._render_asymmetry()
 
     def _render_node(self, name: str) -> None:
-        panels = self.query(f"#{node_widget_id(name)}")
-        if panels:
-            panel = panels.first(NodePanel)
-            panel.refresh_from_state()
+        # Looked up once (a query walks the DOM, and this runs for every sample of every node).
+        panel = self._node_panels.get(name)
+        if panel is None:
+            panels = self.query(f"#{node_widget_id(name)}")
+            if not panels:
+                return
+            panel = self._node_panels[name] = panels.first(NodePanel)
+        panel.refresh_from_state()
 
     def _render_engine(self) -> None:
         state = self.state.engine.state
@@ -317,14 +351,26 @@ class SparkApp(App[int]):
             show(box, f"⚠ {warning}")
 
     def _tick(self) -> None:
-        """Once a second: elapsed times, retry countdowns and stale samples move without events."""
-        self.state.update_staleness(self.ui_config.refresh_interval)
+        """Once a second: what moves without events — elapsed times and the ETA while an operation or a
+        start runs, retry countdowns of links that are down, samples gone stale, the two-node-hang check
+        while the engine should be working. Nothing else is touched: an idle dashboard repaints nothing."""
+        dirty = self.state.update_staleness(self.ui_config.refresh_interval)
+        if self.poll_always:
+            dirty |= {f"node:{name}" for name in self.state.nodes} | {"engine-clock"}
+        dirty |= {f"node:{n.name}" for n in self.state.nodes.values() if n.link_phase != "connected"}
+        if self.state.engine.state in _CLOCKED_STATES or self.state.operation_running:
+            dirty.add("engine-clock")
         try:
             with self.batch_update():
-                self._render_engine()
-                for name in self.state.nodes:
-                    self._render_node(name)
-                self._render_asymmetry()
+                for part in dirty:
+                    if part.startswith("node:"):
+                        self._render_node(part[5:])
+                if "engine-clock" in dirty:
+                    self._render_engine()
+                if self.state.engine_should_work() or self.query_one("#asymmetry", Static).display:
+                    self._render_asymmetry()
+                # A mouse-wheel scroll up pauses following: said in the status line within a second.
+                self.query_one(LogPane).check_follow()
         except NoMatches:  # torn down (see drain)
             return
 

@@ -18,6 +18,7 @@ from sparktui.config import NodeConfig, SparkConfig
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.discovery import Discovery
+from sparktui.domain.lifecycle.gcs_wait import GCS_STEP, GCS_WAIT_PY, gcs_wait_argv
 from sparktui.domain.lifecycle.ray_state import ExpectedNode
 
 #: ``ray start``'s success line (with exit status 0), the same in Ray 2.9 … 2.60.
@@ -73,6 +74,8 @@ class Step:
     gate_message: str = ""
     #: Whether the step has a row of its own (a gathering step judged afterwards has none).
     shown: bool = True
+    #: Steps of earlier phases (by name) left running by a ``done_when`` that this one waits for.
+    after_lingering: tuple[str, ...] = ()
 
     def render(self) -> str:
         where = self.node or "-"
@@ -97,7 +100,7 @@ _SCRIPT_NAMES = {
     S.DETACHED_STATE_SH: "<detached-state.sh>", S.TAGGED_PY: "<tagged.py>", S.FACTS_PY: "<facts.py>",
     S.RAY_PROBE_PY: "<ray-probe.py>", S.FOLLOW_PY: "<follow.py>", S.RAY_LOGS_PY: "<ray-logs.py>",
     S.READ_PY: "<read.py>", S.DROP_CACHES_SH: "<drop-caches.sh>", S.LINK_PY: "<link.py>",
-    S.LOCK_PY: "<lock.py>",
+    S.LOCK_PY: "<lock.py>", GCS_WAIT_PY: "<gcs-wait.py>",
 }
 
 
@@ -113,6 +116,9 @@ class Phase:
     #: end of the plan). The Ray wait ends the workers' phase: a registered worker's `ray start` command
     #: takes another second to exit, and `vllm serve` need not wait for that.
     done_when: str | None = None
+    #: Steps of earlier phases (by name) that must have finished, and not failed, before this phase
+    #: begins: ones a ``done_when`` left running (`vllm serve` waits for `ray start --head` to return).
+    after: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -324,11 +330,15 @@ def build_start_plan(
     config: SparkConfig,
     homes: Mapping[str, str] | None = None,
     rdma: Mapping[str, bool] | None = None,
+    *,
+    early_workers: bool = True,
 ) -> Plan:
     """Containers (docker) → Ray head → Ray workers → wait for every node and GPU → ``vllm serve``.
 
     ``homes``: each node's $HOME (docker needs absolute mount sources); ``rdma``: whether a node has
-    /dev/infiniband (docker passes the device only where it exists).
+    /dev/infiniband (docker passes the device only where it exists). ``early_workers`` (the default):
+    the workers start as soon as the head's GCS port answers, not when `ray start --head` returns
+    (``False``: the previous, serial way, kept for the benchmark's same-run comparison).
     """
     e = config.engine
     rts = runtimes(config)
@@ -360,9 +370,16 @@ def build_start_plan(
     if e.executor == "ray":
         head = config.head
         start_head = A.ray_start_head(e.ray_command, head.address, e.ray_port, _ray_args(config, True))
-        phases.append(Phase("Ray head", (
-            Step("ray start (head)", head.name, tuple(head_rt.wrap(_timeout(start_head, 90), tagged=True)),
-                 100.0, success_marker=RAY_STARTED),)))
+        head_steps = [Step("ray start (head)", head.name,
+                           tuple(head_rt.wrap(_timeout(start_head, 90), tagged=True)), 100.0,
+                           success_marker=RAY_STARTED)]
+        if early_workers and config.workers:
+            # On the head's host (host network in both runtimes): its GCS port, as the workers will dial it.
+            head_steps.append(Step(GCS_STEP, head.name,
+                                   tuple(gcs_wait_argv(head.python, head.address, e.ray_port, 90)), 95.0,
+                                   success_marker="gcs answered"))
+        phases.append(Phase("Ray head", tuple(head_steps),
+                            done_when=GCS_STEP if len(head_steps) > 1 else None))
         steps = []
         for node in config.workers:
             rt = rts[node.name]
@@ -375,7 +392,11 @@ def build_start_plan(
         # The probe joins the cluster while the workers start (its Python and `import ray` take a second or
         # two), so it sees the last node register within one poll interval; a failed worker start cancels it.
         probe = tuple(probe_argv(config, head_rt, e.ray_wait_timeout))
+        # `ray.init` against a head whose raylet is not up yet may wait or fail: the probe starts once
+        # `ray start --head` has returned (the workers do not wait for that).
+        probe_after = ("ray start (head)",) if early_workers and config.workers else ()
         steps.append(Step("Ray nodes and GPUs", head.name, probe, e.ray_wait_timeout, StepKind.WAIT_RAY,
+                          after_lingering=probe_after,
                           fallback=tuple(head_rt.wrap(_timeout(A.ray_status(e.ray_command, head.address,
                                                                             e.ray_port), 25))),
                           expected=expected_nodes(config)))
@@ -383,7 +404,8 @@ def build_start_plan(
                             done_when="Ray nodes and GPUs"))
     steps = [detach_step(config, rts[n.name], homes, rank) for rank, n in enumerate(vllm_nodes(config))]
     # mp: the headless ranks first, so rank 0 finds them when it rendezvous.
-    phases.append(Phase("vllm serve (detached)", tuple(reversed(steps))))
+    after = ("ray start (head)",) if e.executor == "ray" and early_workers and config.workers else ()
+    phases.append(Phase("vllm serve (detached)", tuple(reversed(steps)), after=after))
     return Plan("start", tuple(phases), tuple(notes))
 
 

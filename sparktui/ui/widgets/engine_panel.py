@@ -386,7 +386,11 @@ class ServingView(Vertical):
         if smoke:
             t.append("\nsmoke test: ", style="dim")
             t.append(smoke)
-        self.query_one("#serving-text", Static).update(t)
+        box = self.query_one("#serving-text", Static)
+        # New figures every scrape: a repaint of this box, and a reflow only when its height changes.
+        shown = getattr(box, "_sparktui_shown", None)
+        relayout = not isinstance(shown, Text) or shown.plain.count("\n") != t.plain.count("\n")
+        show(box, t, layout=relayout)
 
 
 def _ms(seconds: float | None) -> str:

@@ -377,6 +377,13 @@ class LogPane(Vertical):
             show(label, Text(f"no matching lines ({self.filter_summary()}) — f, l, o change the filter",
                              style="bold yellow", no_wrap=True, overflow="ellipsis"), layout=False)
 
+    def check_follow(self) -> None:
+        """The follow state and status line after scrolling, without a flush (the app's 1 s tick)."""
+        was = self.follow
+        self._update_follow()
+        if self.follow != was:
+            self.update_status()
+
     def _update_follow(self) -> None:
         """Follow state from what the person did since the last flush: scrolled up → pause; back at the
         end → resume. (Textual's own check breaks when a horizontal scrollbar appears and shifts the end.)"""

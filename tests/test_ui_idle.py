@@ -1,0 +1,58 @@
+"""An idle dashboard does no work: with the source frozen (the engine ready, both nodes connected, no new
+sample, no log line) nothing is drained and no widget is refreshed for seconds; the first new sample
+wakes the drain once and repaints its node."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+from textual.widget import Widget
+
+from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged
+from tests.test_ui_panels import gb10_sample
+from tests.ui_fakes import make_app, settle
+
+
+async def test_idle_dashboard_schedules_no_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    app, backend = make_app()
+    refreshed: Counter[str] = Counter()
+    drains = 0
+    original_refresh = Widget.refresh
+    original_drain = app._drain
+
+    def counting_refresh(self: Widget, *args: Any, **kwargs: Any) -> Widget:
+        refreshed[type(self).__name__ + ("#" + self.id if self.id else "")] += 1
+        return original_refresh(self, *args, **kwargs)
+
+    def counting_drain() -> int:
+        nonlocal drains
+        drains += 1
+        return original_drain()
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        for name in ("spark1", "spark2"):
+            backend.post(NodeLinkChanged(name, "connected", "connected"),
+                         backend.sampled(name, gb10_sample(1, 10_000)),
+                         backend.sampled(name, gb10_sample(2, 20_000)))
+        backend.post(EngineChanged(EngineState.READY, "serving"))
+        await settle(pilot, app)
+        await asyncio.sleep(1.5)   # what the first frames and the first tick still lay out
+        await pilot.pause()
+        monkeypatch.setattr(Widget, "refresh", counting_refresh)
+        monkeypatch.setattr(app, "_drain", counting_drain)
+        await asyncio.sleep(3.5)   # three ticks of the 1 s clock, seventy of the old 20 Hz drain
+        await pilot.pause()
+        assert drains == 0
+        assert app._drain_timer is None
+        assert not refreshed, refreshed
+
+        # The counters see work when there is some: one sample, one drain, its node repainted.
+        backend.post(backend.sampled("spark1", gb10_sample(3, 30_000)))
+        await asyncio.sleep(0.5)
+        await pilot.pause()
+        assert drains == 1
+        assert refreshed
