@@ -351,6 +351,7 @@ class SshBackend:
                         self._sync()
 
     async def _operation(self, kind: str) -> None:
+        """Run the controller's operation ``kind`` (start, stop, restart) once nothing refuses it."""
         if self.readonly:
             raise OperationRefused("read-only mode: start, stop and restart are disabled")
         if self.controller is None:
@@ -359,7 +360,9 @@ class SshBackend:
             raise OperationRefused(f"{self.controller.busy} is already running; wait for it to finish")
         if kind in ("start", "restart"):
             self._memory_guard.rearm()
-        view: OperationView = await getattr(self.controller, kind)()
+        operations = {"start": self.controller.start, "stop": self.controller.stop,
+                      "restart": self.controller.restart}
+        view = await operations[kind]()
         self._finish_operation(view)
 
     def _on_operation(self, view: OperationView) -> None:

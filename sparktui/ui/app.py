@@ -425,15 +425,17 @@ class SparkApp(App[int]):
             handler()
 
     def action_start(self) -> None:
-        self._lifecycle("start")
+        self._lifecycle("start", self.backend.start)
 
     def action_restart(self) -> None:
-        self._confirmed("restart", "Restart the engine? Serving stops until it is ready again.")
+        self._confirmed("restart", self.backend.restart,
+                        "Restart the engine? Serving stops until it is ready again.")
 
     def action_stop(self) -> None:
-        self._confirmed("stop", "Stop the engine on every node (vLLM, Ray and our containers)?")
+        self._confirmed("stop", self.backend.stop,
+                        "Stop the engine on every node (vLLM, Ray and our containers)?")
 
-    def _confirmed(self, kind: str, question: str) -> None:
+    def _confirmed(self, kind: str, operation: Callable[[], Awaitable[object]], question: str) -> None:
         reason = self.refusal()
         if reason is not None:
             self.notify(reason, title=f"{kind} refused", severity="warning")
@@ -441,23 +443,24 @@ class SparkApp(App[int]):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._lifecycle(kind)
+                self._lifecycle(kind, operation)
 
         self.push_screen(ConfirmScreen(question, yes=kind.capitalize()), answered)
 
-    def _lifecycle(self, kind: str) -> None:
+    def _lifecycle(self, kind: str, operation: Callable[[], Awaitable[object]]) -> None:
+        """Run the backend's ``operation`` (its start, restart or stop; ``kind`` names it in messages)."""
         reason = self.refusal()
         if reason is not None:
             self.notify(reason, title=f"{kind} refused", severity="warning")
             return
         self._requesting = kind
         self._update_controls()
-        self._call_backend(kind)
+        self._call_backend(kind, operation)
 
     @work(group="lifecycle", exit_on_error=False)
-    async def _call_backend(self, kind: str) -> None:
+    async def _call_backend(self, kind: str, operation: Callable[[], Awaitable[object]]) -> None:
         try:
-            await getattr(self.backend, kind)()
+            await operation()
         except OperationRefused as exc:
             self.notify(str(exc) or "another operation is running", title=f"{kind} refused",
                         severity="warning")
