@@ -17,7 +17,6 @@ import re
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +25,11 @@ import pytest
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationView, StepStatus
 from sparktui.remote.api_client import EngineApi
-from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
 from sparktui.remote.engine_wait import wait_until_ready
-from sparktui.remote.transport import Transport
 from tests.cli_helpers import run_sparktui
+from tests.harness import Harness, explain, open_harness
+from tests.harness import start_ready as shared_start_ready
 from tests.leftovers import helpers_left, processes, read_until, sigkill_after, spawn_sparktui
 from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
 from tests.testbed import Testbed, docker_image
@@ -67,43 +66,13 @@ def assert_clean(bed: Testbed) -> None:
         assert processes(bed, name) == [], name
 
 
-def explain(view: OperationView) -> str:
-    lines = [view.message] + [f"{s.status} {s.node} {s.name}: {s.message} {list(s.output_tail)[-3:]}"
-                              for s in view.steps if s.status is not StepStatus.OK]
-    return "\n".join(lines)
 
-
-class Harness:
-    def __init__(self, bed: Testbed, config: SparkConfig, transports: dict[str, Transport]) -> None:
-        self.bed = bed
-        self.config = config
-        self.transports = transports
-        self.controller = EngineController(config, transports)
-
-    def new_controller(self) -> EngineController:
-        return EngineController(self.config, self.transports)
-
-
-@contextlib.asynccontextmanager
-async def harness(bed: Testbed, **engine: Any) -> AsyncIterator[Harness]:
-    make_model_dirs(bed)
-    config = docker_config(bed, **engine)
-    transports = await open_cluster(config)
-    h = Harness(bed, config, transports)
-    try:
-        yield h
-    finally:
-        with contextlib.suppress(Exception):
-            await h.new_controller().stop()
-        await close_cluster(transports)
+def harness(bed: Testbed, **engine: Any) -> contextlib.AbstractAsyncContextManager[Harness]:
+    return open_harness(bed, docker_config(bed, **engine))
 
 
 async def start_ready(h: Harness, controller: EngineController | None = None) -> None:
-    c = controller or h.controller
-    view = await c.start()
-    assert view.ok, explain(view)
-    result = await wait_until_ready(c, timeout=180)
-    assert result.outcome == "ready", result.detail
+    await shared_start_ready(h, controller, timeout=180)
 
 
 async def test_preflight_start_chat_stop(docker_testbed: Testbed) -> None:

@@ -13,22 +13,21 @@ import asyncio
 import contextlib
 import re
 import subprocess
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
-from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.stage_names import STAGE_INDEX
-from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
 from sparktui.remote.engine_status import engine_status
 from sparktui.remote.engine_wait import wait_until_ready
 from sparktui.remote.log_follower import LogFollower
-from sparktui.remote.transport import Transport
-from tests.lifecycle_helpers import host_path, lifecycle_config, make_model_dirs
+from tests.harness import Harness, open_harness
+from tests.harness import explain as _explain
+from tests.harness import start_ready as shared_start_ready
+from tests.lifecycle_helpers import host_path, lifecycle_config
 from tests.testbed import Testbed
 
 pytestmark = [pytest.mark.testbed, pytest.mark.ray]
@@ -44,45 +43,13 @@ def leftovers(bed: Testbed, name: str) -> list[str]:
                          r"ray/autoscaler|ray\.util\.client", line)]
 
 
-class Harness:
-    def __init__(self, bed: Testbed, config: SparkConfig, transports: dict[str, Transport]) -> None:
-        self.bed = bed
-        self.config = config
-        self.transports = transports
-        self.views: list[OperationView] = []
-        self.controller = EngineController(config, transports, on_progress=self.views.append)
-
-    def new_controller(self, on_progress: Callable[[OperationView], None] | None = None) -> EngineController:
-        return EngineController(self.config, self.transports, on_progress=on_progress)
-
-
-@contextlib.asynccontextmanager
-async def harness(bed: Testbed, **kwargs: Any) -> AsyncIterator[Harness]:
-    make_model_dirs(bed)
-    config = lifecycle_config(bed, **kwargs)
-    transports = await open_cluster(config)
-    h = Harness(bed, config, transports)
-    try:
-        yield h
-    finally:
-        # Whatever happened, leave the shared hosts clean for the next test.
-        with contextlib.suppress(Exception):
-            await h.new_controller().stop()
-        await close_cluster(transports)
+def harness(bed: Testbed, **kwargs: Any) -> contextlib.AbstractAsyncContextManager[Harness]:
+    return open_harness(bed, lifecycle_config(bed, **kwargs))
 
 
 async def start_ready(h: Harness, controller: EngineController | None = None) -> None:
-    c = controller or h.controller
-    view = await c.start()
-    assert view.ok, _explain(view)
-    result = await wait_until_ready(c, timeout=120)
-    assert result.outcome == "ready", result.detail
+    await shared_start_ready(h, controller, timeout=120)
 
-
-def _explain(view: OperationView) -> str:
-    lines = [view.message] + [f"{s.status} {s.node} {s.name}: {s.message} {list(s.output_tail)[-3:]}"
-                              for s in view.steps if s.status is not StepStatus.OK]
-    return "\n".join(lines)
 
 
 async def test_start_ready_then_stop_leaves_nothing(testbed: Testbed) -> None:
