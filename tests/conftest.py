@@ -11,6 +11,20 @@ from tests.testbed import Testbed, docker_image, docker_unavailable_reason, unav
 
 MakeTestbed = Callable[..., Testbed]
 
+#: The longest test files (real Ray, real dockerd, paced start-ups), run first: CI's workers take whole
+#: files in collection order, so a long file collected last would run alone at the end.
+LONG_FILES = (
+    "test_docker_testbed.py", "test_engine_truth_testbed.py", "test_lifecycle_testbed.py",
+    "test_warm_restart_docker_testbed.py", "test_lifecycle_cli.py", "test_model_sync_testbed.py",
+    "test_warm_restart_testbed.py", "test_standin_ray.py", "test_serving_testbed.py",
+    "test_memory_guard_testbed.py", "test_bench_cli_testbed.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: files stay whole
+
 
 def _require_testbed() -> None:
     reason = unavailable_reason()

@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +74,20 @@ def rsyncs_on(bed: Testbed) -> list[str]:
 
 
 @pytest.fixture
-def synced_bed(testbed: Testbed, tmp_path: Path) -> Path:
+def synced_bed(testbed: Testbed, tmp_path: Path) -> Iterator[Path]:
     if shutil.which("rsync") is None:
         pytest.fail("rsync is not installed (.ci/run installs it)")
     make_head_model(testbed)
     shutil.rmtree(model_dir(testbed, "spark2"), ignore_errors=True)
     config: Path = testbed.write_config(tmp_path / "config.toml", **sync_overrides(testbed))
-    return config
+    try:
+        yield config
+    finally:
+        # The hosts are the session's: give the next test the standard model directory on every node
+        # (a head with this test's extra files would fail every later preflight's "same model" check).
+        for name in testbed.names:
+            shutil.rmtree(model_dir(testbed, name), ignore_errors=True)
+        testbed.make_model_dirs()
 
 
 def test_copies_checks_sums_then_is_in_sync(testbed: Testbed, synced_bed: Path, tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
+from textual.dom import NoScreen
 from textual.events import Key, Resize
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -280,7 +281,7 @@ class SparkApp(App[int]):
         the number of log lines written."""
         try:
             return self._drain()
-        except NoMatches:
+        except (NoMatches, NoScreen):
             # Every widget queried here exists for the app's whole life, except while it is being torn
             # down, when the timer can fire once more after the widgets are gone.
             return 0
@@ -324,7 +325,7 @@ class SparkApp(App[int]):
     def _render_node(self, name: str) -> None:
         # Looked up once (a query walks the DOM, and this runs for every sample of every node).
         panel = self._node_panels.get(name)
-        if panel is None:
+        if panel is None or not panel.is_attached:  # a recomposed layout made new panels
             panels = self.query(f"#{node_widget_id(name)}")
             if not panels:
                 return
@@ -371,7 +372,7 @@ class SparkApp(App[int]):
                     self._render_asymmetry()
                 # A mouse-wheel scroll up pauses following: said in the status line within a second.
                 self.query_one(LogPane).check_follow()
-        except NoMatches:  # torn down (see drain)
+        except (NoMatches, NoScreen):  # torn down (see drain)
             return
 
     # ---- controls ---------------------------------------------------------------------------------
