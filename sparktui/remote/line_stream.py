@@ -115,9 +115,15 @@ class LineStream:
                 self.proc = None
                 if ended and self._reap is None:
                     # Its output ended: let it exit by itself first, so its own status is the one read
-                    # (a SIGTERM in the moment between EOF and exit would replace it).
-                    with contextlib.suppress(Exception, asyncio.CancelledError):
-                        status = await asyncio.wait_for(proc.wait(), self.reap_timeout)
+                    # (a SIGTERM in the moment between EOF and exit would replace it). A cancel while
+                    # waiting is not swallowed: nothing propagates yet, so it would be lost.
+                    try:
+                        with contextlib.suppress(Exception):
+                            status = await asyncio.wait_for(proc.wait(), self.reap_timeout)
+                    except asyncio.CancelledError:
+                        with contextlib.suppress(Exception):
+                            proc.terminate()
+                        raise
                 with contextlib.suppress(Exception):
                     proc.terminate()
                 if self._reap is not None:
