@@ -23,7 +23,7 @@ HELPERS = re.compile(r"RAYPROBE|def frame\(|sparktui-(stop|state)|docker exec")
 
 def processes(bed: Testbed, name: str) -> list[str]:
     """Ray / vLLM / sparktui helper processes on a host (containers included), seen from outside."""
-    out = bed.exec(name, ["ps", "-eo", "pid=,args="]).stdout
+    out = bed.exec(name, ["ps", "-ww", "-eo", "pid=,args="]).stdout
     return [line.strip() for line in out.splitlines() if OURS.search(line)]
 
 

@@ -37,7 +37,7 @@ SEQ = re.compile(rb"\[seq=(\d+)\]")
 
 def leftovers(bed: Testbed, name: str) -> list[str]:
     """Ray / vLLM / stand-in processes on a host, seen from outside sparktui (its own PID namespace)."""
-    out = bed.exec(name, ["ps", "-eo", "pid=,args="]).stdout
+    out = bed.exec(name, ["ps", "-ww", "-eo", "pid=,args="]).stdout
     return [line.strip() for line in out.splitlines()
             if re.search(r"raylet|gcs_server|ray::|vllm_standin|ray/_private|ray/dashboard|"
                          r"ray/autoscaler|ray\.util\.client", line)]

@@ -70,7 +70,8 @@ def sha256_tree(root: Path) -> dict[str, str]:
 
 def rsyncs_on(bed: Testbed) -> list[str]:
     return [f"{n}: {line.strip()}" for n in bed.names
-            for line in bed.exec(n, ["ps", "-eo", "pid=,args="]).stdout.splitlines() if "rsync" in line]
+            for line in bed.exec(n, ["ps", "-ww", "-eo", "pid=,args="]).stdout.splitlines()
+            if "rsync" in line]
 
 
 @pytest.fixture

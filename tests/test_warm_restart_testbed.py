@@ -31,7 +31,7 @@ ENV = {"SPARKTUI_STANDIN_RECORDING": DGX_SPARK_RECORDING, "VLLM_CACHE_ROOT": CAC
 
 def raylets(bed: Testbed, name: str) -> set[int]:
     """The PIDs of the host's raylet processes (their program is ``…/raylet``)."""
-    out = bed.exec(name, ["ps", "-eo", "pid=,args="]).stdout
+    out = bed.exec(name, ["ps", "-ww", "-eo", "pid=,args="]).stdout
     return {int(words[0]) for line in out.splitlines()
             if len(words := line.split()) > 1 and words[1].rsplit("/", 1)[-1] == "raylet"}
 

@@ -20,7 +20,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -69,6 +69,15 @@ FACTS_RETRY_SECONDS = 10.0
 RAY_INTERVAL = 1.0
 #: Engine states in which the memory guard may stop vLLM (starting and serving): the engine runs.
 MEMORY_GUARDED = RUNNING
+
+
+#: The controller's operations by the name the dashboard and the memory guard use: an explicit table, no
+#: attribute looked up by a string.
+_OPERATIONS: dict[str, Callable[[EngineController], Awaitable[OperationView]]] = {
+    "start": lambda c: c.start(),
+    "stop": lambda c: c.stop(),
+    "restart": lambda c: c.restart(),
+}
 
 
 class SshBackend:
@@ -360,9 +369,7 @@ class SshBackend:
             raise OperationRefused(f"{self.controller.busy} is already running; wait for it to finish")
         if kind in ("start", "restart"):
             self._memory_guard.rearm()
-        operations = {"start": self.controller.start, "stop": self.controller.stop,
-                      "restart": self.controller.restart}
-        view = await operations[kind]()
+        view = await _OPERATIONS[kind](self.controller)
         self._finish_operation(view)
 
     def _on_operation(self, view: OperationView) -> None:
