@@ -60,9 +60,14 @@ def containers(bed: Testbed, name: str) -> list[str]:
     return [line for line in out.splitlines() if line.strip()]
 
 
-def assert_clean(bed: Testbed) -> None:
+def assert_clean(bed: Testbed, within: float = 10.0) -> None:
+    """No container or process of ours on any host. A helper ends within a few seconds of the channel that
+    started it closing (its stdin's EOF), so a helper of a just-closed dashboard is given ``within`` s."""
     for name in bed.names:
         assert [c for c in containers(bed, name) if c.startswith(PREFIX + "-")] == [], name
+    left = helpers_left(bed, within)
+    assert left == [], left
+    for name in bed.names:
         assert processes(bed, name) == [], name
 
 
