@@ -245,10 +245,6 @@ async def test_a_container_that_exits_under_us_is_named(docker_testbed: Testbed)
         assert_clean(bed)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known, open (issue 11): read unclipped (ps -ww), the head's log follower of the in-process dashboard "
-    "is still there 10 s after the app closed; whether its SSH channel is closed at teardown is not yet "
-    "established"))
 async def test_dashboard_s_to_ready_and_x_to_stopped(docker_testbed: Testbed, tmp_path: Path) -> None:
     from textual.widgets import Button, Static
 

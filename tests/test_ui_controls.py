@@ -3,6 +3,8 @@ an operation already running, a backend that refuses, key remapping."""
 
 from __future__ import annotations
 
+import asyncio
+
 from sparktui.domain.events import (
     EngineChanged,
     EngineState,
@@ -169,3 +171,25 @@ async def test_theme_from_config() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         assert app.theme == "nord"
+
+
+class SlowToCloseBackend(FakeBackend):
+    """Its clean-up (like the SSH backend's closing of its channels) needs the loop for a while."""
+
+    closed = False
+
+    async def run(self, sink):  # type: ignore[no-untyped-def]
+        try:
+            await super().run(sink)
+        finally:
+            await asyncio.sleep(0.3)
+            self.closed = True
+
+
+async def test_closing_the_app_waits_for_the_backend_to_finish_closing() -> None:
+    # Textual cancels workers at exit without waiting; the backend's clean-up is what hangs up the channels
+    # that end the node-side helpers, so the app must have waited for it when it returns.
+    app, backend = make_app(SlowToCloseBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+    assert isinstance(backend, SlowToCloseBackend) and backend.closed

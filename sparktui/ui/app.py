@@ -9,6 +9,8 @@ changed, so the screen refresh rate never depends on how fast events arrive. Con
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import time
 from collections import deque
@@ -28,6 +30,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Button, Footer, Header, HelpPanel, Static
+from textual.worker import Worker
 
 from sparktui.config import UIConfig
 from sparktui.domain.engine_state import RUNNING
@@ -171,6 +174,7 @@ class SparkApp(App[int]):
         #: The one-shot timer of the next drain, armed by the first event of a batch (``sink``): an idle
         #: dashboard has no drain timer at all, a busy one drains at most ``flush_hz`` times a second.
         self._drain_timer: Timer | None = None
+        self._backend_worker: Worker[None] | None = None
         self._node_panels: dict[str, NodePanel] = {}
         self._requesting: str | None = None
         self.log_sources = ["vllm", *(f"ray:{n}" for n in names)]
@@ -232,7 +236,8 @@ class SparkApp(App[int]):
         if self.poll_always:
             self.set_interval(1.0 / self.switches.flush_hz, self.drain)
         self.set_interval(1.0, self._tick)
-        self.run_worker(self._run_backend(), name="backend", group="backend", exit_on_error=False)
+        self._backend_worker = self.run_worker(self._run_backend(), name="backend", group="backend",
+                                               exit_on_error=False)
         # Everything built so far (widgets, styles, Textual's caches) lives as long as the app: move it out of
         # the collector's reach, so the full collections a log flood triggers (records that survive a few
         # young collections on their way to the screen) scan the flood, not the whole app. In the flood
@@ -241,6 +246,22 @@ class SparkApp(App[int]):
         if self.switches.screenshot is not None:
             path, after = self.switches.screenshot
             self.set_timer(after, lambda: self._take_screenshot(path))
+
+    #: How long closing the app waits for the backend to hang up its SSH channels.
+    BACKEND_CLOSE_TIMEOUT = 8.0
+
+    async def on_unmount(self) -> None:
+        """Wait (bounded) for the cancelled backend to finish closing. Textual cancels workers at exit but
+        does not wait for them; the backend's own clean-up closes its SSH channels, and that close is what
+        ends the node-side helpers (a log follower on a quiet log would otherwise run on until its next
+        write). Without this wait an embedding loop (a test, a script) that carries on could leave them."""
+        worker = self._backend_worker
+        if worker is None:
+            return
+        worker.cancel()
+        # WorkerCancelled is the expected end; a failure was already shown; a timeout gives up the wait.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(worker.wait(), self.BACKEND_CLOSE_TIMEOUT)
 
     async def _run_backend(self) -> None:
         try:
