@@ -1,40 +1,121 @@
-"""A sparkline on a fixed scale."""
+"""A sparkline on a fixed scale, drawn through the line API from strips kept until its data changes."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Region
+from textual.renderables._blend_colors import blend_colors
+from textual.strip import Strip
 from textual.widgets import Sparkline
 
 from sparktui.ui.state import HISTORY_POINTS
 
-
-class _Anchor(float):
-    """A value that only fixes the sparkline's scale; never drawn as a bar of its own."""
-
-
-def _ignore_anchors(values: Sequence[float]) -> float:
-    real = [v for v in values if not isinstance(v, _Anchor)]
-    return max(real) if real else 0.0
+#: Eighths of a cell, lowest first (Textual's sparkline draws with the same blocks).
+BARS = "▁▂▃▄▅▆▇█"
 
 
 class ScaledSparkline(Sparkline):
     """A ``Sparkline`` on a fixed scale (0 to ``scale``) over a fixed window of ``points`` samples.
 
     Textual's sparkline scales to the data's own min and max, which turns 7.5 ± 0.01 GiB into a wall of
-    full bars. Two anchor values (0 and ``scale``) fix the range, the summary function skips them, and the
-    window is left-padded with zeros so history scrolls in from the right as it fills.
+    full bars; here 0 and ``scale`` fix the range and the window is left-padded with zeros, so history
+    scrolls in from the right as it fills. It draws what Textual's would for the same window (its buckets,
+    bars and colour blend), but through ``render_line`` from strips built once per data, size and colour:
+    Textual's renderable summarises every bucket once per row and styles every cell separately, and the
+    panels' sparklines were half of what an idle dashboard at ready spent its CPU on.
     """
 
     def __init__(self, scale: float, points: int = HISTORY_POINTS, **kwargs: Any) -> None:
-        super().__init__([], summary_function=_ignore_anchors, **kwargs)
+        super().__init__([], **kwargs)
         self.scale = scale
         self.points = points
+        self._values: tuple[float, ...] = ()
+        self._strips: tuple[tuple[Any, ...], list[Strip]] | None = None
+        self._cuts: tuple[tuple[int, int], list[tuple[int, int]]] | None = None
+        #: Bar styles by value, for the colours in use: a sliding window brings back the same values.
+        self._styles: tuple[tuple[Any, ...], dict[float, Style]] | None = None
 
     def show(self, values: Sequence[float], scale: float | None = None) -> None:
         if scale:
             self.scale = scale
-        tail = list(values)[-self.points :]
-        pad = [0.0] * max(0, self.points - len(tail) - 2)
-        self.data = [_Anchor(0.0), _Anchor(self.scale), *pad, *(min(v, self.scale) for v in tail)]
+        tail = tuple(min(v, self.scale) for v in list(values)[-self.points:])
+        # The two anchors of Textual's way (0 and the scale) take two places of the window.
+        pad = (0.0,) * max(0, self.points - len(tail) - 2)
+        shown = (*pad, *tail)
+        if shown == self._values and self.data:
+            return   # nothing new to draw: no refresh
+        self._values = shown
+        self.data = [0.0, self.scale, *shown]   # reactive: one refresh when it differs
+
+    def _columns(self, width: int) -> list[float]:
+        """Each column's value: the bucket's maximum, buckets cut as Textual cuts them (the anchors sit in
+        the window's first bucket but are never drawn)."""
+        n = len(self._values) + 2
+        if self._cuts is None or self._cuts[0] != (n, width):
+            step = Fraction(n, width)
+            cuts = [(int(step * b), int(step * (b + 1))) for b in range(width)]
+            self._cuts = ((n, width), [(max(0, a - 2), max(0, b - 2)) for a, b in cuts if b > a])
+        values = self._values
+        buckets = [max(values[a:b]) if b > a else 0.0 for a, b in self._cuts[1]]
+        # Fewer buckets than columns (a wide widget): a bucket repeats, as Textual's does.
+        columns, index, per = [], 0.0, len(buckets) / width
+        for _ in range(width):
+            columns.append(buckets[int(index)])
+            index += per
+        return columns
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._prepare()   # once per frame; render_line then only indexes
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        if self._strips is None or not self._values:
+            return super().render_line(y)
+        strips = self._strips[1]
+        return strips[y] if 0 <= y < len(strips) else Strip.blank(self.size.width, self.rich_style)
+
+    def _prepare(self) -> None:
+        width, height = self.size
+        if not self._values or width <= 0 or height <= 0:
+            self._strips = None
+            return
+        _, background = self.background_colors
+        low = background + (self.get_component_styles("sparkline--min-color").color
+                            if self.min_color is None else self.min_color)
+        high = background + (self.get_component_styles("sparkline--max-color").color
+                             if self.max_color is None else self.max_color)
+        base = self.rich_style
+        key = (self._values, self.scale, width, height, low, high, base)
+        if self._strips is None or self._strips[0] != key:
+            self._strips = (key, self._draw(width, height, low.rich_color, high.rich_color, base))
+
+    def _draw(self, width: int, height: int, low: Any, high: Any, base: Style) -> list[Strip]:
+        extent = self.scale or 1.0
+        levels = len(BARS) * height - 1
+        colours = (low, high, base, extent)
+        if self._styles is None or self._styles[0] != colours:
+            self._styles = (colours, {})
+        styles = self._styles[1]
+        bars: list[tuple[int, Style]] = []
+        for value in self._columns(width):
+            ratio = value / extent
+            style = styles.get(value)
+            if style is None:
+                style = styles[value] = base + Style.from_color(blend_colors(low, high, ratio))
+            bars.append((int(ratio * levels), style))
+        if len(styles) > 4 * self.points:
+            self._styles = None   # bounded: values that left the window are forgotten now and then
+        blank = Segment(" ", base)
+        rows = []
+        for row in reversed(range(height)):
+            bottom, top = row * len(BARS), (row + 1) * len(BARS)
+            segments = [blank if level < bottom else
+                        Segment("█" if level >= top else BARS[level % len(BARS)], style)
+                        for level, style in bars]
+            rows.append(Strip(Segment.simplify(segments), width))
+        return rows
