@@ -56,3 +56,39 @@ async def test_idle_dashboard_schedules_no_refresh(monkeypatch: pytest.MonkeyPat
         await pilot.pause()
         assert drains == 1
         assert refreshed
+
+
+async def test_a_log_line_repaints_the_log_and_lays_out_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # At ready the log grows by a metrics or access-log line every few seconds; Textual's virtual size
+    # would lay the whole screen out for each. Once the scrollbar shows, a new line repaints the log only.
+    from sparktui.domain.events import LogRecords
+    from tests.test_ui_log import records
+
+    app, backend = make_app()
+    layouts: Counter[str] = Counter()
+    original_refresh = Widget.refresh
+
+    def counting_refresh(self: Widget, *args: Any, layout: bool = False, **kwargs: Any) -> Widget:
+        if layout:
+            layouts[type(self).__name__] += 1
+        return original_refresh(self, *args, layout=layout, **kwargs)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(LogRecords("vllm", records([f"INFO 04-14 16:08:{i % 60:02d} [x.py:1] line {i}"
+                                                  for i in range(200)])))
+        await settle(pilot, app)
+        await asyncio.sleep(0.5)
+        await pilot.pause()
+        log = app.query_one("#log")
+        assert log.show_vertical_scrollbar
+        before = log.max_scroll_y
+        monkeypatch.setattr(Widget, "refresh", counting_refresh)
+        for i in range(3):
+            backend.post(LogRecords("vllm", records([f"INFO 04-14 16:09:0{i} [x.py:1] more {i}"])))
+            await asyncio.sleep(0.3)
+            await pilot.pause()
+        assert not layouts, layouts
+        assert log.max_scroll_y == before + 3          # the scroll range grew with the lines
+        assert log.scroll_offset.y == log.max_scroll_y  # and the log still follows the end
+        assert log.vertical_scrollbar.window_virtual_size == log.virtual_size.height

@@ -20,7 +20,9 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.geometry import Size
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Input, Label, Log
 
 from sparktui.domain.logs import LogRecord, parse_line
@@ -135,6 +137,24 @@ class LiveLog(Log):
         self.highlighter = LevelHighlighter()
         #: Index into ``lines`` of the current find match, or None.
         self.current_line: int | None = None
+
+    # Textual's ``virtual_size`` asks for a layout of the whole screen when it changes, and ``Log`` changes
+    # it on every write that adds a line: at ready (a metrics line, an access-log line per request) that
+    # reflow and repaint of every panel was most of an idle dashboard's CPU. The log's own box never depends
+    # on how many lines it holds, so here a new virtual size updates the scrollbars and repaints the log
+    # only; a scrollbar that appears or goes still asks for its layout itself.
+    @property
+    def virtual_size(self) -> Size:
+        return Widget.virtual_size.__get__(self, type(self))
+
+    @virtual_size.setter
+    def virtual_size(self, size: Size) -> None:
+        if size == self.virtual_size:
+            return
+        self.set_reactive(Widget.virtual_size, size)
+        if self.is_scrollable and self.container_size:
+            self._scroll_update(size)
+        self.refresh()
 
     def render_line(self, y: int) -> Strip:
         strip = super().render_line(y)
