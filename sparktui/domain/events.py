@@ -20,7 +20,7 @@ if TYPE_CHECKING:   # the payload modules import this one (and cost their import
     from sparktui.domain.logs import LogRecord
     from sparktui.domain.node_reading import NodeReading
     from sparktui.domain.serving import ServingSnapshot
-    from sparktui.domain.telemetry import Sample
+    from sparktui.domain.telemetry import Rates, Sample
 
 
 class EngineState(StrEnum):
@@ -90,12 +90,14 @@ class NodeIdentified:
 
 @dataclass(frozen=True)
 class NodeSampled:
-    """One telemetry sample of a node: what the panel shows (``reading``) and the raw sample for observers
-    that keep their own figures (the exporter, a benchmark's power series)."""
+    """One telemetry sample of a node: what the panel shows (``reading``), the raw sample and the rates the
+    producer computed from it (bytes/s per cable: ``NodeTelemetry``'s, the one computation) for observers
+    that export or keep raw figures (the Prometheus exporter, a benchmark's power series)."""
 
     node: str
     reading: NodeReading
     sample: Sample | None = None
+    rates: Rates | None = None
 
 
 @dataclass(frozen=True)

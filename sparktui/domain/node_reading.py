@@ -141,4 +141,4 @@ class NodeFeed:
         reader = self._readers.get(node)
         if reader is None:
             reader = self._readers[node] = NodeReader(node)
-        return NodeSampled(node, reader.read(sample, now), sample)
+        return NodeSampled(node, reader.read(sample, now), sample, reader.telemetry.rates)
