@@ -1,19 +1,26 @@
-"""What the dashboard shows of the engine's start, as one immutable value built on the producer side.
+"""What the dashboard shows of the engine, as one immutable value built on the producer side, and the
+producer that posts it.
 
 A backend (SSH or demo) turns the log's ``TimelineSnapshot`` into a ``TimelineView`` when it posts
 ``EngineChanged``: stage rows in the dashboard's order with labels and progress, the facts (vLLM version and
 model among them), the failure with its hint, and when the running stage last moved. The UI renders it and
 evaluates the stall at draw time (``stall_seconds(now)``), so "no progress for N min" keeps counting between
 events. Only this module reads the snapshot's fields for the UI (public ones: ``stages``, ``facts``, …).
+
+``EngineFeed`` is that producer on the real cluster: the log follower hands it the engine log's bytes, and
+it posts ``EngineChanged`` (the state machine's state with the stage bars) whenever either moved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from sparktui.domain.logs import STAGE_LABELS, STAGES, TimelineSnapshot
+from sparktui.domain.engine_state import EngineTruth
+from sparktui.domain.events import EngineChanged, EventSink
+from sparktui.domain.logs import STAGE_LABELS, STAGES, LogIngest, Timeline, TimelineSnapshot
 
 
 @dataclass(frozen=True)
@@ -84,3 +91,58 @@ def timeline_view(snapshot: TimelineSnapshot) -> TimelineView:
     # The snapshot's own rule (``TimelineSnapshot.stall_seconds``): a stall only while the start runs.
     last = snapshot.last_progress_at if snapshot.outcome == "incomplete" else None
     return TimelineView(snapshot.outcome, tuple(stages), MappingProxyType(facts), failure, last)
+
+
+class EngineFeed:
+    """The producer side of ``EngineChanged``: the engine log's ``LogIngest`` (every line into the stage
+    machine) and the engine's ``EngineTruth``, posted as one event.
+
+    The log follower feeds it (``log_bytes``; ``log_reset`` for a new file, the next engine run). At each
+    ``flush`` a timeline that moved goes into the state machine, and the stage bars are posted even when the
+    state stays; a state moved by any other evidence is posted by ``publish_moved``.
+    """
+
+    def __init__(self, truth: EngineTruth, log: LogIngest, post: EventSink,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.truth = truth
+        self.log = log
+        self._post = post
+        self._clock = clock
+        self._moved = False
+        self._published = -1
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.log.timeline
+
+    def log_bytes(self, data: bytes) -> None:
+        if self.log.feed(data, self._clock()):
+            self._moved = True
+
+    def log_reset(self) -> None:
+        """A new log file (a new engine run): a fresh timeline."""
+        self.log.reset()
+        self._moved = True
+
+    def flush(self) -> None:
+        """The timeline, if it moved, into the state machine; posted here when the state did not move (a
+        state that moved is posted by ``publish_moved``, after the caller has seen its effects' order)."""
+        if not self._moved:
+            return
+        self._moved = False
+        before = self.truth.version
+        self.truth.timeline(self.timeline.snapshot())
+        if self.truth.version == before:
+            self.publish()
+
+    def publish_moved(self) -> None:
+        """Post the engine when the state machine moved since the last post."""
+        if self.truth.version != self._published:
+            self.publish()
+
+    def publish(self) -> None:
+        truth = self.truth
+        self._published = truth.version
+        snapshot = self.timeline.snapshot(self._clock())
+        self._post(EngineChanged(truth.state, truth.detail, timeline_view(snapshot),
+                                 truth.vllm_version or snapshot.vllm_version, truth.ttft_seconds))

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparktui.domain.events import NodeSampled
+from sparktui.domain.events import EventSink, NodeSampled
 from sparktui.domain.telemetry import NodeTelemetry, ProcessRow, Sample, is_error_counter, process_rows
 
 GIB = 1024**3
@@ -132,13 +132,19 @@ def reading_from(sample: Sample, telemetry: NodeTelemetry, now: float) -> NodeRe
 
 
 class NodeFeed:
-    """The producer side of ``NodeSampled``: a ``NodeReader`` per node; each sample goes with its reading."""
+    """The producer side of ``NodeSampled``: a ``NodeReader`` per node; each sample goes with its reading,
+    posted to ``post`` when one is given (the probe runner feeds it, so a sample reaches its panel without
+    passing through the backend), and returned."""
 
-    def __init__(self) -> None:
+    def __init__(self, post: EventSink | None = None) -> None:
         self._readers: dict[str, NodeReader] = {}
+        self._post = post
 
     def sampled(self, node: str, sample: Sample, now: float | None = None) -> NodeSampled:
         reader = self._readers.get(node)
         if reader is None:
             reader = self._readers[node] = NodeReader(node)
-        return NodeSampled(node, reader.read(sample, now), sample, reader.telemetry.rates)
+        event = NodeSampled(node, reader.read(sample, now), sample, reader.telemetry.rates)
+        if self._post is not None:
+            self._post(event)
+        return event
