@@ -70,13 +70,20 @@ RAY_INTERVAL = 1.0
 MEMORY_GUARDED = RUNNING
 
 
-#: The controller's operations by the name the dashboard and the memory guard use: an explicit table, no
-#: attribute looked up by a string.
-_OPERATIONS: dict[str, Callable[[EngineController], Awaitable[OperationView]]] = {
-    "start": lambda c: c.start(),
-    "stop": lambda c: c.stop(),
-    "restart": lambda c: c.restart(),
-}
+#: One of the controller's operations, passed as itself (no name looked up at run time).
+Operation = Callable[[EngineController], Awaitable[OperationView]]
+
+
+def _start(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.start()
+
+
+def _stop(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.stop()
+
+
+def _restart(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.restart()
 
 
 class SshBackend:
@@ -149,14 +156,14 @@ class SshBackend:
 
     async def start(self) -> None:
         self.budget.manual_start()
-        await self._operation("start")
+        await self._operation(_start, rearm=True)
 
     async def stop(self) -> None:
-        await self._operation("stop")
+        await self._operation(_stop)
 
     async def restart(self) -> None:
         self.budget.manual_start()
-        await self._operation("restart")
+        await self._operation(_restart, rearm=True)
 
     async def smoke_test(self) -> str:
         from sparktui.remote.api_client import EngineApi
@@ -286,7 +293,7 @@ class SshBackend:
         self._post(Notice(trip.message, "error"))
         while True:
             try:
-                await self._operation("stop")
+                await self._operation(_stop)
             except OperationRefused as exc:
                 if self.readonly or self.controller is None:
                     self._post(Notice(f"memory guard: not stopped ({exc})", "error"))
@@ -351,17 +358,18 @@ class SshBackend:
                         self.truth.discovered(found.state, found.detail, again=True)
                         self._sync()
 
-    async def _operation(self, kind: str) -> None:
-        """Run the controller's operation ``kind`` (start, stop, restart) once nothing refuses it."""
+    async def _operation(self, operation: Operation, *, rearm: bool = False) -> None:
+        """Run one of the controller's operations once nothing refuses it; ``rearm``: a start (or restart)
+        arms the memory guard again."""
         if self.readonly:
             raise OperationRefused("read-only mode: start, stop and restart are disabled")
         if self.controller is None:
             raise OperationRefused("not connected yet")
         if self.controller.busy is not None:
             raise OperationRefused(f"{self.controller.busy} is already running; wait for it to finish")
-        if kind in ("start", "restart"):
+        if rearm:
             self._memory_guard.rearm()
-        view = await _OPERATIONS[kind](self.controller)
+        view = await operation(self.controller)
         self._finish_operation(view)
 
     def _on_operation(self, view: OperationView) -> None:
@@ -484,7 +492,7 @@ class SshBackend:
 
     async def _auto_restart(self) -> None:
         with contextlib.suppress(OperationRefused):
-            await self._operation("restart")
+            await self._operation(_restart, rearm=True)
 
     def _ray_watch_follows(self) -> None:
         """Ray's node list and the head's reach are watched while they are evidence (a running engine,
