@@ -6,8 +6,8 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from sparktui.domain.engine_state import EngineTruth
-from sparktui.domain.engine_view import EngineFeed, TimelineView, timeline_view
-from sparktui.domain.events import EngineChanged, EngineState, Event
+from sparktui.domain.engine_view import EngineFeed, timeline_view
+from sparktui.domain.events import EngineChanged, EngineState, Event, TimelineView
 from sparktui.domain.logs import STAGES, LogIngest
 from sparktui.domain.logs.stages import Timeline
 from sparktui.domain.node_reading import NodeFeed

@@ -1,7 +1,7 @@
-"""What the dashboard shows of the engine, as one immutable value built on the producer side, and the
-producer that posts it.
+"""What the dashboard shows of the engine, built on the producer side, and the producer that posts it.
 
-A backend (SSH or demo) turns the log's ``TimelineSnapshot`` into a ``TimelineView`` when it posts
+A backend (SSH or demo) turns the log's ``TimelineSnapshot`` into a ``TimelineView`` (the seam's value type,
+in ``sparktui.domain.events``) when it posts
 ``EngineChanged``: stage rows in the dashboard's order with labels and progress, the facts (vLLM version and
 model among them), the failure with its hint, and when the running stage last moved. The UI renders it and
 evaluates the stall at draw time (``stall_seconds(now)``), so "no progress for N min" keeps counting between
@@ -14,58 +14,12 @@ it posts ``EngineChanged`` (the state machine's state with the stage bars) whene
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from types import MappingProxyType
 
 from sparktui.domain.engine_state import EngineTruth
-from sparktui.domain.events import EngineChanged, EventSink
+from sparktui.domain.events import EngineChanged, EventSink, FailureView, StageView, TimelineView
 from sparktui.domain.logs import STAGE_LABELS, STAGES, LogIngest, Timeline, TimelineSnapshot
-
-
-@dataclass(frozen=True)
-class StageView:
-    name: str
-    label: str
-    status: str = "pending"           # pending / running / done / failed / skipped
-    #: Duration from the log's own timestamps (for a running stage: up to its latest line).
-    seconds: float | None = None
-    done: float | None = None
-    total: float | None = None
-
-
-@dataclass(frozen=True)
-class FailureView:
-    kind: str
-    stage: str | None
-    message: str
-    hint: str
-
-
-def _no_facts() -> Mapping[str, object]:
-    return MappingProxyType({})
-
-
-@dataclass(frozen=True)
-class TimelineView:
-    """The stage rows (every stage, in order), the facts, the failure, and the stall's reference time."""
-
-    #: The log's verdict so far: ``incomplete`` (starting), ``ready``, ``failed``, ``stopped``.
-    outcome: str = "incomplete"
-    stages: tuple[StageView, ...] = tuple(StageView(name, STAGE_LABELS[name]) for name in STAGES)
-    facts: Mapping[str, object] = field(default_factory=_no_facts)
-    failure: FailureView | None = None
-    #: Wall clock of the running stage's last progress (or of the last stage event between stages); None
-    #: once the start is over or when no clock was known.
-    last_progress_at: float | None = None
-
-    @property
-    def running(self) -> StageView | None:
-        return next((s for s in self.stages if s.status == "running"), None)
-
-    def stall_seconds(self, now: float) -> float | None:
-        """Seconds without progress at ``now`` (the render's clock)."""
-        return None if self.last_progress_at is None else max(0.0, now - self.last_progress_at)
 
 
 def timeline_view(snapshot: TimelineSnapshot) -> TimelineView:

@@ -12,8 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sparktui.domain.events import EngineChanged, EngineState, NodeIdentified, OperationView
-from sparktui.domain.node_reading import NodeReading
+from sparktui.domain.events import EngineChanged, EngineState, NodeIdentified, NodeReading, OperationView
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.domain.telemetry import DEFAULT_HISTORY, stale_seconds
 
