@@ -39,8 +39,7 @@ from textual.widget import Widget
 
 from sparktui.config import UIConfig
 from sparktui.domain.events import EventSink, LogRecords
-from sparktui.domain.logs import LogReader
-from sparktui.domain.logs.ingest import LogIngest
+from sparktui.domain.logs import LogIngest, LogReader
 from sparktui.sim.recording import list_recordings, recording_text
 from sparktui.ui.app import FLUSH_HZ, AppSwitches, SparkApp
 from sparktui.ui.widgets.log_pane import LogPane

@@ -39,7 +39,14 @@ def loaded(modules: set[str], package: str) -> bool:
     return any(m == package or m.startswith(package + ".") for m in modules)
 
 
-@pytest.mark.parametrize("argv", [("--help",), ("timeline", "--help"), ("status", "--help")])
+def _verbs() -> list[str]:
+    from sparktui.cli import VERBS
+
+    return list(VERBS)
+
+
+@pytest.mark.parametrize("argv", [("--help",), *((verb, "--help") for verb in _verbs())],
+                         ids=lambda argv: " ".join(argv))
 def test_help_loads_no_dashboard_ssh_or_pydantic(argv: tuple[str, ...]) -> None:
     modules = modules_after(*argv)
     assert [p for p in HEAVY if loaded(modules, p)] == []
@@ -69,4 +76,17 @@ def test_reading_a_log_loads_no_dashboard_or_ssh() -> None:
     modules = modules_after("timeline", "--json", str(first), usage=False)
     assert "sparktui.domain.logs.timeline" in modules          # it did read the log
     heavy = ("textual", "rich", "asyncssh", "sparktui.ui", "sparktui.remote")
+    assert [p for p in heavy if loaded(modules, p)] == []
+
+
+def test_status_loads_no_dashboard(tmp_path: Path) -> None:
+    """``status`` on a cluster whose nodes refuse the connection (loopback, port 1): it reports them as
+    unreachable, and the dashboard's libraries never load."""
+    config = tmp_path / "config.toml"
+    config.write_text('[[nodes]]\nname = "a"\nhost = "127.0.0.1"\nport = 1\nrole = "head"\n\n'
+                      '[[nodes]]\nname = "b"\nhost = "127.0.0.1"\nport = 1\n\n'
+                      '[engine]\nmodel = "/models/m"\n')
+    modules = modules_after("--config", str(config), "status", "--json", "--timeout", "5", usage=False)
+    assert "sparktui.commands.status" in modules               # it did ask the nodes
+    heavy = ("textual", "rich", "sparktui.ui")
     assert [p for p in heavy if loaded(modules, p)] == []

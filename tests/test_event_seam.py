@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from sparktui.domain.engine_view import TimelineView, timeline_view
-from sparktui.domain.logs import STAGES
+from sparktui.domain.engine_state import EngineTruth
+from sparktui.domain.engine_view import EngineFeed, timeline_view
+from sparktui.domain.events import EngineChanged, EngineState, Event, TimelineView
+from sparktui.domain.logs import STAGES, LogIngest
 from sparktui.domain.logs.stages import Timeline
 from sparktui.domain.node_reading import NodeFeed
 from sparktui.domain.telemetry import STALE_INTERVALS, STALE_SLACK_S, stale_seconds
@@ -50,6 +52,37 @@ def test_no_stall_once_the_start_is_over() -> None:
     assert view.stall_seconds(NOW + 3600) is None
 
 
+def test_the_engine_feed_posts_the_state_with_the_stage_bars_once_per_move() -> None:
+    """The log follower's bytes go into ``EngineFeed``; each flush posts what moved, once."""
+    truth = EngineTruth(())
+    truth.discovered(EngineState.STARTING, "vllm serve running")
+    posted: list[Event] = []
+    feed = EngineFeed(truth, LogIngest(2), posted.append, clock=lambda: NOW)
+    feed.publish_moved()
+    assert [type(e) for e in posted] == [EngineChanged]
+    lines = recording_text(DEFAULT_RECORDING).splitlines()
+    cut = next(i for i, line in enumerate(lines) if "Loading safetensors checkpoint shards:  33%" in line)
+    text = ("\n".join(lines[: cut + 1]) + "\n").encode()
+    for i in range(0, len(text), 4096):      # as the follower hands it over: chunks, cut anywhere
+        feed.log_bytes(text[i:i + 4096])
+    assert len(posted) == 1                   # nothing until the flush
+    feed.flush()
+    feed.publish_moved()
+    last = posted[-1]
+    assert len(posted) == 2 and isinstance(last, EngineChanged)
+    assert last.state is EngineState.STARTING
+    assert last.timeline is not None and last.timeline.running is not None
+    assert last.timeline.running.name == "weights" and last.timeline.running.done == 10.0
+    feed.flush()
+    feed.publish_moved()
+    assert len(posted) == 2                   # nothing moved: nothing posted
+    feed.log_reset()                          # the next engine run's log
+    feed.flush()
+    feed.publish_moved()
+    assert len(posted) == 3 and isinstance(posted[-1], EngineChanged)
+    assert posted[-1].timeline is not None and posted[-1].timeline.running is None
+
+
 def test_the_reading_carries_rates_and_the_charts_from_one_history() -> None:
     feed = NodeFeed()
     step = 25_000_000_000 // 8 // 4
@@ -61,8 +94,17 @@ def test_the_reading_carries_rates_and_the_charts_from_one_history() -> None:
     assert second.reading.roce_history[-1] > 0
     assert len(second.reading.mem_history) == 2
     assert second.sample is not None and second.sample.seq == 2   # the raw sample rides along
+    assert second.rates is not None and second.rates.cables      # with the rates computed from it
     other = feed.sampled("spark2", gb10_sample(1, 0), now=1.0)
     assert other.reading.gpu_history == (0.0,)           # one history per node
+
+
+
+def test_a_node_feed_with_a_sink_posts_each_reading() -> None:
+    posted: list[Event] = []
+    feed = NodeFeed(posted.append)                       # as the probe runner feeds the backend's
+    event = feed.sampled("spark1", gb10_sample(1, 0), now=0.0)
+    assert posted == [event]
 
 
 def test_staleness_is_one_rule() -> None:

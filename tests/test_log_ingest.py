@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparktui.domain.logs import LogReader
-from sparktui.domain.logs.ingest import LogIngest
+from sparktui.domain.logs import LogIngest, LogReader
 
 LOGS = Path(__file__).parent / "data" / "vllm-logs"
 READY_LOG = LOGS / "12_single-node-tp2-h200-qwen3-next-80b-a3b-ready_v0.10.2.txt"

@@ -13,8 +13,14 @@ from pathlib import Path
 import pytest
 
 from sparktui.config import NotifyConfig, parse_config
-from sparktui.domain.events import EngineChanged, EngineState, Event, NodeLinkChanged, NodeSampled
-from sparktui.domain.node_reading import NodeReading
+from sparktui.domain.events import (
+    EngineChanged,
+    EngineState,
+    Event,
+    NodeLinkChanged,
+    NodeReading,
+    NodeSampled,
+)
 from sparktui.domain.notify import NotificationFilter
 from sparktui.remote.event_tap import TappedBackend
 from sparktui.remote.notifier import Notifier

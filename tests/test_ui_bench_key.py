@@ -13,8 +13,7 @@ import pytest
 from sparktui.commands.bench import quick_bench
 from sparktui.config import parse_config
 from sparktui.domain.bench import PowerTap
-from sparktui.domain.events import EngineChanged, EngineState, NodeSampled
-from sparktui.domain.node_reading import NodeReading
+from sparktui.domain.events import EngineChanged, EngineState, NodeReading, NodeSampled
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.transport import LocalTransport
 from sparktui.sim.standin_http import ServedModel, StandinHTTPServer

@@ -4,8 +4,7 @@ whole start so the buttons below never jump between stages."""
 
 from __future__ import annotations
 
-from sparktui.domain.engine_view import StageView
-from sparktui.domain.events import EngineChanged, EngineState
+from sparktui.domain.events import EngineChanged, EngineState, StageView
 from sparktui.domain.history import RunRecord
 from sparktui.ui.app import SparkApp
 from sparktui.ui.widgets.engine_panel import eta_text

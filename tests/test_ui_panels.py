@@ -11,12 +11,19 @@ from typing import Any
 from textual.widgets import ProgressBar
 
 from sparktui.config import UIConfig
-from sparktui.domain.engine_view import StageView, TimelineView, timeline_view
-from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged, NodeSampled
+from sparktui.domain.engine_view import timeline_view
+from sparktui.domain.events import (
+    EngineChanged,
+    EngineState,
+    NodeLinkChanged,
+    NodeReading,
+    NodeSampled,
+    StageView,
+    TimelineView,
+)
 from sparktui.domain.history import record_run
 from sparktui.domain.logs import STAGE_LABELS, STAGES
 from sparktui.domain.logs.stages import Timeline
-from sparktui.domain.node_reading import NodeReading
 from sparktui.domain.telemetry import CpuSample, GpuDevice, GpuSample, MemorySample, RdmaPort, Sample
 from sparktui.sim.recording import DEFAULT_RECORDING, recording_text
 from sparktui.ui.app import SparkApp

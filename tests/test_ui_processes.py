@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparktui.domain.events import NodeSampled
-from sparktui.domain.node_reading import NodeReading
+from sparktui.domain.events import NodeReading, NodeSampled
 from sparktui.domain.telemetry import NodeTelemetry, Sample, process_rows
 from sparktui.probe import cpu_seconds
 from sparktui.ui.screens.processes import ProcessScreen

@@ -11,15 +11,16 @@ newest comparable earlier sweep. Ctrl-C ends the sweep and prints (and saves) wh
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sparktui.commands.common import config_from_args, positive_int, print_json, refuse_example
-from sparktui.config import SparkConfig
+from sparktui.commands.common import config_from_args, positive_int, print_json, refuse_example, run_async
 from sparktui.domain.bench import BenchPlan, BenchRecord, Comparison, LevelResult, baseline, compare
+
+if TYPE_CHECKING:   # the config brings pydantic: loaded when the verb runs, not for its --help
+    from sparktui.config import SparkConfig
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     plan = BenchPlan(concurrency=args.concurrency, input_len=args.input_len, output_len=args.output_len,
                      requests=args.requests or 0, warmup=max(0, args.warmup), prompts=prompts)
-    return asyncio.run(bench(config, plan, args))
+    return run_async(bench(config, plan, args))
 
 
 def _store(args: argparse.Namespace) -> Any:

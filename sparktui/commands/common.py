@@ -7,10 +7,13 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:   # the config module brings pydantic: loaded when a verb runs, not for its --help
     from sparktui.config import SparkConfig
+
+T = TypeVar("T")
 
 
 def config_from_args(args: argparse.Namespace) -> SparkConfig:
@@ -28,6 +31,14 @@ def config_from_args(args: argparse.Namespace) -> SparkConfig:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def run_async(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)``, with asyncio imported only now: a verb's ``--help`` never pays for it (it
+    brings ssl and concurrent.futures, a third of a headless verb's start)."""
+    import asyncio
+
+    return asyncio.run(main)
 
 
 def positive_seconds(text: str) -> float:

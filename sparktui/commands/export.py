@@ -10,16 +10,15 @@ from the dashboard process.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sparktui.commands.common import config_from_args, refuse_example
-from sparktui.config import SparkConfig
+from sparktui.commands.common import config_from_args, refuse_example, run_async
 from sparktui.domain.bench import BenchRecord
 
 if TYPE_CHECKING:
+    from sparktui.config import SparkConfig
     from sparktui.domain.export_state import ExportState
     from sparktui.remote.exporter import Exporter
 
@@ -75,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"sparktui export: --listen {args.listen}: {exc}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_watch(config, state))
+        return run_async(_watch(config, state))
     finally:
         exporter.stop()
 

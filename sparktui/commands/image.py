@@ -8,11 +8,13 @@ short), 2 no usable config.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
+from typing import TYPE_CHECKING
 
-from sparktui.commands.common import config_from_args, print_json
-from sparktui.config import SparkConfig
+from sparktui.commands.common import config_from_args, print_json, run_async
+
+if TYPE_CHECKING:   # the config brings pydantic: loaded when the verb runs, not for its --help
+    from sparktui.config import SparkConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     if config.engine.runtime != "docker":
         print("sparktui image sync: engine.runtime is \"host\": there is no image to copy", file=sys.stderr)
         return 1
-    return asyncio.run(_sync(config, args.json))
+    return run_async(_sync(config, args.json))
 
 
 async def _sync(config: SparkConfig, as_json: bool) -> int:

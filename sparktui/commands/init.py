@@ -12,16 +12,13 @@ everything as one object.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from sparktui.commands.common import positive_int, print_json
-from sparktui.config import ConfigError, parse_config
-from sparktui.domain.init_setup import InitOptions, parse_set, propose_config, render_toml, ssh_config_hosts
+from sparktui.commands.common import positive_int, print_json, run_async
 
 DEFAULT_OUTPUT = Path("~/.config/sparktui/config.toml")
 
@@ -59,6 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _hosts(args: argparse.Namespace) -> list[str]:
+    from sparktui.domain.init_setup import ssh_config_hosts
+
     if args.hosts:
         return list(args.hosts)
     path = Path("~/.ssh/config").expanduser()
@@ -69,6 +68,12 @@ def _hosts(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not for --help: the config and the recipes bring pydantic.
+    from sparktui.config import ConfigError, parse_config
+    from sparktui.domain.init_setup import InitOptions, parse_set, propose_config, render_toml
+    from sparktui.domain.recipes import all_recipes
+    from sparktui.remote.init_discovery import discover
+
     hosts = _hosts(args)
     if not hosts:
         print("sparktui init: no hosts: name them (`sparktui init spark1 spark2`) or add Host entries to "
@@ -83,9 +88,6 @@ def run(args: argparse.Namespace) -> int:
                        runtime=args.runtime, user=args.user, port=args.port, identity_file=args.identity_file,
                        known_hosts=args.known_hosts, python=args.python, proc_root=args.proc_root,
                        sys_root=args.sys_root, sets=sets)
-    from sparktui.domain.recipes import all_recipes
-    from sparktui.remote.init_discovery import discover
-
     try:
         recipes = {rid: f.recipe for rid, f in all_recipes().items()}
     except ConfigError as exc:
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     if not args.json:
         print(f"discovering {', '.join(hosts)} over SSH …", flush=True)
-    facts = asyncio.run(discover(hosts, opts))
+    facts = run_async(discover(hosts, opts))
     down = [f for f in facts if not f.reachable or f.error]
     if not args.hosts and down:
         # Aliases from ~/.ssh/config may name other machines (a git server): keep the ones that answered.

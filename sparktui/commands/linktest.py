@@ -9,16 +9,15 @@ what is not in the image. Busbw is judged against 21.875 GB/s and kept in ``link
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from sparktui.commands.common import config_from_args, print_json, refuse_example
-from sparktui.config import NodeConfig, SparkConfig
+from sparktui.commands.common import config_from_args, print_json, refuse_example, run_async
 from sparktui.domain import linktest as L
 
 if TYPE_CHECKING:
+    from sparktui.config import NodeConfig, SparkConfig
     from sparktui.remote.transport import Transport
 
 
@@ -40,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if refuse_example(args, config, "linktest", ""):
         return 2
-    result = asyncio.run(linktest_kept(config, args.size))
+    result = run_async(linktest_kept(config, args.size))
     if args.json:
         print_json(result.to_json())
     else:
@@ -98,6 +97,8 @@ async def linktest(config: SparkConfig, size: str = "16G") -> L.LinkTestResult:
 
 async def _ib_write_bw(config: SparkConfig, transports: Mapping[str, Transport],
                        nodes: tuple[str, ...]) -> L.LinkTestResult:
+    import asyncio
+
     from sparktui.domain.lifecycle.links import LinkFacts, cable_ports, link_argv
 
     head, worker = config.head, config.workers[0]

@@ -7,14 +7,13 @@ until Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import TYPE_CHECKING
 
-from sparktui.commands.common import config_from_args, refuse_example
-from sparktui.config import SparkConfig
+from sparktui.commands.common import config_from_args, refuse_example, run_async
 
 if TYPE_CHECKING:
+    from sparktui.config import SparkConfig
     from sparktui.remote.transport import Transport
 
 
@@ -38,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"sparktui logs: no node named {args.node!r} (nodes: {names})", file=sys.stderr)
             return 2
     try:
-        return asyncio.run(_logs(config, args))
+        return run_async(_logs(config, args))
     except KeyboardInterrupt:
         return 0
 

@@ -9,12 +9,14 @@ refused, 2 no usable config.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shlex
 import sys
+from typing import TYPE_CHECKING
 
-from sparktui.commands.common import config_from_args, print_json
-from sparktui.config import SparkConfig
+from sparktui.commands.common import config_from_args, print_json, run_async
+
+if TYPE_CHECKING:   # the config brings pydantic: loaded when the verb runs, not for its --help
+    from sparktui.config import SparkConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    return asyncio.run(_sync(config, args.json, args.dry_run, args.checksum))
+    return run_async(_sync(config, args.json, args.dry_run, args.checksum))
 
 
 async def _sync(config: SparkConfig, as_json: bool, dry_run: bool, checksum: bool) -> int:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktui.commands.common import print_json
-from sparktui.config import ConfigError
-from sparktui.domain.recipes import FoundRecipe, all_recipes, user_dirs
+
+if TYPE_CHECKING:   # the recipes bring pydantic: loaded when the verb runs, not for its --help
+    from sparktui.domain.recipes import FoundRecipe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +62,9 @@ def render(found: FoundRecipe, full: bool) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sparktui.config import ConfigError
+    from sparktui.domain.recipes import all_recipes, user_dirs
+
     try:
         found = all_recipes()
     except ConfigError as exc:

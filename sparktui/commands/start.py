@@ -8,15 +8,15 @@ The helpers here are shared by ``stop`` and ``restart``.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example
-from sparktui.config import SparkConfig
+from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example, run_async
 from sparktui.domain.events import OperationRefused, OperationView, StepStatus, StepView
-from sparktui.domain.lifecycle.fixes import fixes_for
+
+if TYPE_CHECKING:   # the config brings pydantic: loaded when the verb runs, not for its --help
+    from sparktui.config import SparkConfig
 
 _MARK = {StepStatus.OK: "ok", StepStatus.FAILED: "FAILED", StepStatus.WARNING: "warn",
          StepStatus.SKIPPED: "skip", StepStatus.RUNNING: "...", StepStatus.PENDING: "-"}
@@ -52,7 +52,7 @@ def run_operation(args: argparse.Namespace, kind: str) -> int:
     if refuse_example(args, config, kind, "`--dry-run` shows the plan anyway."):
         return 2
     try:
-        return asyncio.run(_operate(config, kind, args))
+        return run_async(_operate(config, kind, args))
     except OperationRefused as exc:
         print(f"sparktui {kind}: {exc}", file=sys.stderr)
         return 3
@@ -128,6 +128,7 @@ def view_json(view: OperationView | None) -> dict[str, Any] | None:
 
 async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> int:
     from sparktui.domain.events import EngineChanged, EngineState
+    from sparktui.domain.lifecycle.fixes import fixes_for
     from sparktui.remote.cluster import close_cluster, open_cluster
     from sparktui.remote.engine import EngineController
     from sparktui.remote.notifier import Notifier

@@ -1,64 +1,25 @@
-"""What the dashboard shows of the engine's start, as one immutable value built on the producer side.
+"""What the dashboard shows of the engine, built on the producer side, and the producer that posts it.
 
-A backend (SSH or demo) turns the log's ``TimelineSnapshot`` into a ``TimelineView`` when it posts
+A backend (SSH or demo) turns the log's ``TimelineSnapshot`` into a ``TimelineView`` (the seam's value type,
+in ``sparktui.domain.events``) when it posts
 ``EngineChanged``: stage rows in the dashboard's order with labels and progress, the facts (vLLM version and
 model among them), the failure with its hint, and when the running stage last moved. The UI renders it and
 evaluates the stall at draw time (``stall_seconds(now)``), so "no progress for N min" keeps counting between
 events. Only this module reads the snapshot's fields for the UI (public ones: ``stages``, ``facts``, …).
+
+``EngineFeed`` is that producer on the real cluster: the log follower hands it the engine log's bytes, and
+it posts ``EngineChanged`` (the state machine's state with the stage bars) whenever either moved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable
 from types import MappingProxyType
 
-from sparktui.domain.logs import STAGE_LABELS, STAGES, TimelineSnapshot
-
-
-@dataclass(frozen=True)
-class StageView:
-    name: str
-    label: str
-    status: str = "pending"           # pending / running / done / failed / skipped
-    #: Duration from the log's own timestamps (for a running stage: up to its latest line).
-    seconds: float | None = None
-    done: float | None = None
-    total: float | None = None
-
-
-@dataclass(frozen=True)
-class FailureView:
-    kind: str
-    stage: str | None
-    message: str
-    hint: str
-
-
-def _no_facts() -> Mapping[str, object]:
-    return MappingProxyType({})
-
-
-@dataclass(frozen=True)
-class TimelineView:
-    """The stage rows (every stage, in order), the facts, the failure, and the stall's reference time."""
-
-    #: The log's verdict so far: ``incomplete`` (starting), ``ready``, ``failed``, ``stopped``.
-    outcome: str = "incomplete"
-    stages: tuple[StageView, ...] = tuple(StageView(name, STAGE_LABELS[name]) for name in STAGES)
-    facts: Mapping[str, object] = field(default_factory=_no_facts)
-    failure: FailureView | None = None
-    #: Wall clock of the running stage's last progress (or of the last stage event between stages); None
-    #: once the start is over or when no clock was known.
-    last_progress_at: float | None = None
-
-    @property
-    def running(self) -> StageView | None:
-        return next((s for s in self.stages if s.status == "running"), None)
-
-    def stall_seconds(self, now: float) -> float | None:
-        """Seconds without progress at ``now`` (the render's clock)."""
-        return None if self.last_progress_at is None else max(0.0, now - self.last_progress_at)
+from sparktui.domain.engine_state import EngineTruth
+from sparktui.domain.events import EngineChanged, EventSink, FailureView, StageView, TimelineView
+from sparktui.domain.logs import STAGE_LABELS, STAGES, LogIngest, Timeline, TimelineSnapshot
 
 
 def timeline_view(snapshot: TimelineSnapshot) -> TimelineView:
@@ -84,3 +45,58 @@ def timeline_view(snapshot: TimelineSnapshot) -> TimelineView:
     # The snapshot's own rule (``TimelineSnapshot.stall_seconds``): a stall only while the start runs.
     last = snapshot.last_progress_at if snapshot.outcome == "incomplete" else None
     return TimelineView(snapshot.outcome, tuple(stages), MappingProxyType(facts), failure, last)
+
+
+class EngineFeed:
+    """The producer side of ``EngineChanged``: the engine log's ``LogIngest`` (every line into the stage
+    machine) and the engine's ``EngineTruth``, posted as one event.
+
+    The log follower feeds it (``log_bytes``; ``log_reset`` for a new file, the next engine run). At each
+    ``flush`` a timeline that moved goes into the state machine, and the stage bars are posted even when the
+    state stays; a state moved by any other evidence is posted by ``publish_moved``.
+    """
+
+    def __init__(self, truth: EngineTruth, log: LogIngest, post: EventSink,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.truth = truth
+        self.log = log
+        self._post = post
+        self._clock = clock
+        self._moved = False
+        self._published = -1
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.log.timeline
+
+    def log_bytes(self, data: bytes) -> None:
+        if self.log.feed(data, self._clock()):
+            self._moved = True
+
+    def log_reset(self) -> None:
+        """A new log file (a new engine run): a fresh timeline."""
+        self.log.reset()
+        self._moved = True
+
+    def flush(self) -> None:
+        """The timeline, if it moved, into the state machine; posted here when the state did not move (a
+        state that moved is posted by ``publish_moved``, after the caller has seen its effects' order)."""
+        if not self._moved:
+            return
+        self._moved = False
+        before = self.truth.version
+        self.truth.timeline(self.timeline.snapshot())
+        if self.truth.version == before:
+            self.publish()
+
+    def publish_moved(self) -> None:
+        """Post the engine when the state machine moved since the last post."""
+        if self.truth.version != self._published:
+            self.publish()
+
+    def publish(self) -> None:
+        truth = self.truth
+        self._published = truth.version
+        snapshot = self.timeline.snapshot(self._clock())
+        self._post(EngineChanged(truth.state, truth.detail, timeline_view(snapshot),
+                                 truth.vllm_version or snapshot.vllm_version, truth.ttft_seconds))

@@ -3,24 +3,27 @@ dashboard, the headless verbs).
 
 A backend posts these past-tense events to one sink; the UI keeps the latest of each and renders. Every
 payload is an immutable value built on the producer side: a node's ``NodeReading`` (display units, rates,
-the charts' history), the engine's ``TimelineView`` (stage rows, facts, failure, the stall's reference time),
-the serving ``ServingSnapshot`` (rates from ``/metrics`` already computed). The UI computes none of them.
+the charts' history; built by ``domain/node_reading.py``), the engine's ``TimelineView`` (stage rows,
+facts, failure, the stall's reference time; built by ``domain/engine_view.py``), the serving
+``ServingSnapshot`` (rates from ``/metrics`` already computed). The UI computes none of them. The value
+types live here with the events, so the producers import this module and it imports none of them.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:   # the payload modules import this one (and cost their imports): named for the types only
-    from sparktui.domain.engine_view import TimelineView
+from sparktui.domain.stage_names import STAGE_LABELS, STAGES
+
+if TYPE_CHECKING:   # the modules these come from cost their imports: named for the types only
     from sparktui.domain.logs import LogRecord
-    from sparktui.domain.node_reading import NodeReading
     from sparktui.domain.serving import ServingSnapshot
-    from sparktui.domain.telemetry import Sample
+    from sparktui.domain.telemetry import ProcessRow, Rates, Sample
 
 
 class EngineState(StrEnum):
@@ -69,6 +72,96 @@ class OperationView:
     started: float = field(default_factory=time.time)
 
 
+# ---- the engine's start, as the dashboard shows it (built by domain/engine_view.py) ---------------
+@dataclass(frozen=True)
+class StageView:
+    name: str
+    label: str
+    status: str = "pending"           # pending / running / done / failed / skipped
+    #: Duration from the log's own timestamps (for a running stage: up to its latest line).
+    seconds: float | None = None
+    done: float | None = None
+    total: float | None = None
+
+
+@dataclass(frozen=True)
+class FailureView:
+    kind: str
+    stage: str | None
+    message: str
+    hint: str
+
+
+def _no_facts() -> Mapping[str, object]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class TimelineView:
+    """The stage rows (every stage, in order), the facts, the failure, and the stall's reference time."""
+
+    #: The log's verdict so far: ``incomplete`` (starting), ``ready``, ``failed``, ``stopped``.
+    outcome: str = "incomplete"
+    stages: tuple[StageView, ...] = tuple(StageView(name, STAGE_LABELS[name]) for name in STAGES)
+    facts: Mapping[str, object] = field(default_factory=_no_facts)
+    failure: FailureView | None = None
+    #: Wall clock of the running stage's last progress (or of the last stage event between stages); None
+    #: once the start is over or when no clock was known.
+    last_progress_at: float | None = None
+
+    @property
+    def running(self) -> StageView | None:
+        return next((s for s in self.stages if s.status == "running"), None)
+
+    def stall_seconds(self, now: float) -> float | None:
+        """Seconds without progress at ``now`` (the render's clock)."""
+        return None if self.last_progress_at is None else max(0.0, now - self.last_progress_at)
+
+
+# ---- a node, as its panel shows it (built by domain/node_reading.py) --------------------------------
+@dataclass(frozen=True)
+class CableReading:
+    """One QSFP cable (its RDMA devices summed): link state, rate and throughput in Gb/s."""
+
+    name: str
+    state: str | None = None
+    rate: str | None = None
+    rx_gbps: float | None = None
+    tx_gbps: float | None = None
+    #: Error counters that rose since the previous sample, with the increase.
+    errors_rising: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeReading:
+    mem_total_gib: float | None = None
+    mem_used_gib: float | None = None
+    mem_available_gib: float | None = None
+    cpu_percent: float | None = None
+    gpu_name: str | None = None
+    gpu_util: float | None = None
+    gpu_temp_c: float | None = None
+    gpu_power_w: float | None = None
+    gpu_clock_mhz: float | None = None
+    gpu_clock_max_mhz: float | None = None
+    #: Active clock-event (throttle) reasons from NVML, e.g. ("SW power cap",); idle left out.
+    gpu_clock_events: tuple[str, ...] = ()
+    #: Xid errors NVML reported on this node's GPUs since the probe started (newest last).
+    gpu_xids: tuple[int, ...] = ()
+    gpu_mem_used_gib: float | None = None
+    gpu_mem_total_gib: float | None = None
+    #: Why there is no GPU reading ("no GPU", "NVML not available"), when there is none.
+    gpu_missing: str | None = None
+    cables: tuple[CableReading, ...] = ()
+    processes: tuple[str, ...] = ()
+    #: Our processes one by one, for the process view (pid, name, CPU %, RSS, GPU memory).
+    process_rows: tuple[ProcessRow, ...] = ()
+    #: The charts, oldest first (``NodeTelemetry.history``): memory used %, GPU busy %, cable Gb/s (rx+tx).
+    mem_history: tuple[float, ...] = ()
+    gpu_history: tuple[float, ...] = ()
+    roce_history: tuple[float, ...] = ()
+
+
 # ---- events ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class NodeLinkChanged:
@@ -90,12 +183,14 @@ class NodeIdentified:
 
 @dataclass(frozen=True)
 class NodeSampled:
-    """One telemetry sample of a node: what the panel shows (``reading``) and the raw sample for observers
-    that keep their own figures (the exporter, a benchmark's power series)."""
+    """One telemetry sample of a node: what the panel shows (``reading``), the raw sample and the rates the
+    producer computed from it (bytes/s per cable: ``NodeTelemetry``'s, the one computation) for observers
+    that export or keep raw figures (the Prometheus exporter, a benchmark's power series)."""
 
     node: str
     reading: NodeReading
     sample: Sample | None = None
+    rates: Rates | None = None
 
 
 @dataclass(frozen=True)

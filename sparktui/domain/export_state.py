@@ -1,8 +1,9 @@
 """The latest of everything the Prometheus exporter serves, kept from the event stream.
 
-An ``EventSink``: fed the same events as the dashboard (node samples, link changes, engine changes with
-their timeline, serving snapshots). The exporter's collector reads a consistent copy under the lock at
-each scrape (the HTTP server answers from its own thread).
+An ``EventSink``: fed the same events as the dashboard (node samples with the rates their producer
+computed, link changes, engine changes with their timeline, serving snapshots); it computes nothing of
+its own. The exporter's collector reads a consistent copy under the lock at each scrape (the HTTP server
+answers from its own thread).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from sparktui.domain.events import (
     NodeSampled,
     ServingSampled,
 )
-from sparktui.domain.telemetry import NodeTelemetry, Rates, Sample
+from sparktui.domain.telemetry import Rates, Sample
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class ExportState:
     def __init__(self, node_names: tuple[str, ...] = ()) -> None:
         self._lock = threading.Lock()
         self._order = list(node_names)
-        self._telemetry: dict[str, NodeTelemetry] = {}
+        #: The latest sample of each node and the rates its producer computed (``NodeSampled``).
+        self._samples: dict[str, NodeSampled] = {}
         self._links: dict[str, str] = {}
         self._state = EngineState.UNKNOWN
         self._detail = ""
@@ -62,7 +64,8 @@ class ExportState:
         with self._lock:
             if isinstance(event, NodeSampled):
                 if event.sample is not None:
-                    self._node(event.node).update(event.sample)
+                    self._node(event.node)
+                    self._samples[event.node] = event
             elif isinstance(event, NodeLinkChanged):
                 self._node(event.node)
                 self._links[event.node] = event.phase
@@ -78,19 +81,16 @@ class ExportState:
             elif isinstance(event, ServingSampled):
                 self._serving = event.snapshot
 
-    def _node(self, name: str) -> NodeTelemetry:
-        if name not in self._telemetry:
-            self._telemetry[name] = NodeTelemetry(name)
-            if name not in self._order:
-                self._order.append(name)
-        return self._telemetry[name]
+    def _node(self, name: str) -> None:
+        if name not in self._order:
+            self._order.append(name)
 
     def view(self) -> ExportView:
         with self._lock:
             nodes = []
             for name in self._order:
-                t = self._telemetry.get(name)
-                nodes.append(NodeView(name, self._links.get(name), t.latest if t else None,
-                                      t.rates if t else None))
+                s = self._samples.get(name)
+                nodes.append(NodeView(name, self._links.get(name), s.sample if s else None,
+                                      s.rates if s else None))
             return ExportView(tuple(nodes), self._state, self._detail, dict(self._stages), self._version,
                               self._serving, self._since)

@@ -2,67 +2,24 @@
 producer side.
 
 A backend (SSH or demo) keeps one ``NodeReader`` per node (``NodeFeed``) and posts each sample as
-``NodeSampled`` with its ``NodeReading``: values in display units, rates (Gb/s per cable, CPU % per process,
-rising error counters) and the charts' series from ``NodeTelemetry``'s history. The dashboard renders the
-reading and computes nothing. ``NodeReader`` is the one place that knows the telemetry module's shapes and
-its rate tracker, so a change there touches this file and nothing else.
+``NodeSampled`` with its ``NodeReading`` (the seam's value type, in ``sparktui.domain.events``): values in
+display units, rates (Gb/s per cable, CPU % per process, rising error counters) and the charts' series
+from ``NodeTelemetry``'s history. The dashboard renders the reading and computes nothing. ``NodeReader``
+is the one place that knows the telemetry module's shapes and its rate tracker, so a change there touches
+this file and nothing else.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from sparktui.domain.events import NodeSampled
-from sparktui.domain.telemetry import NodeTelemetry, ProcessRow, Sample, is_error_counter, process_rows
+from sparktui.domain.events import CableReading, EventSink, NodeReading, NodeSampled
+from sparktui.domain.telemetry import NodeTelemetry, Sample, is_error_counter, process_rows
 
 GIB = 1024**3
 #: An error counter stays highlighted this long after it last rose, so a one-off is not missed.
 RISING_HOLD_S = 10.0
-
-
-@dataclass(frozen=True)
-class CableReading:
-    """One QSFP cable (its RDMA devices summed): link state, rate and throughput in Gb/s."""
-
-    name: str
-    state: str | None = None
-    rate: str | None = None
-    rx_gbps: float | None = None
-    tx_gbps: float | None = None
-    #: Error counters that rose since the previous sample, with the increase.
-    errors_rising: tuple[tuple[str, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class NodeReading:
-    mem_total_gib: float | None = None
-    mem_used_gib: float | None = None
-    mem_available_gib: float | None = None
-    cpu_percent: float | None = None
-    gpu_name: str | None = None
-    gpu_util: float | None = None
-    gpu_temp_c: float | None = None
-    gpu_power_w: float | None = None
-    gpu_clock_mhz: float | None = None
-    gpu_clock_max_mhz: float | None = None
-    #: Active clock-event (throttle) reasons from NVML, e.g. ("SW power cap",); idle left out.
-    gpu_clock_events: tuple[str, ...] = ()
-    #: Xid errors NVML reported on this node's GPUs since the probe started (newest last).
-    gpu_xids: tuple[int, ...] = ()
-    gpu_mem_used_gib: float | None = None
-    gpu_mem_total_gib: float | None = None
-    #: Why there is no GPU reading ("no GPU", "NVML not available"), when there is none.
-    gpu_missing: str | None = None
-    cables: tuple[CableReading, ...] = ()
-    processes: tuple[str, ...] = ()
-    #: Our processes one by one, for the process view (pid, name, CPU %, RSS, GPU memory).
-    process_rows: tuple[ProcessRow, ...] = ()
-    #: The charts, oldest first (``NodeTelemetry.history``): memory used %, GPU busy %, cable Gb/s (rx+tx).
-    mem_history: tuple[float, ...] = ()
-    gpu_history: tuple[float, ...] = ()
-    roce_history: tuple[float, ...] = ()
 
 
 class NodeReader:
@@ -132,13 +89,19 @@ def reading_from(sample: Sample, telemetry: NodeTelemetry, now: float) -> NodeRe
 
 
 class NodeFeed:
-    """The producer side of ``NodeSampled``: a ``NodeReader`` per node; each sample goes with its reading."""
+    """The producer side of ``NodeSampled``: a ``NodeReader`` per node; each sample goes with its reading,
+    posted to ``post`` when one is given (the probe runner feeds it, so a sample reaches its panel without
+    passing through the backend), and returned."""
 
-    def __init__(self) -> None:
+    def __init__(self, post: EventSink | None = None) -> None:
         self._readers: dict[str, NodeReader] = {}
+        self._post = post
 
     def sampled(self, node: str, sample: Sample, now: float | None = None) -> NodeSampled:
         reader = self._readers.get(node)
         if reader is None:
             reader = self._readers[node] = NodeReader(node)
-        return NodeSampled(node, reader.read(sample, now), sample)
+        event = NodeSampled(node, reader.read(sample, now), sample, reader.telemetry.rates)
+        if self._post is not None:
+            self._post(event)
+        return event

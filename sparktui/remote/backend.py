@@ -2,7 +2,8 @@
 
 It puts the parts together and posts what happens as ``sparktui.domain.events``:
 transports (one per node, reconnecting) → link states and host facts; the probe per node → samples;
-the head's vLLM log (followed from its last byte after any drop) → records and the init-stage timeline;
+the head's vLLM log (followed from its last byte after any drop) → records, and the init-stage timeline
+through ``EngineFeed``, which posts the engine's state with it;
 the ``EngineController`` → operations (preflight, start, stop, restart) and re-attach on launch;
 after "Application startup complete" → verify that it can generate, then watch ``/health`` and
 ``/metrics`` until it stops or crashes. Run history is written at every ready or failure.
@@ -26,9 +27,8 @@ from typing import Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.engine_state import RUNNING, EngineTruth, Record, Restart, Tell, Unwatch, Verify
-from sparktui.domain.engine_view import timeline_view
+from sparktui.domain.engine_view import EngineFeed
 from sparktui.domain.events import (
-    EngineChanged,
     EngineState,
     Event,
     EventSink,
@@ -44,8 +44,7 @@ from sparktui.domain.history import HistoryStore, record_from_timeline
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.lifecycle.ray_state import RayState
-from sparktui.domain.logs import Timeline, nccl
-from sparktui.domain.logs.ingest import LogIngest
+from sparktui.domain.logs import LogIngest, Timeline, nccl
 from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
 from sparktui.domain.node_reading import NodeFeed
 from sparktui.domain.readiness import RestartBudget
@@ -71,13 +70,20 @@ RAY_INTERVAL = 1.0
 MEMORY_GUARDED = RUNNING
 
 
-#: The controller's operations by the name the dashboard and the memory guard use: an explicit table, no
-#: attribute looked up by a string.
-_OPERATIONS: dict[str, Callable[[EngineController], Awaitable[OperationView]]] = {
-    "start": lambda c: c.start(),
-    "stop": lambda c: c.stop(),
-    "restart": lambda c: c.restart(),
-}
+#: One of the controller's operations, passed as itself (no name looked up at run time).
+Operation = Callable[[EngineController], Awaitable[OperationView]]
+
+
+def _start(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.start()
+
+
+def _stop(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.stop()
+
+
+def _restart(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.restart()
 
 
 class SshBackend:
@@ -101,13 +107,13 @@ class SshBackend:
         self.budget = RestartBudget(config.serving.auto_restart_limit)
         #: The engine's state from all the evidence (``sparktui.domain.engine_state``).
         self.truth = EngineTruth.from_config(config, budget=self.budget)
-        self._published = -1
         self._sink: EventSink | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        # The engine log and what it says; the log shown (the engine's, or a node's Ray worker log).
-        self._engine_log = LogIngest(len(config.nodes), display_cap=config.ui.log_buffer_lines)
-        self._shown_log = self._engine_log
-        self._timeline_dirty = False
+        #: The engine log and what it says, posted with the state (``EngineChanged``); the log shown (the
+        #: engine's, or a node's Ray worker log).
+        self._engine = EngineFeed(
+            self.truth, LogIngest(len(config.nodes), display_cap=config.ui.log_buffer_lines), self._post)
+        self._shown_log = self._engine.log
         self._watch: asyncio.Task[Any] | None = None
         #: Ray's node list and the head's reach of the other nodes, watched while the engine runs.
         self._evidence: list[asyncio.Task[Any]] = []
@@ -120,7 +126,8 @@ class SshBackend:
         self._memory_guard = MemoryGuard(config.engine.memory_floor, config.engine.memory_psi_full)
         #: RoCE traffic during the start, to weigh the log's NCCL verdict (sparktui.domain.logs.nccl).
         self._roce = nccl.RoceActivity()
-        self._node_feed = NodeFeed()
+        #: Each node's samples → what its panel shows (``NodeSampled``), posted by the probe runner's loop.
+        self._node_feed = NodeFeed(self._post)
 
     # -- ClusterBackend ----------------------------------------------------------------------------
     async def run(self, sink: EventSink) -> None:
@@ -149,14 +156,14 @@ class SshBackend:
 
     async def start(self) -> None:
         self.budget.manual_start()
-        await self._operation("start")
+        await self._operation(_start, rearm=True)
 
     async def stop(self) -> None:
-        await self._operation("stop")
+        await self._operation(_stop)
 
     async def restart(self) -> None:
         self.budget.manual_start()
-        await self._operation("restart")
+        await self._operation(_restart, rearm=True)
 
     async def smoke_test(self) -> str:
         from sparktui.remote.api_client import EngineApi
@@ -182,7 +189,7 @@ class SshBackend:
             self._shown_log = LogIngest(display_cap=self.config.ui.log_buffer_lines)
             self._side_follower = self._spawn(self._follow_ray_log(source.removeprefix("ray:")))
         else:
-            self._shown_log = self._engine_log
+            self._shown_log = self._engine.log
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _post(self, event: Event) -> None:
@@ -213,11 +220,8 @@ class SshBackend:
 
     def _sync(self) -> None:
         """Publish the engine state when it moved and do what the state machine asks."""
-        truth = self.truth
-        if truth.version != self._published:
-            self._published = truth.version
-            self._publish_engine()
-        for effect in truth.take_effects():
+        self._engine.publish_moved()
+        for effect in self.truth.take_effects():
             if isinstance(effect, Verify):
                 self._begin_verify()
             elif isinstance(effect, Unwatch):
@@ -229,12 +233,6 @@ class SshBackend:
             elif isinstance(effect, Restart):
                 self._spawn(self._auto_restart())
         self._ray_watch_follows()
-
-    def _publish_engine(self) -> None:
-        snapshot = self._timeline.snapshot(time.time())
-        truth = self.truth
-        self._post(EngineChanged(truth.state, truth.detail, timeline_view(snapshot),
-                                 truth.vllm_version or snapshot.vllm_version, truth.ttft_seconds))
 
     # -- nodes -------------------------------------------------------------------------------------
     async def _facts(self, name: str) -> None:
@@ -273,10 +271,11 @@ class SshBackend:
                 errors_told.add(message)
                 self._post(Notice(message, "warning"))
 
+        # The feed posts each sample's reading; what comes back here is the evidence the backend weighs.
         async for sample in stream_samples(self.transports[name], node, self.config.ui.refresh_interval,
                                            name_prefix=self.config.engine.name_prefix, on_error=on_error,
-                                           extra_args=engine_probe_args(self.config.engine)):
-            self._post(self._node_feed.sampled(name, sample))
+                                           extra_args=engine_probe_args(self.config.engine),
+                                           feed=self._node_feed):
             self.truth.gpu(name, sample)
             self._guard_memory(name, sample)
             self._roce.observe(name, {p.device: (p.rx_bytes_total or 0) + (p.tx_bytes_total or 0)
@@ -294,7 +293,7 @@ class SshBackend:
         self._post(Notice(trip.message, "error"))
         while True:
             try:
-                await self._operation("stop")
+                await self._operation(_stop)
             except OperationRefused as exc:
                 if self.readonly or self.controller is None:
                     self._post(Notice(f"memory guard: not stopped ({exc})", "error"))
@@ -359,17 +358,18 @@ class SshBackend:
                         self.truth.discovered(found.state, found.detail, again=True)
                         self._sync()
 
-    async def _operation(self, kind: str) -> None:
-        """Run the controller's operation ``kind`` (start, stop, restart) once nothing refuses it."""
+    async def _operation(self, operation: Operation, *, rearm: bool = False) -> None:
+        """Run one of the controller's operations once nothing refuses it; ``rearm``: a start (or restart)
+        arms the memory guard again."""
         if self.readonly:
             raise OperationRefused("read-only mode: start, stop and restart are disabled")
         if self.controller is None:
             raise OperationRefused("not connected yet")
         if self.controller.busy is not None:
             raise OperationRefused(f"{self.controller.busy} is already running; wait for it to finish")
-        if kind in ("start", "restart"):
+        if rearm:
             self._memory_guard.rearm()
-        view = await _OPERATIONS[kind](self.controller)
+        view = await operation(self.controller)
         self._finish_operation(view)
 
     def _on_operation(self, view: OperationView) -> None:
@@ -386,24 +386,16 @@ class SshBackend:
     async def _follow_engine_log(self) -> None:
         assert self.controller is not None
         head = self.config.head
+        # Bytes straight into the engine feed: no hop through the backend.
         follower = LogFollower(
-            self._head_transport(), self.controller.log_path(), self._on_log_bytes,
-            python=(head.python,), on_reset=self._on_log_reset,
+            self._head_transport(), self.controller.log_path(), self._engine.log_bytes,
+            python=(head.python,), on_reset=self._engine.log_reset,
         )
         await follower.run()
 
-    def _on_log_reset(self) -> None:
-        """A new log file (a new engine run): start a fresh timeline."""
-        self._engine_log.reset()
-        self._timeline_dirty = True
-
-    def _on_log_bytes(self, data: bytes) -> None:
-        if self._engine_log.feed(data, time.time()):
-            self._timeline_dirty = True
-
     @property
     def _timeline(self) -> Timeline:
-        return self._engine_log.timeline
+        return self._engine.timeline
 
     async def _follow_ray_log(self, node: str) -> None:
         from sparktui.remote.ray_logs import ray_worker_log_path
@@ -437,12 +429,7 @@ class SshBackend:
             batch = self._shown_log.take_records(time.monotonic())
             if batch:
                 self._post(LogRecords(self._log_source, batch))
-            if self._timeline_dirty:
-                self._timeline_dirty = False
-                before = self.truth.version
-                self.truth.timeline(self._timeline.snapshot())
-                if self.truth.version == before:
-                    self._publish_engine()   # the stage bars moved; the state did not
+            self._engine.flush()
             self.truth.tick()
             self._sync()
 
@@ -505,7 +492,7 @@ class SshBackend:
 
     async def _auto_restart(self) -> None:
         with contextlib.suppress(OperationRefused):
-            await self._operation("restart")
+            await self._operation(_restart, rearm=True)
 
     def _ray_watch_follows(self) -> None:
         """Ray's node list and the head's reach are watched while they are evidence (a running engine,

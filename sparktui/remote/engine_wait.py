@@ -22,7 +22,7 @@ from sparktui.domain.events import EngineState
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.lifecycle.ray_state import RayState
-from sparktui.domain.logs.ingest import LogIngest
+from sparktui.domain.logs import LogIngest
 from sparktui.remote.engine import EngineController
 from sparktui.remote.log_follower import LogFollower
 from sparktui.remote.transport import LinkState, TransportError

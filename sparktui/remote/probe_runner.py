@@ -24,6 +24,7 @@ from typing import Any
 
 from sparktui.config import EngineConfig, NodeConfig
 from sparktui.domain.backoff import Backoff
+from sparktui.domain.node_reading import NodeFeed
 from sparktui.domain.telemetry import NodeTelemetry, Sample
 from sparktui.remote.line_stream import LineStream
 from sparktui.remote.transport import Transport, TransportError
@@ -101,8 +102,10 @@ async def stream_samples(
     on_error: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     restart_delay: float = RESTART_DELAY,
+    feed: NodeFeed | None = None,
 ) -> AsyncGenerator[Sample, None]:
-    """Samples of ``node`` as they arrive, for as long as the caller iterates.
+    """Samples of ``node`` as they arrive, for as long as the caller iterates; with ``feed``, each one is
+    read by it first (its ``NodeSampled`` posted: units, rates, the charts' history).
 
     When the channel ends (transport dropped, probe died), the probe is started again once the
     transport is connected again. Ends only when the transport is closed. Closing the generator
@@ -116,6 +119,8 @@ async def stream_samples(
         async for line in lines:
             sample = parse_sample_line(line, clock())
             if sample is not None:
+                if feed is not None:
+                    feed.sampled(node.name, sample)
                 yield sample
 
 

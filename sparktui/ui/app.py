@@ -1,9 +1,10 @@
 """The dashboard: nodes side by side, the engine with its stage bars and controls, the live log.
 
 How the backend is consumed: ``backend.run(sink)`` runs as an async worker for the app's lifetime; the sink
-only appends events to an in-memory queue (cheap, and safe from any thread). A 15 Hz timer drains the queue,
-folds the events into ``DashboardState``, queues log records in the log pane, and re-renders only what
-changed, so the screen refresh rate never depends on how fast events arrive. Controls call
+only appends events to an in-memory queue (cheap, and safe from any thread). A timer drains the queue: each
+event, matched by its type, is stored in ``DashboardState`` and marks the panel it changes (``Redraw``); log
+records are queued in the log pane; then only what changed is re-rendered, so the screen refresh rate
+never depends on how fast events arrive. Controls call
 ``backend.start()``, ``stop()``, ``restart()``, ``smoke_test()`` and ``select_log()``.
 """
 
@@ -15,7 +16,7 @@ import gc
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -36,11 +37,17 @@ from sparktui.config import UIConfig
 from sparktui.domain.engine_state import RUNNING
 from sparktui.domain.events import (
     ClusterBackend,
+    EngineChanged,
     EngineState,
     Event,
     LogRecords,
+    NodeIdentified,
+    NodeLinkChanged,
+    NodeSampled,
     Notice,
+    OperationChanged,
     OperationRefused,
+    ServingSampled,
 )
 from sparktui.domain.history import RunRecord
 from sparktui.domain.history import state_dir as local_state_dir
@@ -72,6 +79,18 @@ class AppSwitches:
     flush_hz: float = FLUSH_HZ
     naive_log: bool = False
     screenshot: tuple[Path, float] | None = None
+
+@dataclass
+class Redraw:
+    """What one drain changed, to re-render once: node panels by name, the engine panel (with the
+    controls), the operation's fix offer, the serving line, the two-node-hang check."""
+
+    nodes: set[str] = field(default_factory=set)
+    engine: bool = False
+    operation: bool = False
+    serving: bool = False
+    asymmetry: bool = False
+
 
 LIFECYCLE_ACTIONS = ("start", "restart", "stop")
 #: Below this many columns or rows the dashboard switches to its compact layout.
@@ -310,37 +329,58 @@ class SparkApp(App[int]):
     def _drain(self) -> int:
         pane = self.query_one(LogPane)
         inbox = self._inbox
-        dirty: set[str] = set()
+        state = self.state
+        redraw = Redraw()
         notices: list[Notice] = []
         while inbox:
             event = inbox.popleft()
             self.events_applied += 1
-            if isinstance(event, LogRecords):
-                pane.add_records(event.source, event.records)
-                continue
-            if isinstance(event, Notice):
-                notices.append(event)
-                continue
-            dirty |= self.state.apply(event)
+            # Each event kept in its place, and the part of the screen it changes marked (drawn once below).
+            match event:
+                case LogRecords():
+                    pane.add_records(event.source, event.records)
+                case Notice():
+                    notices.append(event)
+                case NodeSampled():
+                    node = state.node(event.node)
+                    node.reading, node.sampled_at = event.reading, self.clock()
+                    redraw.nodes.add(node.name)
+                    redraw.asymmetry = True
+                case NodeLinkChanged():
+                    node = state.node(event.node)
+                    node.link_phase, node.link_detail = event.phase, event.detail
+                    node.retry_at, node.link_reason = event.retry_at, event.reason
+                    redraw.nodes.add(node.name)
+                case NodeIdentified():
+                    state.node(event.node).facts = event
+                    redraw.nodes.add(event.node)
+                case EngineChanged():
+                    state.engine = event
+                    redraw.engine = True
+                case OperationChanged():
+                    state.operation = event.operation
+                    redraw.engine = redraw.operation = True
+                case ServingSampled():
+                    state.serving = event.snapshot
+                    redraw.serving = True
         with self.batch_update():
-            self._render(dirty)
+            self._render(redraw)
             written = pane.flush()
         for notice in notices:
             self.notify(notice.message, severity=_severity(notice.severity))
         return written
 
-    def _render(self, dirty: set[str]) -> None:
-        for part in dirty:
-            if part.startswith("node:"):
-                self._render_node(part[5:])
-        if dirty & {"engine", "operation"}:
+    def _render(self, redraw: Redraw) -> None:
+        for name in redraw.nodes:
+            self._render_node(name)
+        if redraw.engine:
             self._render_engine()
             self._update_controls()
-        if "operation" in dirty:
+        if redraw.operation:
             self._offer_fixes()
-        if "serving" in dirty or "engine" in dirty:
+        if redraw.serving or redraw.engine:
             self.query_one(ServingView).show(self.state.serving, self.smoke_result)
-        if "asymmetry" in dirty:
+        if redraw.asymmetry:
             self._render_asymmetry()
 
     def _render_node(self, name: str) -> None:
@@ -376,18 +416,17 @@ class SparkApp(App[int]):
         """Once a second: what moves without events — elapsed times and the ETA while an operation or a
         start runs, retry countdowns of links that are down, samples gone stale, the two-node-hang check
         while the engine should be working. Nothing else is touched: an idle dashboard repaints nothing."""
-        dirty = self.state.update_staleness(self.ui_config.refresh_interval)
+        nodes = self.state.update_staleness(self.ui_config.refresh_interval)
+        nodes |= {n.name for n in self.state.nodes.values() if n.link_phase != "connected"}
+        clock = self.state.engine.state in _CLOCKED_STATES or self.state.operation_running
         if self.poll_always:
-            dirty |= {f"node:{name}" for name in self.state.nodes} | {"engine-clock"}
-        dirty |= {f"node:{n.name}" for n in self.state.nodes.values() if n.link_phase != "connected"}
-        if self.state.engine.state in _CLOCKED_STATES or self.state.operation_running:
-            dirty.add("engine-clock")
+            nodes |= set(self.state.nodes)
+            clock = True
         try:
             with self.batch_update():
-                for part in dirty:
-                    if part.startswith("node:"):
-                        self._render_node(part[5:])
-                if "engine-clock" in dirty:
+                for name in nodes:
+                    self._render_node(name)
+                if clock:
                     self._render_engine()
                 if self.state.engine_should_work() or self.query_one("#asymmetry", Static).display:
                     self._render_asymmetry()

@@ -1,8 +1,9 @@
-"""What the dashboard knows: the latest of every backend event, folded into plain objects.
+"""What the dashboard knows: the latest of every backend event, kept in plain objects.
 
-No Textual here: the app drains the backend's events on a timer, ``apply``s them, and re-renders only the
-parts that changed. That keeps the rendering rate independent of the event rate, and lets the tests check the
-folding without a screen.
+No Textual here: the app drains the backend's events on a timer, stores each in its place here (one
+``match`` in ``SparkApp``, beside the redraw it asks for), and re-renders only the parts that changed. That
+keeps the rendering rate independent of the event rate. The rules over what is kept live here: a sample
+gone stale, the two-node hang.
 """
 
 from __future__ import annotations
@@ -11,20 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sparktui.domain.events import (
-    EngineChanged,
-    EngineState,
-    Event,
-    LogRecords,
-    NodeIdentified,
-    NodeLinkChanged,
-    NodeSampled,
-    Notice,
-    OperationChanged,
-    OperationView,
-    ServingSampled,
-)
-from sparktui.domain.node_reading import NodeReading
+from sparktui.domain.events import EngineChanged, EngineState, NodeIdentified, NodeReading, OperationView
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.domain.telemetry import DEFAULT_HISTORY, stale_seconds
 
@@ -108,7 +96,7 @@ class AsymmetryWatch:
 
 
 class DashboardState:
-    """The latest of everything, per node and for the engine. ``apply`` returns which parts changed."""
+    """The latest of everything, per node and for the engine."""
 
     def __init__(
         self,
@@ -121,7 +109,6 @@ class DashboardState:
         self.engine = EngineChanged(EngineState.UNKNOWN)
         self.operation: OperationView | None = None
         self.serving: ServingSnapshot | None = None
-        self.notices: list[Notice] = []
         self.asymmetry = AsymmetryWatch(asymmetry_seconds)
         self.asymmetry_warning: str | None = None
 
@@ -135,49 +122,15 @@ class DashboardState:
     def operation_running(self) -> bool:
         return self.operation is not None and self.operation.running
 
-    def apply(self, event: Event) -> set[str]:
-        """Fold one event in; the result names what to re-render: ``node:<name>``, ``engine``, ``operation``,
-        ``serving``, ``notice``. Log records are not kept here (the log pane owns its buffer)."""
-        if isinstance(event, NodeLinkChanged):
-            n = self.node(event.node)
-            n.link_phase, n.link_detail, n.retry_at = event.phase, event.detail, event.retry_at
-            n.link_reason = event.reason
-            return {f"node:{n.name}"}
-        if isinstance(event, NodeIdentified):
-            self.node(event.node).facts = event
-            return {f"node:{event.node}"}
-        if isinstance(event, NodeSampled):
-            return self._apply_sample(event)
-        if isinstance(event, EngineChanged):
-            self.engine = event
-            return {"engine"}
-        if isinstance(event, OperationChanged):
-            self.operation = event.operation
-            return {"operation", "engine"}
-        if isinstance(event, ServingSampled):
-            self.serving = event.snapshot
-            return {"serving"}
-        if isinstance(event, Notice):
-            self.notices.append(event)
-            return {"notice"}
-        if isinstance(event, LogRecords):
-            return set()
-        return set()
-
-    def _apply_sample(self, event: NodeSampled) -> set[str]:
-        n = self.node(event.node)
-        n.reading = event.reading
-        n.sampled_at = self.clock()
-        return {f"node:{n.name}", "asymmetry"}
-
     def update_staleness(self, interval: float) -> set[str]:
-        """Mark nodes whose samples stopped arriving (probe or link gone quiet); returns the changed ones."""
+        """Mark nodes whose samples stopped arriving (probe or link gone quiet); returns the names of the
+        changed ones."""
         now = self.clock()
         changed = set()
         for n in self.nodes.values():
             stale = stale_seconds(n.sampled_at, now, interval)
             if (stale is None) != (n.stale_seconds is None) or stale is not None:
-                changed.add(f"node:{n.name}")
+                changed.add(n.name)
             n.stale_seconds = stale
         return changed
 

@@ -17,7 +17,8 @@ Stream layer (:mod:`.stream`)
     ``\\r\\n`` and ``\\r`` end a record, so CUDA-graph capture animates live; a line without end is cut at
     the cap, the rest dropped; invalid UTF-8 replaced), ``feed_block(bytes) -> str`` (same, one string),
     ``flush()``. ``LogReader``: ``feed(bytes) -> list[LogRecord]`` (splitter + line layer; a bar relayed
-    by Ray as ``<prefix>\\n<bar>`` keeps its prefix).
+    by Ray as ``<prefix>\\n<bar>`` keeps its prefix). ``LogIngest``: a followed log, ``feed(bytes, now)``
+    (every line into its ``timeline``) and ``take_records(now)`` (what to show, rate-bounded).
 Stage machine (:mod:`.stages`)
     ``Timeline(expected_nodes=None)``: ``feed(record, now=None)``, ``feed_text(text, now=None)`` and
     ``feed_lines(lines, now=None)`` (bulk, fast path), ``snapshot(now=None) -> TimelineSnapshot``,
@@ -45,7 +46,7 @@ from sparktui.domain.logs.stages import (
     Timeline,
     TimelineSnapshot,
 )
-from sparktui.domain.logs.stream import LineSplitter, LogReader
+from sparktui.domain.logs.stream import LineSplitter, LogIngest, LogReader
 from sparktui.domain.logs.timeline import parse_log_text, render_human, timeline_from_bytes
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "STATUSES",
     "Failure",
     "LineSplitter",
+    "LogIngest",
     "LogReader",
     "LogRecord",
     "Progress",

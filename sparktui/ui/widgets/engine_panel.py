@@ -13,8 +13,14 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Button, Label, ProgressBar, Static
 
-from sparktui.domain.engine_view import StageView, TimelineView
-from sparktui.domain.events import EngineChanged, EngineState, OperationView, StepStatus
+from sparktui.domain.events import (
+    EngineChanged,
+    EngineState,
+    OperationView,
+    StageView,
+    StepStatus,
+    TimelineView,
+)
 from sparktui.domain.history import RunRecord, format_remaining, ready_eta, stage_eta
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.ui import format as fmt

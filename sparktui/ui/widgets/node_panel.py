@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from sparktui.domain.node_reading import NodeReading
+from sparktui.domain.events import NodeReading
 from sparktui.ui import format as fmt
 from sparktui.ui.state import NodeState
 from sparktui.ui.widgets.sparkline import ScaledSparkline
