@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sparktui.config import SparkConfig
+from sparktui.domain.deadline import within
 from sparktui.domain.events import StepStatus
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.output import output_tail
@@ -43,7 +44,7 @@ class EngineNodes:
         """Wait for ``proc``'s end in the background (nobody need wait for a channel to close)."""
         async def reap() -> None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(proc.wait(), 5.0)
+                await within(proc.wait(), 5.0)
 
         task = asyncio.create_task(reap())
         self._background.add(task)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparktui.domain.deadline import within
 from sparktui.domain.engine_state import EngineTruth
 from sparktui.domain.events import EngineState
 from sparktui.domain.lifecycle import plan as P
@@ -115,7 +116,7 @@ async def wait_until_ready(
                                   snap.to_json())
             changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), PROCESS_CHECK_INTERVAL)
+                await within(changed.wait(), PROCESS_CHECK_INTERVAL)
                 continue
             try:
                 res = await transport.run(state_argv, timeout=20)

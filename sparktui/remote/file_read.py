@@ -7,9 +7,9 @@ UTF-8 comes out as it went in.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
+from sparktui.domain.deadline import within
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.remote.transport import Transport, TransportError
 
@@ -47,5 +47,5 @@ async def read_file(transport: Transport, python: str, path: str, *, limit: int 
                     timeout: float | None = None) -> bytes | None:
     """The file's bytes (see ``stream_file``), or ``None`` when it does not exist."""
     data = bytearray()
-    found = await asyncio.wait_for(stream_file(transport, python, path, data.extend, limit=limit), timeout)
+    found = await within(stream_file(transport, python, path, data.extend, limit=limit), timeout)
     return bytes(data) if found else None

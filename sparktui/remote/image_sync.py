@@ -3,13 +3,13 @@ streamed ``docker save`` (head) → this process → ``docker load`` (node) over
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sparktui.config import SparkConfig
+from sparktui.domain.deadline import within
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import image_copy as C
 from sparktui.remote.transport import Transport, TransportError
@@ -89,8 +89,8 @@ async def _copy(src_t: Transport, dst_t: Transport, image: str, want_id: str, to
                 last = now
                 progress(node, sent, total, now - t0)
         await dst.close_stdin()
-        loaded = await asyncio.wait_for(dst.wait(), 600)
-        saved = await asyncio.wait_for(src.wait(), 30)
+        loaded = await within(dst.wait(), 600)
+        saved = await within(src.wait(), 30)
     finally:
         for proc in (src, dst):
             with contextlib.suppress(Exception):

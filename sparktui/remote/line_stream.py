@@ -20,6 +20,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 
 from sparktui.domain.backoff import Backoff
+from sparktui.domain.deadline import within
 from sparktui.domain.logs import LineSplitter
 from sparktui.remote.transport import LinkPhase, RemoteProcess, Transport, TransportError
 
@@ -119,7 +120,7 @@ class LineStream:
                     # waiting is not swallowed: nothing propagates yet, so it would be lost.
                     try:
                         with contextlib.suppress(Exception):
-                            status = await asyncio.wait_for(proc.wait(), self.reap_timeout)
+                            status = await within(proc.wait(), self.reap_timeout)
                     except asyncio.CancelledError:
                         with contextlib.suppress(Exception):
                             proc.terminate()
@@ -131,13 +132,13 @@ class LineStream:
                 elif status is None:
                     # Reaped here (also when cancelled): no process or pipe outlives the stream.
                     with contextlib.suppress(Exception, asyncio.CancelledError):
-                        status = await asyncio.wait_for(proc.wait(), self.reap_timeout)
+                        status = await within(proc.wait(), self.reap_timeout)
             if self._restart:
                 self._restart = False
             elif self._reap is None and (status not in (0, None) or not delivered):
                 err = ""
                 with contextlib.suppress(Exception):
-                    err = (await asyncio.wait_for(proc.stderr_text(), 2.0)).strip()
+                    err = (await within(proc.stderr_text(), 2.0)).strip()
                 self.last_error = f"exited {status}: {err.splitlines()[-1] if err else ''}"
                 if not delivered:
                     self._report(f"{self.name} exited (status {status}) without output: {err[-500:]}")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from sparktui.config import NodeConfig, SparkConfig
+from sparktui.domain.deadline import within
 from sparktui.domain.lifecycle import model_copy as M
 from sparktui.domain.lifecycle.argv import expand_home
 from sparktui.domain.lifecycle.image_copy import megabytes
@@ -194,7 +195,7 @@ async def _copy(head_t: Transport, node: str, argv: list[str], total: int,
                         last = now
                         progress(node, done, total, now - t0)
             return await proc.wait()
-        code = await asyncio.wait_for(read(), COPY_TIMEOUT)
+        code = await within(read(), COPY_TIMEOUT)
     finally:
         with contextlib.suppress(Exception):
             proc.terminate()

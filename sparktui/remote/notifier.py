@@ -17,6 +17,7 @@ from collections.abc import Callable
 import httpx
 
 from sparktui.config import NotifyConfig
+from sparktui.domain.deadline import within
 from sparktui.domain.events import Event
 from sparktui.domain.notify import Notification, NotificationFilter
 
@@ -69,7 +70,7 @@ class Notifier:
             self._failed(f"notify {note.event}: cannot run {argv[0]}: {exc.strerror or exc}")
             return
         try:
-            _, err = await asyncio.wait_for(proc.communicate(body), self.config.timeout)
+            _, err = await within(proc.communicate(body), self.config.timeout)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()

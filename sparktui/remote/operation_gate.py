@@ -10,6 +10,7 @@ import socket
 import time
 from collections.abc import AsyncIterator
 
+from sparktui.domain.deadline import within
 from sparktui.domain.events import OperationRefused
 from sparktui.domain.lifecycle import oplock as L
 from sparktui.domain.logs import LineSplitter
@@ -79,7 +80,7 @@ class OperationGate:
         try:
             await proc.write(b"release\n")
             await proc.close_stdin()
-            await asyncio.wait_for(proc.wait(), 5.0)
+            await within(proc.wait(), 5.0)
         except Exception:  # a dead channel frees the lock anyway
             pass
         finally:

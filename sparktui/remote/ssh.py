@@ -36,6 +36,7 @@ import asyncssh
 
 from sparktui.config import NodeConfig
 from sparktui.domain.backoff import Backoff
+from sparktui.domain.deadline import within
 from sparktui.remote.transport import (
     CommandResult,
     LinkPhase,
@@ -110,7 +111,7 @@ async def _tcp_connect(host: str, port: int, timeout: float) -> socket.socket:
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + timeout
     try:
-        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
+        infos = await within(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout)
     except (OSError, TimeoutError) as exc:
         raise _Unreachable(_describe(exc)) from exc
     last: BaseException | None = None
@@ -118,7 +119,7 @@ async def _tcp_connect(host: str, port: int, timeout: float) -> socket.socket:
         sock = socket.socket(family, kind, proto)
         sock.setblocking(False)
         try:
-            await asyncio.wait_for(loop.sock_connect(sock, addr), max(0.05, deadline - time.monotonic()))
+            await within(loop.sock_connect(sock, addr), max(0.05, deadline - time.monotonic()))
         except (OSError, TimeoutError) as exc:
             sock.close()
             last = exc
@@ -205,7 +206,7 @@ class _SSHProcess(RemoteProcess):
 
     async def stderr_text(self) -> str:
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+            await within(asyncio.shield(self._stderr_task), 1.0)
         return self._stderr.decode("utf-8", "replace")
 
     def terminate(self) -> None:
@@ -293,7 +294,7 @@ class SSHTransport(Transport):
         if conn is not None:
             conn.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.wait_closed(), 2.0)
+                await within(conn.wait_closed(), 2.0)
         self._drop_ready_sock()
         self._listeners_open.clear()
         # A node closed while unreachable keeps its reason: a later run() names why, not just "closed".
@@ -519,7 +520,7 @@ class SSHTransport(Transport):
         if conn is None:
             return
         with contextlib.suppress(asyncssh.Error, OSError, asyncio.TimeoutError):
-            await asyncio.wait_for(conn.run(shell_line(["sh", "-c", HANGUP_SCRIPT, "sh", str(pid)])), 10)
+            await within(conn.run(shell_line(["sh", "-c", HANGUP_SCRIPT, "sh", str(pid)])), 10)
 
     async def run(
         self,
@@ -545,7 +546,7 @@ class SSHTransport(Transport):
             return await proc.communicate(input)
 
         try:
-            stdout, stderr = await asyncio.wait_for(converse(), timeout)
+            stdout, stderr = await within(converse(), timeout)
         except TimeoutError:
             self._hang_up(proc, pid)
             return CommandResult(tuple(argv), TIMEOUT_STATUS, "", f"timed out after {timeout} s",
@@ -572,7 +573,7 @@ class SSHTransport(Transport):
         conn = await self._connection()
         try:
             proc = await conn.create_process(command, encoding=None)
-            pid = await asyncio.wait_for(_read_pid(proc), self.connect_timeout)
+            pid = await within(_read_pid(proc), self.connect_timeout)
         except (OSError, asyncssh.Error, TimeoutError) as exc:
             raise TransportError(f"{self.name}: cannot start {argv[0]}: {_describe(exc)}") from exc
         return _SSHProcess(self, proc, pid)

@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from sparktui.domain.deadline import within
+
 log = logging.getLogger(__name__)
 
 
@@ -158,7 +160,7 @@ class Transport(abc.ABC):
         if timeout is not None and timeout <= 0:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            await within(self._changed.wait(), timeout)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -291,7 +293,7 @@ class LocalTransport(Transport):
         except OSError as exc:  # not executable, …: the shell's status for a command that cannot run
             return CommandResult(argv, 126, "", f"{argv[0]}: cannot run ({exc})", 0.0)
         try:
-            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
+            out, err = await within(proc.communicate(input), timeout)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()

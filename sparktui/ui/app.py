@@ -10,7 +10,6 @@ never depends on how fast events arrive. Controls call
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import time
@@ -34,6 +33,7 @@ from textual.widgets import Button, Footer, Header, HelpPanel, Static
 from textual.worker import Worker
 
 from sparktui.config import UIConfig
+from sparktui.domain.deadline import within
 from sparktui.domain.engine_state import RUNNING
 from sparktui.domain.events import (
     ClusterBackend,
@@ -280,7 +280,7 @@ class SparkApp(App[int]):
         worker.cancel()
         # WorkerCancelled is the expected end; a failure was already shown; a timeout gives up the wait.
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(worker.wait(), self.BACKEND_CLOSE_TIMEOUT)
+            await within(worker.wait(), self.BACKEND_CLOSE_TIMEOUT)
 
     async def _run_backend(self) -> None:
         try:
