@@ -69,6 +69,10 @@ _DISTRIBUTED = STAGE_INDEX["distributed"]
 _CONFIG = STAGE_INDEX["config"]
 # A worker dying is the effect of something (OOM kill, NCCL abort, ...): it never hides a cause found first.
 _SYMPTOM_KINDS = frozenset({"worker_died"})
+#: The bulk scan's piece (characters): a start reaching "ready" is scanned for every start-up keyword to the
+#: end of its piece, the rest of the block for the serving keywords only (a piece costs ~77 ``str.find``
+#: calls of call overhead, nothing next to the passes over 32 K characters).
+SCAN_PIECE = 32 * 1024
 # Process names of vLLM workers (reference §2.2): Ray actors (RayWorkerWrapper, RayWorkerProc), V1 mp
 # workers (Worker, Worker_TP1, Worker_DP1_PP0_TP1_EP2, VllmWorker TP1, VllmWorker rank=1, VllmWorker
 # PP0_TP1), V0 mp workers (VllmWorkerProcess). Other frameworks' actors ("WorkerDict") are not workers.
@@ -284,25 +288,47 @@ class Timeline:
 
     def feed_text(self, text: str, now: float | None = None) -> None:
         """Bulk path: a block of complete lines. Lines that contain none of the keywords that can still
-        matter are skipped with ``str.find`` over the whole block (one pass per anchor), without being split
-        or parsed; a record that only animates a bar is parsed once per physical line, not per update.
+        matter are skipped with ``str.find`` over whole pieces of the block (one pass per anchor), without
+        being split or parsed; a record that only animates a bar is parsed once per physical line, not per
+        update.
 
-        A block is scanned once: for the few serving-time keywords when it starts after "ready" (the
-        serving flood), else for every start-up keyword; lines after the start reaches "ready" inside the
-        block are then held to the serving keywords one by one. Leaving "ready" inside a serving-scanned
-        block (a restart) rescans the rest once, for every keyword."""
+        The block is scanned in pieces of about :data:`SCAN_PIECE` characters (cut at a line end), each for
+        the keywords of where the start is when the piece begins: the few serving-time keywords after
+        "ready" (the serving flood), else every start-up keyword. So reaching "ready" costs the full scan of
+        the rest of one piece, not of the rest of the block."""
         if now is not None:
             self._now = now
-        if not text:
+        size = len(text)
+        if size <= SCAN_PIECE * 3 // 2:
+            if text:
+                self._feed_piece(text)
             return
+        pos = 0
+        while pos < size:
+            cut = text.find("\n", pos + SCAN_PIECE) if size - pos > SCAN_PIECE * 3 // 2 else -1
+            if cut == -1:
+                cut = size
+            self._feed_piece(text[pos:cut])
+            pos = cut + 1
+
+    def _feed_piece(self, text: str) -> None:
+        """One piece of a block: scanned once, for the serving keywords when it starts after "ready", else
+        for every start-up keyword; lines after the start reaches "ready" inside the piece are then held to
+        the serving keywords one by one. Leaving "ready" inside a serving-scanned piece (a restart, a stop)
+        rescans the rest once, for every keyword. Requests are counted in log order: those before a line
+        that ends the serving are counted before it is applied (the figure it records includes them)."""
         serving = self._bulk_counting = self._outcome == "ready"
         groups = SERVING_GROUPS if serving else STARTUP_GROUPS
+        counted = 0  # (serving) the requests of text[:counted] are counted
         for end, line, kw in candidate_lines(text, groups):
             if not serving and self._outcome in _SERVING and kw not in SERVING_SET \
                     and not has_any(line, SERVING_GROUPS):
                 if self._outcome == "ready" and " HTTP/1." in line:
                     self._requests_served += count_ok_requests(line)
                 continue
+            if serving:
+                self._requests_served += count_ok_requests(text[counted : end + 1])
+                counted = end + 1
             if "\x1b" in line:
                 line = strip_ansi(line)
             if self._outcome == "ready" and late_nccl_line(line, kw):
@@ -318,13 +344,13 @@ class Timeline:
                 else:
                     self._take(parse_line(part), kw)
             if serving and self._outcome != "ready":
-                # A new start (or the end) after "ready": the rest of the block needs the full keyword set.
-                self._requests_served += count_ok_requests(text[: end + 1])
+                # A new start (or the end) after "ready": the rest of the piece needs the full keyword set.
                 self._bulk_counting = False
-                self.feed_text(text[end + 1 :])
+                if end + 1 < len(text):
+                    self._feed_piece(text[end + 1 :])
                 return
         if serving:
-            self._requests_served += count_ok_requests(text)
+            self._requests_served += count_ok_requests(text[counted:] if counted else text)
         self._bulk_counting = False
 
     def feed_lines(self, lines: list[str], now: float | None = None) -> None:
