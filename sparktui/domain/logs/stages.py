@@ -57,6 +57,7 @@ from sparktui.domain.logs.scan import (
     cr_segments,
     has_any,
     late_nccl_line,
+    line_keyword,
 )
 
 OUTCOMES = ("ready", "failed", "incomplete", "stopped")
@@ -320,12 +321,16 @@ class Timeline:
         serving = self._bulk_counting = self._outcome == "ready"
         groups = SERVING_GROUPS if serving else STARTUP_GROUPS
         counted = 0  # (serving) the requests of text[:counted] are counted
-        for end, line, kw in candidate_lines(text, groups):
-            if not serving and self._outcome in _SERVING and kw not in SERVING_SET \
-                    and not has_any(line, SERVING_GROUPS):
-                if self._outcome == "ready" and " HTTP/1." in line:
-                    self._requests_served += count_ok_requests(line)
-                continue
+        for end, line, kw in candidate_lines(text, groups, by_regex=not serving):
+            if not serving and self._outcome in _SERVING:
+                if kw not in SERVING_SET and not has_any(line, SERVING_GROUPS):
+                    if self._outcome == "ready" and " HTTP/1." in line:
+                        self._requests_served += count_ok_requests(line)
+                    continue
+                # Held to the serving keywords, a line is read with its start-up keyword of the anchor order
+                # (the regex scan gives the first one in the line; both are in it, but only one may be in
+                # the message, which decides whether the record is applied).
+                kw = line_keyword(line, STARTUP_GROUPS) or kw
             if serving:
                 self._requests_served += count_ok_requests(text[counted : end + 1])
                 counted = end + 1
