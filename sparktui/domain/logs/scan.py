@@ -1,11 +1,11 @@
 """The bulk scan: which lines of a block of text can still matter to the stage machine, found without
 splitting or parsing the block.
 
-Every keyword of the rules (:mod:`.rules`) belongs to an anchor; a block is scanned once per anchor with
-``str.find`` (C speed) and a line an anchor finds is checked for that anchor's keywords within its bounds.
-After "ready" only the few serving-time keywords count. A run of updates of one tqdm bar on consecutive
-lines is cut to its last update.
-"""
+Every keyword of the rules (:mod:`.rules`) belongs to an anchor. Before "ready" a block is scanned by one
+regex pass over a trie of every keyword (:func:`_regex_spans`); after it, for the few serving-time keywords,
+once per anchor with ``str.find`` (C speed), a line an anchor finds checked for that anchor's keywords within
+its bounds (:func:`_find_spans`). Both find the same lines. A run of updates of one tqdm bar on consecutive
+candidate lines is cut to its last update."""
 
 from __future__ import annotations
 
@@ -215,15 +215,16 @@ def candidate_lines(text: str, groups: dict[str, tuple[str, ...]],
     spans = _regex_spans(text, groups) if by_regex else _find_spans(text, groups)
     out: list[tuple[int, str, str]] = []
     prev_bar: str | None = None
-    prev_end = -2
     for start, (end, kw) in sorted(spans.items()):
         line = text[start:end]
         bar = bar_key(line)
-        if bar is not None and bar == prev_bar and prev_end + 1 == start:
-            out[-1] = (end, line, kw)  # the next update of the same bar on the next line: the last counts
+        if bar is not None and bar == prev_bar:
+            # The next update of the same bar, with nothing the stage machine reads in between (only lines
+            # that are no candidates, such as the blank lines tqdm leaves between updates): the last counts.
+            out[-1] = (end, line, kw)
         else:
             out.append((end, line, kw))
-        prev_bar, prev_end = bar, end
+        prev_bar = bar
     return out
 
 
