@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.domain.logs import LineSplitter
-from sparktui.domain.logs.scan import SERVING_GROUPS, STARTUP_GROUPS, _find_spans, _regex_spans, line_keyword
+from sparktui.domain.logs import LineSplitter, Timeline, timeline_from_bytes
+from sparktui.domain.logs.scan import (
+    SERVING_GROUPS,
+    STARTUP_GROUPS,
+    _find_spans,
+    _regex_spans,
+    candidate_lines,
+    line_keyword,
+)
 
 ROOT = Path(__file__).parent
 LOGS = sorted([*(ROOT / "data" / "vllm-logs").glob("*.txt"), *(ROOT / "public_logs").glob("*.log")])
@@ -42,3 +49,25 @@ def test_regex_scan_on_keywords_cut_glued_and_shuffled() -> None:
     text = "\n".join(lines)
     _same_lines(text, STARTUP_GROUPS)
     _same_lines(text, SERVING_GROUPS)
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[p.stem[:40] for p in LOGS])
+def test_a_block_reads_as_its_lines_one_by_one(path: Path) -> None:
+    """Fed line by line (each line a block of its own: no bar update is cut, no scan spans two lines), a log
+    reads the same timeline as in 1 MB blocks, where a bar's updates are cut to the last one, Ray's relayed
+    pairs of bars (<bar><worker prefix>, <bar>) included, and one scan covers the whole block."""
+    data = path.read_bytes()
+    splitter, timeline = LineSplitter(), Timeline()
+    for line in splitter.feed(data) + splitter.flush():
+        timeline.feed_text(line)
+    assert timeline.to_json() == timeline_from_bytes(data).to_json()
+
+
+def test_relayed_bar_pairs_are_cut_to_the_last_pair() -> None:
+    """Log 02 draws the CUDA-graph bars of two processes through Ray, a worker prefix glued after every
+    other update: 151 updates reach the stage machine as a few."""
+    text = LineSplitter().feed_block(next((ROOT / "data" / "vllm-logs").glob("02_*")).read_bytes())
+    kept = [line for _, line, _ in candidate_lines(text, STARTUP_GROUPS, by_regex=True)
+            if "Capturing CUDA" in line]
+    assert text.count("Capturing CUDA graph shapes") > 140
+    assert len(kept) < 20

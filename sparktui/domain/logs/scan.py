@@ -14,6 +14,7 @@ import itertools
 import re
 from typing import Any
 
+from sparktui.domain.logs.line import split_glued, strip_ansi
 from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
 from sparktui.domain.logs.rules import SERVING_KEYWORDS, STARTUP_KEYWORDS, anchor_groups
 
@@ -59,6 +60,19 @@ def bar_key(line: str) -> str | None:
             return None
     colon = line.rfind(": ", 0, pct)
     return line[:colon] if colon != -1 else None
+
+
+def relayed_bar_key(line: str) -> tuple[str, str] | None:
+    """A bar update with the next record's process prefix glued on (Ray relays a worker's bar as
+    ``<bar>(RayWorkerWrapper pid=N, ip=X) `` then the bar on the next line): the bar's key and the glued
+    prefix, or None for any other line."""
+    if "pid=" not in line or "%" not in line or "\r" in line:
+        return None
+    parts = split_glued(strip_ansi(line))
+    if len(parts) != 2 or "%" in parts[1]:
+        return None
+    key = bar_key(parts[0])
+    return None if key is None else (key, parts[1])
 
 
 def count_ok_requests(text: str) -> int:
@@ -214,17 +228,25 @@ def candidate_lines(text: str, groups: dict[str, tuple[str, ...]],
     updates of one tqdm bar on consecutive candidate lines keeps its last update."""
     spans = _regex_spans(text, groups) if by_regex else _find_spans(text, groups)
     out: list[tuple[int, str, str]] = []
-    prev_bar: str | None = None
+    keys: list[str | tuple[str, str] | None] = []  # each kept line's bar key (see below)
     for start, (end, kw) in sorted(spans.items()):
         line = text[start:end]
-        bar = bar_key(line)
-        if bar is not None and bar == prev_bar:
+        bar: str | tuple[str, str] | None = bar_key(line)
+        if bar is None and "pid=" in line:
+            bar = relayed_bar_key(line)
+        if isinstance(bar, str) and keys and bar == keys[-1]:
             # The next update of the same bar, with nothing the stage machine reads in between (only lines
             # that are no candidates, such as the blank lines tqdm leaves between updates): the last counts.
             out[-1] = (end, line, kw)
-        else:
-            out.append((end, line, kw))
-        prev_bar = bar
+            continue
+        if (isinstance(bar, str) and len(keys) >= 3 and isinstance(keys[-1], tuple)
+                and keys[-1] == keys[-3] and keys[-2] == bar):
+            # Ray's relay of two bars at once: <bar A><worker prefix>, <bar B> (it takes the prefix), again
+            # and again. A pair that repeats the pair before it, nothing else in between: the last pair counts
+            # (the prefix goes to the same bar as before, and a bar's progress is its furthest update).
+            del out[-3:-1], keys[-3:-1]
+        out.append((end, line, kw))
+        keys.append(bar)
     return out
 
 
