@@ -83,8 +83,8 @@ def count_ok_requests(text: str) -> int:
 # --- one regex pass for the start-up keywords --------------------------------------------------------
 # ``str.find`` runs at ~1 ns a character on text that holds a non-ASCII character (a bar's "█" makes a block
 # two bytes a character), so 77 anchor passes cost ~77 ns a character. One regex pass instead: every keyword
-# is a branch of one trie, entered at the keyword's rarest character (so the regex only stops where one of a
-# few dozen uncommon characters is) with a lookbehind that checks the whole keyword; an empty named group
+# is a branch of one trie, entered at one of its characters (:func:`_entries`: the regex only stops where one
+# of a dozen uncommon characters is) with a lookbehind that checks the whole keyword; an empty named group
 # at each leaf says which keyword it was. Printable ASCII from commonest to rarest, as counted over the 55
 # logs of tests/data/vllm-logs and tests/public_logs (1.5 M characters); any other character counts as rarest.
 # Only the speed depends on this order, never which lines are found.
@@ -92,12 +92,25 @@ _COMMON_FIRST = (" e0rinto1ap:sl2cd3.m/_u,g4h-7^56[8=vPI9()Oyf]kTCNFEAS'bR\"WL|x
                  "UKHG<Mq>zVBj*`{}\\?QX+Y&#J!~Z@$")
 
 
-def _rarest(keyword: str) -> int:
-    """The index of the keyword's rarest character (the first of equals)."""
-    def rank(ch: str) -> int:
-        i = _COMMON_FIRST.find(ch)
-        return len(_COMMON_FIRST) if i == -1 else i
-    return max(range(len(keyword)), key=lambda i: (rank(keyword[i]), -i))
+def _rank(ch: str) -> int:
+    i = _COMMON_FIRST.find(ch)
+    return len(_COMMON_FIRST) if i == -1 else i
+
+
+def _entries(keywords: tuple[str, ...]) -> list[int]:
+    """Where the regex enters each keyword: few distinct characters, and rare ones (the regex stops at every
+    place one of them is). Chosen greedily as a weighted set cover: the character that covers the most
+    keywords not yet covered per its weight (Zipf's 1/rank), until every keyword holds one; a keyword is then
+    entered at its rarest chosen character (the first of equals)."""
+    left = set(keywords)
+    chosen: set[str] = set()
+    while left:
+        best = min(sorted({ch for kw in left for ch in kw}),
+                   key=lambda ch: 1 / (_rank(ch) + 1) / sum(1 for kw in left if ch in kw))
+        chosen.add(best)
+        left = {kw for kw in left if best not in kw}
+    return [max((i for i, ch in enumerate(kw) if ch in chosen), key=lambda i: (_rank(kw[i]), -i))
+            for kw in keywords]
 
 
 @functools.cache
@@ -105,9 +118,9 @@ def _keyword_regex(keywords: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str
     """The keywords' trie as one regex (see above), and its leaf groups' names -> keywords."""
     trie: dict[str, Any] = {}
     names: dict[str, str] = {}
-    for n, kw in enumerate(keywords):
+    for n, (kw, entry) in enumerate(zip(keywords, _entries(keywords), strict=True)):
         node = trie
-        for ch in kw[_rarest(kw):]:
+        for ch in kw[entry:]:
             node = node.setdefault(ch, {})
         names[f"k{n}"] = kw
         node.setdefault("", []).append(f"(?P<k{n}>(?<={re.escape(kw)}))")
