@@ -44,7 +44,8 @@ def test_regex_scan_on_keywords_cut_glued_and_shuffled() -> None:
     rnd = random.Random(7)
     words = [kw for group in STARTUP_GROUPS.values() for kw in group]
     pieces = [*words, *(w[: rnd.randrange(1, len(w) + 1)] for w in words), *(w[1:] for w in words),
-              "ERROR 01-02 03:04:05 [f.py:1]   ", "] ", "  ", " ", "x", "█", "\r"]
+              "ERROR 01-02 03:04:05 [f.py:1]   ", "CRITICAL 01-02 [a.py:3]    x", "] ", "]", "   ", "  ", " ",
+              "x", "█", "\r"]
     lines = ["".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 6))) for _ in range(20_000)]
     text = "\n".join(lines)
     _same_lines(text, STARTUP_GROUPS)

@@ -113,9 +113,16 @@ def _entries(keywords: tuple[str, ...]) -> list[int]:
             for kw in keywords]
 
 
+# After a level keyword: the first "] " after it in the line opens a logger.exception's indented code ("]" and
+# three spaces). Its alternatives exclude each other at their first character, so it runs in linear time.
+_INDENTED_AFTER = r"(?:[^\]\n]|\](?! ))*\]   "
+
+
 @functools.cache
-def _keyword_regex(keywords: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str, str]]:
-    """The keywords' trie as one regex (see above), and its leaf groups' names -> keywords."""
+def _keyword_regex(keywords: tuple[str, ...],
+                   levels: frozenset[str] = frozenset()) -> tuple[re.Pattern[str], dict[str, str]]:
+    """The keywords' trie as one regex (see above), and its leaf groups' names -> keywords. A keyword in
+    ``levels`` matches only where no indented code follows it (see :func:`_regex_spans`)."""
     trie: dict[str, Any] = {}
     names: dict[str, str] = {}
     for n, (kw, entry) in enumerate(zip(keywords, _entries(keywords), strict=True)):
@@ -123,7 +130,8 @@ def _keyword_regex(keywords: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str
         for ch in kw[entry:]:
             node = node.setdefault(ch, {})
         names[f"k{n}"] = kw
-        node.setdefault("", []).append(f"(?P<k{n}>(?<={re.escape(kw)}))")
+        unless = f"(?!{_INDENTED_AFTER})" if kw in levels else ""
+        node.setdefault("", []).append(f"(?P<k{n}>(?<={re.escape(kw)}){unless})")
 
     def branch(node: dict[str, Any]) -> str:
         alts = [re.escape(ch) + branch(sub) for ch, sub in sorted(node.items()) if ch]
@@ -156,13 +164,14 @@ def _regex_spans(text: str, groups: dict[str, tuple[str, ...]]) -> dict[int, tup
     """:func:`_find_spans` by one regex pass: the same lines. A line's keyword is the first one found in it,
     not always the one the anchor order would give (both are in the line: the caller only asks whether one
     is in the message, and :func:`line_keyword` gives the anchor order's where it matters, see
-    ``Timeline._feed_piece``). A line whose first keyword is a level ("ERROR") is taken as the anchor passes
-    take it: by a level whose first place in the line is no logger.exception's indented code, or by any
-    other keyword in it (a second regex, of the other keywords, over the line)."""
+    ``Timeline._feed_piece``). A level ("ERROR") takes a line as the anchor passes do, at its first place in
+    the line and only where no logger.exception's indented code follows: the regex itself skips the places
+    code follows (such a line of a traceback costs nothing here), and a level found past its first place
+    has the line judged by the levels' first places and a second regex, of the other keywords."""
     keywords = tuple(kw for group in groups.values() for kw in group)
     levels = tuple(a for a in _LEVEL_ANCHORS if a in groups)
     assert all(groups[a] == (a,) for a in levels)  # a level anchor stands for itself alone
-    pattern, names = _keyword_regex(keywords)
+    pattern, names = _keyword_regex(keywords, frozenset(levels))
     others, other_names = _keyword_regex(tuple(kw for kw in keywords if kw not in levels))
     search, find, rfind = pattern.search, text.find, text.rfind
     size = len(text)
@@ -175,8 +184,8 @@ def _regex_spans(text: str, groups: dict[str, tuple[str, ...]]) -> dict[int, tup
         if end == -1:
             end = size
         kw: str | None = names[m.lastgroup or ""]
-        if kw in levels:
-            kw = None
+        if kw in levels and find(kw, start, m.end() - len(kw)) != -1:
+            kw = None  # (its first place in the line has indented code after it)
             for level in levels:
                 at = find(level, start, end)
                 if at != -1:
