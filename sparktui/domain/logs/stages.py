@@ -289,35 +289,34 @@ class Timeline:
 
     def feed_text(self, text: str, now: float | None = None) -> None:
         """Bulk path: a block of complete lines. Lines that contain none of the keywords that can still
-        matter are skipped with ``str.find`` over whole pieces of the block (one pass per anchor), without
+        matter are skipped by a scan of the whole block (:mod:`.scan`: C-level regex or ``str.find``), without
         being split or parsed; a record that only animates a bar is parsed once per physical line, not per
         update.
 
-        The block is scanned in pieces of about :data:`SCAN_PIECE` characters (cut at a line end), each for
-        the keywords of where the start is when the piece begins: the few serving-time keywords after
-        "ready" (the serving flood), else every start-up keyword. So reaching "ready" costs the full scan of
-        the rest of one piece, not of the rest of the block."""
+        Before "ready" the block is scanned in pieces of about :data:`SCAN_PIECE` characters (cut at a line
+        end) for every start-up keyword; from "ready" on, the rest at once for the few serving-time keywords
+        (the serving flood). So reaching "ready" costs the full scan of the rest of one piece only."""
         if now is not None:
             self._now = now
         size = len(text)
-        if size <= SCAN_PIECE * 3 // 2:
-            if text:
-                self._feed_piece(text)
-            return
         pos = 0
         while pos < size:
-            cut = text.find("\n", pos + SCAN_PIECE) if size - pos > SCAN_PIECE * 3 // 2 else -1
-            if cut == -1:
-                cut = size
-            self._feed_piece(text[pos:cut])
-            pos = cut + 1
+            if self._outcome == "ready" or size - pos <= SCAN_PIECE * 3 // 2:
+                cut = size  # (serving: the rest at once, its scan is short)
+            else:
+                cut = text.find("\n", pos + SCAN_PIECE)
+                if cut == -1:
+                    cut = size
+            stop = self._feed_piece(text if pos == 0 and cut == size else text[pos:cut])
+            pos = pos + stop if stop is not None else cut + 1
 
-    def _feed_piece(self, text: str) -> None:
+    def _feed_piece(self, text: str) -> int | None:
         """One piece of a block: scanned once, for the serving keywords when it starts after "ready", else
         for every start-up keyword; lines after the start reaches "ready" inside the piece are then held to
         the serving keywords one by one. Leaving "ready" inside a serving-scanned piece (a restart, a stop)
-        rescans the rest once, for every keyword. Requests are counted in log order: those before a line
-        that ends the serving are counted before it is applied (the figure it records includes them)."""
+        returns where the rest begins, for the caller to go on with. Requests are counted in log order: those
+        before a line that ends the serving are counted before it is applied (the figure it records includes
+        them)."""
         serving = self._bulk_counting = self._outcome == "ready"
         groups = SERVING_GROUPS if serving else STARTUP_GROUPS
         counted = 0  # (serving) the requests of text[:counted] are counted
@@ -332,7 +331,7 @@ class Timeline:
                 # the message, which decides whether the record is applied).
                 kw = line_keyword(line, STARTUP_GROUPS) or kw
             if serving:
-                self._requests_served += count_ok_requests(text[counted : end + 1])
+                self._requests_served += count_ok_requests(text, counted, end + 1)
                 counted = end + 1
             if "\x1b" in line:
                 line = strip_ansi(line)
@@ -349,14 +348,14 @@ class Timeline:
                 else:
                     self._take(parse_line(part), kw)
             if serving and self._outcome != "ready":
-                # A new start (or the end) after "ready": the rest of the piece needs the full keyword set.
+                # A new start (or the end) after "ready": the rest needs the full keyword set (the caller
+                # goes on from here, in pieces).
                 self._bulk_counting = False
-                if end + 1 < len(text):
-                    self._feed_piece(text[end + 1 :])
-                return
+                return end + 1
         if serving:
-            self._requests_served += count_ok_requests(text[counted:] if counted else text)
+            self._requests_served += count_ok_requests(text, counted)
         self._bulk_counting = False
+        return None
 
     def feed_lines(self, lines: list[str], now: float | None = None) -> None:
         """Bulk path for a list of records (e.g. from :meth:`LineSplitter.feed`)."""
