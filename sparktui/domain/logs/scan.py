@@ -161,7 +161,8 @@ def line_keyword(line: str, groups: dict[str, tuple[str, ...]]) -> str | None:
     return None
 
 
-def _regex_spans(text: str, groups: dict[str, tuple[str, ...]]) -> dict[int, tuple[int, str]]:
+def _regex_spans(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
+                 hi: int | None = None) -> dict[int, tuple[int, str]]:
     """:func:`_find_spans` by one regex pass: the same lines. A line's keyword is the first one found in it,
     not always the one the anchor order would give (both are in the line: the caller only asks whether one
     is in the message, and :func:`line_keyword` gives the anchor order's where it matters, see
@@ -175,13 +176,13 @@ def _regex_spans(text: str, groups: dict[str, tuple[str, ...]]) -> dict[int, tup
     pattern, names = _keyword_regex(keywords, frozenset(levels))
     others, other_names = _keyword_regex(tuple(kw for kw in keywords if kw not in levels))
     search, find, rfind = pattern.search, text.find, text.rfind
-    size = len(text)
+    size = len(text) if hi is None else hi
     spans: dict[int, tuple[int, str]] = {}
-    m = search(text)
+    m = search(text, lo, size)
     while m is not None:
         i = m.start()
-        start = rfind("\n", 0, i) + 1
-        end = find("\n", i)
+        start = max(lo, rfind("\n", lo, i) + 1)
+        end = find("\n", i, size)
         if end == -1:
             end = size
         kw: str | None = names[m.lastgroup or ""]
@@ -202,24 +203,25 @@ def _regex_spans(text: str, groups: dict[str, tuple[str, ...]]) -> dict[int, tup
             spans[start] = (end, kw)
         if end >= size:
             break
-        m = search(text, end + 1)
+        m = search(text, end + 1, size)
     return spans
 
 
-def _find_spans(text: str, groups: dict[str, tuple[str, ...]]) -> dict[int, tuple[int, str]]:
+def _find_spans(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
+                hi: int | None = None) -> dict[int, tuple[int, str]]:
     """line start -> (line end, a keyword in it) for every line holding a keyword that can still matter: one
     ``str.find`` pass over the block per anchor; a line an anchor finds is checked for that anchor's
     keywords within the line's bounds (no slicing)."""
     spans: dict[int, tuple[int, str]] = {}
     find, rfind = text.find, text.rfind
-    size = len(text)
+    size = len(text) if hi is None else hi
     for anchor, group in groups.items():
         single = len(group) == 1 and group[0] == anchor
         level = anchor in _LEVEL_ANCHORS
-        i = find(anchor)
+        i = find(anchor, lo, size)
         while i != -1:
-            start = rfind("\n", 0, i) + 1
-            end = find("\n", i)
+            start = max(lo, rfind("\n", lo, i) + 1)
+            end = find("\n", i, size)
             if end == -1:
                 end = size
             if start not in spans:
@@ -239,17 +241,18 @@ def _find_spans(text: str, groups: dict[str, tuple[str, ...]]) -> dict[int, tupl
                             break
             if end >= size:
                 break
-            i = find(anchor, end)
+            i = find(anchor, end, size)
     return spans
 
 
-def candidate_lines(text: str, groups: dict[str, tuple[str, ...]],
-                    by_regex: bool = False) -> list[tuple[int, str, str]]:
-    """(end offset, line, a keyword in it) of every line holding a keyword that can still matter, in order.
+def candidate_lines(text: str, groups: dict[str, tuple[str, ...]], by_regex: bool = False,
+                    lo: int = 0, hi: int | None = None) -> list[tuple[int, str, str]]:
+    """(end offset, line, a keyword in it) of every line of ``text[lo:hi]`` (whole lines) holding a keyword
+    that can still matter, in order.
     ``by_regex``: one regex pass (the start-up set: 77 anchors) instead of one ``str.find`` pass per anchor
     (the serving set: 20 anchors over serving floods, mostly ASCII, where ``find`` is faster still). A run of
     updates of one tqdm bar on consecutive candidate lines keeps its last update."""
-    spans = _regex_spans(text, groups) if by_regex else _find_spans(text, groups)
+    spans = _regex_spans(text, groups, lo, hi) if by_regex else _find_spans(text, groups, lo, hi)
     out: list[tuple[int, str, str]] = []
     keys: list[str | tuple[str, str] | None] = []  # each kept line's bar key (see below)
     for start, (end, kw) in sorted(spans.items()):

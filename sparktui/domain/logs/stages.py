@@ -301,26 +301,26 @@ class Timeline:
         size = len(text)
         pos = 0
         while pos < size:
-            if self._outcome == "ready" or size - pos <= SCAN_PIECE * 3 // 2:
-                cut = size  # (serving: the rest at once, its scan is short)
+            if size - pos <= SCAN_PIECE * 3 // 2:
+                cut = size
             else:
                 cut = text.find("\n", pos + SCAN_PIECE)
                 if cut == -1:
                     cut = size
-            stop = self._feed_piece(text if pos == 0 and cut == size else text[pos:cut])
-            pos = pos + stop if stop is not None else cut + 1
+            stop = self._feed_piece(text, pos, cut)
+            pos = stop if stop is not None else cut + 1
 
-    def _feed_piece(self, text: str) -> int | None:
-        """One piece of a block: scanned once, for the serving keywords when it starts after "ready", else
-        for every start-up keyword; lines after the start reaches "ready" inside the piece are then held to
-        the serving keywords one by one. Leaving "ready" inside a serving-scanned piece (a restart, a stop)
-        returns where the rest begins, for the caller to go on with. Requests are counted in log order: those
-        before a line that ends the serving are counted before it is applied (the figure it records includes
-        them)."""
+    def _feed_piece(self, text: str, lo: int, hi: int) -> int | None:
+        """One piece of a block (``text[lo:hi]``, whole lines, read in place): scanned once, for the
+        serving keywords when it starts after "ready", else for every start-up keyword; lines after the start
+        reaches "ready" inside the piece are then held to the serving keywords one by one. Leaving "ready"
+        inside a serving-scanned piece (a restart, a stop) returns where the rest begins, for the caller to
+        go on with. Requests are counted in log order: those before a line that ends the serving are counted
+        before it is applied (the figure it records includes them)."""
         serving = self._bulk_counting = self._outcome == "ready"
         groups = SERVING_GROUPS if serving else STARTUP_GROUPS
-        counted = 0  # (serving) the requests of text[:counted] are counted
-        for end, line, kw in candidate_lines(text, groups, by_regex=not serving):
+        counted = lo  # (serving) the requests of text[lo:counted] are counted
+        for end, line, kw in candidate_lines(text, groups, by_regex=not serving, lo=lo, hi=hi):
             if not serving and self._outcome in _SERVING:
                 if kw not in SERVING_SET and not has_any(line, SERVING_GROUPS):
                     if self._outcome == "ready" and " HTTP/1." in line:
@@ -353,7 +353,7 @@ class Timeline:
                 self._bulk_counting = False
                 return end + 1
         if serving:
-            self._requests_served += count_ok_requests(text, counted)
+            self._requests_served += count_ok_requests(text, counted, hi)
         self._bulk_counting = False
         return None
 
