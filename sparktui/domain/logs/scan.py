@@ -49,6 +49,15 @@ def late_nccl_line(line: str, kw: str) -> bool:
 _LEVEL_ANCHORS = frozenset({"ERROR", "CRITICAL"})
 
 
+def _level_takes(text: str, at: int, end: int) -> bool:
+    """A level keyword at ``at`` takes its line (ending at ``end``) unless the first "] " after it opens
+    indented code: ``ERROR MM-DD hh:mm:ss [file:N]   <indented>`` is a traceback's code, carets or frame,
+    printed with the header on every line (logger.exception). Only its frames, pydantic details and
+    "Reasons:" lines matter, and other keywords find those. (``_INDENTED_AFTER`` is this rule as a regex.)"""
+    j = text.find("] ", at, end)
+    return j == -1 or text[j + 2 : j + 4] != "  "
+
+
 def bar_key(line: str) -> str | None:
     """What identifies a tqdm bar line (its prefix and description), or None for any other line."""
     if not line.endswith("]"):
@@ -115,7 +124,8 @@ def _entries(keywords: tuple[str, ...]) -> list[int]:
 
 
 # After a level keyword: the first "] " after it in the line opens a logger.exception's indented code ("]" and
-# three spaces). Its alternatives exclude each other at their first character, so it runs in linear time.
+# three spaces; :func:`_level_takes` as a regex). Its alternatives exclude each other at their first
+# character, so it runs in linear time.
 _INDENTED_AFTER = r"(?:[^\]\n]|\](?! ))*\]   "
 
 
@@ -149,8 +159,7 @@ def line_keyword(line: str, groups: dict[str, tuple[str, ...]]) -> str | None:
         if i == -1:
             continue
         if anchor in _LEVEL_ANCHORS:
-            j = line.find("] ", i)
-            if j == -1 or line[j + 2 : j + 4] != "  ":
+            if _level_takes(line, i, len(line)):
                 return anchor
         elif len(group) == 1 and group[0] == anchor:
             return anchor
@@ -190,11 +199,9 @@ def _regex_spans(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
             kw = None  # (its first place in the line has indented code after it)
             for level in levels:
                 at = find(level, start, end)
-                if at != -1:
-                    j = find("] ", at, end)
-                    if j == -1 or text[j + 2 : j + 4] != "  ":
-                        kw = level
-                        break
+                if at != -1 and _level_takes(text, at, end):
+                    kw = level
+                    break
             if kw is None:
                 m2 = others.search(text, start, end)
                 if m2 is not None:
@@ -226,11 +233,7 @@ def _find_spans(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
                 end = size
             if start not in spans:
                 if level:
-                    # ``ERROR MM-DD hh:mm:ss [file:N]   <indented>``: a traceback's code, carets or frame,
-                    # printed with the header on every line (logger.exception). Only its frames, pydantic
-                    # details and "Reasons:" lines matter, and other anchors find those.
-                    j = find("] ", i, end)
-                    if j == -1 or text[j + 2 : j + 4] != "  ":
+                    if _level_takes(text, i, end):
                         spans[start] = (end, anchor)
                 elif single:
                     spans[start] = (end, anchor)
