@@ -94,10 +94,10 @@ def count_ok_requests(text: str, start: int = 0, end: int | None = None) -> int:
 # ``str.find`` runs at ~1 ns a character on text that holds a non-ASCII character (a bar's "█" makes a block
 # two bytes a character), so 77 anchor passes cost ~77 ns a character. One regex pass instead: every keyword
 # is a branch of one trie, entered at one of its characters (:func:`_entries`: the regex only stops where one
-# of a dozen uncommon characters is) with a lookbehind that checks the whole keyword; an empty named group
-# at each leaf says which keyword it was. Printable ASCII from commonest to rarest, as counted over the 55
-# logs of tests/data/vllm-logs and tests/public_logs (1.5 M characters); any other character counts as rarest.
-# Only the speed depends on this order, never which lines are found.
+# of a dozen uncommon characters is) with a lookbehind that checks the whole keyword; the match's text (the
+# keyword from there on) says which keyword it was. Printable ASCII from commonest to rarest, as counted over
+# the 55 logs of tests/data/vllm-logs and tests/public_logs (1.5 M characters); any other character counts as
+# rarest. Only the speed depends on this order, never which lines are found.
 _COMMON_FIRST = (" e0rinto1ap:sl2cd3.m/_u,g4h-7^56[8=vPI9()Oyf]kTCNFEAS'bR\"WL|xDw;%"
                  "UKHG<Mq>zVBj*`{}\\?QX+Y&#J!~Z@$")
 
@@ -130,26 +130,39 @@ _INDENTED_AFTER = r"(?:[^\]\n]|\](?! ))*\]   "
 
 
 @functools.cache
-def _keyword_regex(keywords: tuple[str, ...],
-                   levels: frozenset[str] = frozenset()) -> tuple[re.Pattern[str], dict[str, str]]:
-    """The keywords' trie as one regex (see above), and its leaf groups' names -> keywords. A keyword in
-    ``levels`` matches only where no indented code follows it (see :func:`_regex_spans`)."""
+def _keyword_regex(keywords: tuple[str, ...], levels: frozenset[str] = frozenset()
+                   ) -> tuple[re.Pattern[str], dict[str, tuple[str, ...]]]:
+    """The keywords' trie as one regex (see above), and what a match's text (a keyword from its entry on)
+    may stand for: the keywords with that tail, the levels last. A keyword in ``levels`` matches only where
+    no indented code follows it (see :func:`_regex_spans`). (No group names the keyword: 155 groups made
+    every try a third slower.)"""
     trie: dict[str, Any] = {}
-    names: dict[str, str] = {}
-    for n, (kw, entry) in enumerate(zip(keywords, _entries(keywords), strict=True)):
+    tails: dict[str, list[str]] = {}
+    for kw, entry in zip(keywords, _entries(keywords), strict=True):
         node = trie
         for ch in kw[entry:]:
             node = node.setdefault(ch, {})
-        names[f"k{n}"] = kw
+        tails.setdefault(kw[entry:], []).append(kw)
         unless = f"(?!{_INDENTED_AFTER})" if kw in levels else ""
-        node.setdefault("", []).append(f"(?P<k{n}>(?<={re.escape(kw)}){unless})")
+        node.setdefault("", []).append(f"(?<={re.escape(kw)}){unless}")
 
     def branch(node: dict[str, Any]) -> str:
         alts = [re.escape(ch) + branch(sub) for ch, sub in sorted(node.items()) if ch]
         alts += node.get("", [])
         return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
-    return re.compile(branch(trie)), names
+    return re.compile(branch(trie)), {tail: tuple(sorted(kws, key=lambda kw: kw in levels))
+                                      for tail, kws in tails.items()}
+
+
+def _matched(text: str, m: re.Match[str], tails: dict[str, tuple[str, ...]]) -> str:
+    """The keyword a match of :func:`_keyword_regex` found (of those with its tail, the one that ends there;
+    a level only when nothing else does)."""
+    kws = tails[m.group()]
+    if len(kws) == 1:
+        return kws[0]
+    end = m.end()
+    return next((kw for kw in kws if text.startswith(kw, end - len(kw))), kws[-1])
 
 
 def line_keyword(line: str, groups: dict[str, tuple[str, ...]]) -> str | None:
@@ -182,8 +195,8 @@ def _regex_spans(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
     keywords = tuple(kw for group in groups.values() for kw in group)
     levels = tuple(a for a in _LEVEL_ANCHORS if a in groups)
     assert all(groups[a] == (a,) for a in levels)  # a level anchor stands for itself alone
-    pattern, names = _keyword_regex(keywords, frozenset(levels))
-    others, other_names = _keyword_regex(tuple(kw for kw in keywords if kw not in levels))
+    pattern, tails = _keyword_regex(keywords, frozenset(levels))
+    others, other_tails = _keyword_regex(tuple(kw for kw in keywords if kw not in levels))
     search, find, rfind = pattern.search, text.find, text.rfind
     size = len(text) if hi is None else hi
     spans: dict[int, tuple[int, str]] = {}
@@ -194,7 +207,7 @@ def _regex_spans(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
         end = find("\n", i, size)
         if end == -1:
             end = size
-        kw: str | None = names[m.lastgroup or ""]
+        kw: str | None = _matched(text, m, tails)
         if kw in levels and find(kw, start, m.end() - len(kw)) != -1:
             kw = None  # (its first place in the line has indented code after it)
             for level in levels:
@@ -205,7 +218,7 @@ def _regex_spans(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
             if kw is None:
                 m2 = others.search(text, start, end)
                 if m2 is not None:
-                    kw = other_names[m2.lastgroup or ""]
+                    kw = _matched(text, m2, other_tails)
         if kw is not None:
             spans[start] = (end, kw)
         if end >= size:
