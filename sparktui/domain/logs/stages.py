@@ -300,15 +300,18 @@ class Timeline:
             self._now = now
         size = len(text)
         pos = 0
+        serving_piece = SCAN_PIECE  # doubled after each piece that stays serving (a flood: few pieces)
         while pos < size:
-            if size - pos <= SCAN_PIECE * 3 // 2:
+            piece = serving_piece if self._outcome == "ready" else SCAN_PIECE
+            if size - pos <= piece * 3 // 2:
                 cut = size
             else:
-                cut = text.find("\n", pos + SCAN_PIECE)
+                cut = text.find("\n", pos + piece)
                 if cut == -1:
                     cut = size
             stop = self._feed_piece(text, pos, cut)
             pos = stop if stop is not None else cut + 1
+            serving_piece = serving_piece * 2 if self._outcome == "ready" and stop is None else SCAN_PIECE
 
     def _feed_piece(self, text: str, lo: int, hi: int) -> int | None:
         """One piece of a block (``text[lo:hi]``, whole lines, read in place): scanned once, for the
