@@ -293,9 +293,11 @@ class Timeline:
         being split or parsed; a record that only animates a bar is parsed once per physical line, not per
         update.
 
-        Before "ready" the block is scanned in pieces of about :data:`SCAN_PIECE` characters (cut at a line
-        end) for every start-up keyword; from "ready" on, the rest at once for the few serving-time keywords
-        (the serving flood). So reaching "ready" costs the full scan of the rest of one piece only."""
+        The block is scanned in pieces of about :data:`SCAN_PIECE` characters (cut at a line end), each for
+        the keywords of where the start is when the piece begins: the few serving-time keywords after "ready"
+        (the serving flood), else every start-up keyword. So reaching "ready", or a new start after it, costs
+        the scan of the rest of one piece for the other set, not of the rest of the block. A serving piece
+        doubles after each one that stays serving, so a serving flood is read in a few pieces."""
         if now is not None:
             self._now = now
         size = len(text)
