@@ -7,8 +7,10 @@ and an NCCL INFO flood, repeated until the log holds --lines lines.
 Measured, on one core, in the same run:
 
 * fast    — ``LineSplitter.feed_block`` + ``Timeline.feed_text``: lines that contain none of the
-            keywords that can still matter are skipped with ``str.find`` over whole blocks; only the
-            rest go through ``parse_line`` and the rules (after "ready" only a few fatal keywords count).
+            keywords that can still matter are skipped by a C-level scan of whole 32 K pieces (before
+            "ready" one regex over a trie of every keyword, after it ``str.find`` per serving anchor);
+            only the rest go through ``parse_line`` and the rules (after "ready" only a few fatal
+            keywords count), a bar's repeated updates cut to the last.
 * records — ``LineSplitter.feed`` (a list of records) + ``Timeline.feed_lines`` (same fast path).
 * live    — ``LogReader.feed`` (every record through ``parse_line``) + ``Timeline.feed`` per record:
             what a dashboard following a log does; shown for reference.

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 from sparktui.domain.logs import LogReader, parse_line, parse_log_text, parse_physical_line, strip_ansi
+from sparktui.domain.logs.line import _PROGRESS, Progress, parse_progress
 
 SEED = Path(__file__).parent / "data" / "seed-first-sign-of-life.txt"
 
@@ -226,3 +228,32 @@ def test_md_hms_inverts_seconds_in_year() -> None:
         seconds = seconds_in_year(text)
         assert seconds is not None and md_hms(seconds) == text
     assert md_hms(-3600.0) == "12-31 23:00:00"
+
+
+def _progress_by_regex(message: str) -> Progress | None:
+    m = _PROGRESS.match(message.lstrip()) if "%" in message else None
+    if m is None:
+        return None
+    try:
+        return Progress(m["desc"].strip(), int(m["n"]), int(m["total"]))
+    except ValueError:
+        return None
+
+
+def test_parse_progress_finds_what_the_bar_regex_finds() -> None:
+    """parse_progress tries the bar's tail at each ":" instead of the regex's lazy description: the same
+    answer on every bar of the logs, cut anywhere, and on random text made of a bar's characters."""
+    data = Path(__file__).parent / "data" / "vllm-logs"
+    texts = [line for path in sorted(data.glob("*.txt"))
+             for line in path.read_text(encoding="utf-8", errors="replace").replace("\r", "\n").split("\n")
+             if "%" in line]
+    assert len(texts) > 300
+    rnd = random.Random(12)
+    cases = [*texts]
+    for line in texts[:400]:
+        cut = rnd.randrange(len(line) + 1)
+        cases += [line[:cut], line[cut:], "x" * 190 + ": " + line[cut:], line.replace(":", ": 1%| |", 1)]
+    alphabet = ": %|/0123456789 Completed[]\r\nab:"
+    cases += ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 80))) for _ in range(20_000)]
+    for text in cases:
+        assert parse_progress(text) == _progress_by_regex(text), repr(text)

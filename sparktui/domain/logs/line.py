@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 # --- ANSI -----------------------------------------------------------------------------------------
 # CSI sequences (colours, cursor moves), two-byte escapes and a lone ESC left by a cut sequence.
@@ -79,12 +79,25 @@ _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 # prefix or header starts, searched near the start of the line only.
 _EMBEDDED = re.compile(rf"\((?:[^()]*? )?pid=\d+(?:, ip=[^)\s]+)?\) |(?:{_LEVELS}) \d\d-\d\d \d\d:\d\d:\d\d ")
 _EMBED_WINDOW = 160
+# The regex needs "pid=" or a level name and a space inside its window: without either (a bar, most free
+# text) the search is skipped (a few ``in`` tests instead of a regex search over 220 characters).
+_EMBED_NEEDLES = ("pid=", *(f"{level} " for level in _LEVELS.split("|")))
+
+
+def _embedded(rest: str) -> re.Match[str] | None:
+    """``_EMBEDDED.search(rest, 1, window)``: where a vLLM record starts behind free text, if it does."""
+    window = rest[1 : _EMBED_WINDOW + 60]
+    for needle in _EMBED_NEEDLES:
+        if needle in window:
+            return _EMBEDDED.search(rest, 1, _EMBED_WINDOW + 60)
+    return None
 
 # --- suffix and progress --------------------------------------------------------------------------
 _REPEAT = re.compile(
     r"\s*\[repeated (?P<n>\d+)x across cluster\](?: \(Ray deduplicates logs by default\..*)?\s*$"
 )
 # tqdm: vLLM's ``desc: 50% Completed | 4/8 [..]`` and the default ``desc:  45%|████▌ | 30/67 [..]``.
+# The shape of a bar; :func:`parse_progress` reads it the faster way that finds the same match.
 _PROGRESS = re.compile(
     r"(?P<desc>[^\r\n]{1,200}?):\s+(?P<pct>\d{1,3})%(?: Completed \||\|[^|]{0,200}\|) "
     r"(?P<n>\d+)/(?P<total>\d+)(?: \[|\s*$)"
@@ -166,21 +179,70 @@ class LogRecord:
         return self.has_prefix and not self.message.strip()
 
 
+# A frozen dataclass's ``__init__`` sets each of its 14 fields through ``object.__setattr__``: about half of
+# what building a record costs, and a record is built for every line the stage machine reads. The line layer
+# builds its records through the slots' own setters (the same object: frozen, equal, hashable).
+_SLOT_SETTERS = tuple(getattr(LogRecord, f.name).__set__ for f in fields(LogRecord))
+assert tuple(f.name for f in fields(LogRecord)) == LogRecord.__slots__
+
+
+def _record(raw: str, message: str, level: str | None, time: str | None, seconds: float | None,
+            role: str | None, node: str | None, pid: int | None, repeat: int, is_progress: bool,
+            source_file: str | None, progress: Progress | None, has_prefix: bool,
+            year: int | None) -> LogRecord:
+    """``LogRecord(...)`` with every field, positional in field order (unrolled: a loop costs what it
+    saves)."""
+    rec = object.__new__(LogRecord)
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13 = _SLOT_SETTERS
+    s0(rec, raw)
+    s1(rec, message)
+    s2(rec, level)
+    s3(rec, time)
+    s4(rec, seconds)
+    s5(rec, role)
+    s6(rec, node)
+    s7(rec, pid)
+    s8(rec, repeat)
+    s9(rec, is_progress)
+    s10(rec, source_file)
+    s11(rec, progress)
+    s12(rec, has_prefix)
+    s13(rec, year)
+    return rec
+
+
 def inherit_prefix(rec: LogRecord, prefix: LogRecord) -> LogRecord:
     """``rec`` as if it carried ``prefix``'s process prefix (a bar Ray relayed as ``<prefix> \\r<bar>``)."""
     return replace(rec, role=prefix.role, node=prefix.node, pid=prefix.pid, has_prefix=True)
 
 
+# ``_PROGRESS`` after its description: tried at each ":" in turn, which is what the description's lazy
+# ``{1,200}?`` does, without re-entering the regex at every character of the description.
+_PROGRESS_TAIL = re.compile(
+    r":\s+(?P<pct>\d{1,3})%(?: Completed \||\|[^|]{0,200}\|) (?P<n>\d+)/(?P<total>\d+)(?: \[|\s*$)"
+)
+
+
 def parse_progress(message: str) -> Progress | None:
+    """A tqdm update (``_PROGRESS``), or None."""
     if "%" not in message:
         return None
-    m = _PROGRESS.match(message.lstrip())
-    if m is None:
-        return None
-    try:
-        return Progress(m["desc"].strip(), int(m["n"]), int(m["total"]))
-    except ValueError:
-        return None
+    text = message.lstrip()
+    limit = 201  # the description: 1 to 200 characters, no line break
+    for brk in ("\r", "\n"):
+        j = text.find(brk, 0, limit)
+        if j != -1:
+            limit = j
+    colon = text.find(":", 1, limit)
+    while colon != -1:
+        m = _PROGRESS_TAIL.match(text, colon)
+        if m is not None:
+            try:
+                return Progress(text[:colon].strip(), int(m["n"]), int(m["total"]))
+            except ValueError:
+                return None
+        colon = text.find(":", colon + 1, limit)
+    return None
 
 
 # A record's start in the middle of a line: a process prefix (or a chain of them) right before a vLLM
@@ -289,7 +351,7 @@ def _parse(text: str) -> LogRecord:
             return rec
 
     if rest and rest[0] != "(" and not _VLLM_HEADER.match(rest) and not _CUT_PREFIX.match(rest):
-        m0 = _EMBEDDED.search(rest, 1, _EMBED_WINDOW + 60)
+        m0 = _embedded(rest)
         if m0 is not None and m0.start() <= _EMBED_WINDOW and rest[m0.start() - 1] in " ]>:|":
             inner = _parse(rest[m0.start():])
             return replace(inner, raw=raw, year=inner.year or year)
@@ -329,7 +391,7 @@ def _parse(text: str) -> LogRecord:
         # Free text between the process prefixes and the vLLM record: VLLM_LOGGING_PREFIX after the stdout
         # patch's prefix (<= 0.30: "(EngineCore pid=1) (RayWorkerWrapper pid=2) [spark-a] INFO ...") or
         # after Ray's prefix (0.31+: "(RayWorkerProc pid=2, ip=X) [spark-a] (Worker_TP1 pid=2) INFO ...").
-        m0 = _EMBEDDED.search(rest, 1, _EMBED_WINDOW + 60)
+        m0 = _embedded(rest)
         if m0 is not None and m0.start() <= _EMBED_WINDOW and rest[m0.start() - 1] in " ]>:|":
             inner = _parse(rest[m0.start():])
             return replace(inner, raw=raw, role=inner.role or role, node=inner.node or node,
@@ -387,22 +449,8 @@ def _parse(text: str) -> LogRecord:
             message = message[: m3.start()]
 
     progress = parse_progress(message) if level is None else None
-    return LogRecord(
-        raw=raw,
-        message=message,
-        level=level,
-        time=time,
-        seconds=seconds,
-        role=role,
-        node=node,
-        pid=pid,
-        repeat=repeat,
-        is_progress=progress is not None,
-        source_file=source,
-        progress=progress,
-        has_prefix=has_prefix,
-        year=year,
-    )
+    return _record(raw, message, level, time, seconds, role, node, pid, repeat, progress is not None, source,
+                   progress, has_prefix, year)
 
 
 def _parse_json(raw: str, text: str) -> LogRecord | None:

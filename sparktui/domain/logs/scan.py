@@ -1,16 +1,20 @@
 """The bulk scan: which lines of a block of text can still matter to the stage machine, found without
 splitting or parsing the block.
 
-Every keyword of the rules (:mod:`.rules`) belongs to an anchor; a block is scanned once per anchor with
-``str.find`` (C speed) and a line an anchor finds is checked for that anchor's keywords within its bounds.
-After "ready" only the few serving-time keywords count. A run of updates of one tqdm bar on consecutive
-lines is cut to its last update.
-"""
+Every keyword of the rules (:mod:`.rules`) belongs to an anchor. Before "ready" a block is scanned by one
+regex pass over a trie of every keyword (:func:`_regex_spans`); after it, for the few serving-time keywords,
+once per anchor with ``str.find`` (C speed), a line an anchor finds checked for that anchor's keywords within
+its bounds (:func:`_find_spans`). Both find the same lines. A run of updates of one tqdm bar on consecutive
+candidate lines is cut to its last update."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import re
+from typing import Any
 
+from sparktui.domain.logs.line import split_glued, strip_ansi
 from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
 from sparktui.domain.logs.rules import SERVING_KEYWORDS, STARTUP_KEYWORDS, anchor_groups
 
@@ -45,6 +49,15 @@ def late_nccl_line(line: str, kw: str) -> bool:
 _LEVEL_ANCHORS = frozenset({"ERROR", "CRITICAL"})
 
 
+def _level_takes(text: str, at: int, end: int) -> bool:
+    """A level keyword at ``at`` takes its line (ending at ``end``) unless the first "] " after it opens
+    indented code: ``ERROR MM-DD hh:mm:ss [file:N]   <indented>`` is a traceback's code, carets or frame,
+    printed with the header on every line (logger.exception). Only its frames, pydantic details and
+    "Reasons:" lines matter, and other keywords find those. (``_INDENTED_AFTER`` is this rule as a regex.)"""
+    j = text.find("] ", at, end)
+    return j == -1 or text[j + 2 : j + 4] != "  "
+
+
 def bar_key(line: str) -> str | None:
     """What identifies a tqdm bar line (its prefix and description), or None for any other line."""
     if not line.endswith("]"):
@@ -58,34 +71,182 @@ def bar_key(line: str) -> str | None:
     return line[:colon] if colon != -1 else None
 
 
-def count_ok_requests(text: str) -> int:
-    """uvicorn access-log lines with a 2xx status (``"POST /v1/chat/completions HTTP/1.1" 200 OK``)."""
-    return text.count('HTTP/1.1" 2') + text.count('HTTP/1.0" 2')
+def relayed_bar_key(line: str) -> tuple[str, str] | None:
+    """A bar update with the next record's process prefix glued on (Ray relays a worker's bar as
+    ``<bar>(RayWorkerWrapper pid=N, ip=X) `` then the bar on the next line): the bar's key and the glued
+    prefix, or None for any other line."""
+    if "pid=" not in line or "%" not in line or "\r" in line:
+        return None
+    parts = split_glued(strip_ansi(line))
+    if len(parts) != 2 or "%" in parts[1]:
+        return None
+    key = bar_key(parts[0])
+    return None if key is None else (key, parts[1])
 
 
-def candidate_lines(text: str, groups: dict[str, tuple[str, ...]]) -> list[tuple[int, str, str]]:
-    """(end offset, line, a keyword in it) of every line holding a keyword that can still matter, in
-    order. One ``str.find`` pass over the block per anchor; a line an anchor finds is checked for that
-    anchor's keywords within the line's bounds (no slicing)."""
+def count_ok_requests(text: str, start: int = 0, end: int | None = None) -> int:
+    """uvicorn access-log lines with a 2xx status (``"POST /v1/chat/completions HTTP/1.1" 200 OK``) in
+    ``text[start:end]``."""
+    return text.count('HTTP/1.1" 2', start, end) + text.count('HTTP/1.0" 2', start, end)
+
+
+# --- one regex pass for the start-up keywords --------------------------------------------------------
+# ``str.find`` runs at ~1 ns a character on text that holds a non-ASCII character (a bar's "█" makes a block
+# two bytes a character), so 77 anchor passes cost ~77 ns a character. One regex pass instead: every keyword
+# is a branch of one trie, entered at one of its characters (:func:`_entries`: the regex only stops where one
+# of a dozen uncommon characters is) with a lookbehind that checks the whole keyword; the match's text (the
+# keyword from there on) says which keyword it was. Printable ASCII from commonest to rarest, as counted over
+# the 55 logs of tests/data/vllm-logs and tests/public_logs (1.5 M characters); any other character counts as
+# rarest. Only the speed depends on this order, never which lines are found.
+_COMMON_FIRST = (" e0rinto1ap:sl2cd3.m/_u,g4h-7^56[8=vPI9()Oyf]kTCNFEAS'bR\"WL|xDw;%"
+                 "UKHG<Mq>zVBj*`{}\\?QX+Y&#J!~Z@$")
+
+
+def _rank(ch: str) -> int:
+    i = _COMMON_FIRST.find(ch)
+    return len(_COMMON_FIRST) if i == -1 else i
+
+
+def _entries(keywords: tuple[str, ...]) -> list[int]:
+    """Where the regex enters each keyword: few distinct characters, and rare ones (the regex stops at every
+    place one of them is). Chosen greedily as a weighted set cover: the character that covers the most
+    keywords not yet covered per its weight (Zipf's 1/rank), until every keyword holds one; a keyword is then
+    entered at its rarest chosen character (the first of equals)."""
+    left = set(keywords)
+    chosen: set[str] = set()
+    while left:
+        best = min(sorted({ch for kw in left for ch in kw}),
+                   key=lambda ch: 1 / (_rank(ch) + 1) / sum(1 for kw in left if ch in kw))
+        chosen.add(best)
+        left = {kw for kw in left if best not in kw}
+    return [max((i for i, ch in enumerate(kw) if ch in chosen), key=lambda i: (_rank(kw[i]), -i))
+            for kw in keywords]
+
+
+# After a level keyword: the first "] " after it in the line opens a logger.exception's indented code ("]" and
+# three spaces; :func:`_level_takes` as a regex). Its alternatives exclude each other at their first
+# character, so it runs in linear time.
+_INDENTED_AFTER = r"(?:[^\]\n]|\](?! ))*\]   "
+
+
+@functools.cache
+def _keyword_regex(keywords: tuple[str, ...], levels: frozenset[str] = frozenset()
+                   ) -> tuple[re.Pattern[str], dict[str, tuple[str, ...]]]:
+    """The keywords' trie as one regex (see above), and what a match's text (a keyword from its entry on)
+    may stand for: the keywords with that tail, the levels last. A keyword in ``levels`` matches only where
+    no indented code follows it (see :func:`_regex_spans`). (No group names the keyword: 155 groups made
+    every try a third slower.)"""
+    trie: dict[str, Any] = {}
+    tails: dict[str, list[str]] = {}
+    for kw, entry in zip(keywords, _entries(keywords), strict=True):
+        node = trie
+        for ch in kw[entry:]:
+            node = node.setdefault(ch, {})
+        tails.setdefault(kw[entry:], []).append(kw)
+        unless = f"(?!{_INDENTED_AFTER})" if kw in levels else ""
+        node.setdefault("", []).append(f"(?<={re.escape(kw)}){unless}")
+
+    def branch(node: dict[str, Any]) -> str:
+        alts = [re.escape(ch) + branch(sub) for ch, sub in sorted(node.items()) if ch]
+        alts += node.get("", [])
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return re.compile(branch(trie)), {tail: tuple(sorted(kws, key=lambda kw: kw in levels))
+                                      for tail, kws in tails.items()}
+
+
+def _matched(text: str, m: re.Match[str], tails: dict[str, tuple[str, ...]]) -> str:
+    """The keyword a match of :func:`_keyword_regex` found (of those with its tail, the one that ends there;
+    a level only when nothing else does)."""
+    kws = tails[m.group()]
+    if len(kws) == 1:
+        return kws[0]
+    end = m.end()
+    return next((kw for kw in kws if text.startswith(kw, end - len(kw))), kws[-1])
+
+
+def line_keyword(line: str, groups: dict[str, tuple[str, ...]]) -> str | None:
+    """:func:`_find_spans`' verdict on one line: the keyword of the first anchor that takes it, or None."""
+    for anchor, group in groups.items():
+        i = line.find(anchor)
+        if i == -1:
+            continue
+        if anchor in _LEVEL_ANCHORS:
+            if _level_takes(line, i, len(line)):
+                return anchor
+        elif len(group) == 1 and group[0] == anchor:
+            return anchor
+        else:
+            for kw in group:
+                if kw in line:
+                    return kw
+    return None
+
+
+def _regex_spans(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
+                 hi: int | None = None) -> dict[int, tuple[int, str]]:
+    """:func:`_find_spans` by one regex pass: the same lines. A line's keyword is the first one found in it,
+    not always the one the anchor order would give (both are in the line: the caller only asks whether one
+    is in the message, and :func:`line_keyword` gives the anchor order's where it matters, see
+    ``Timeline._feed_piece``). A level ("ERROR") takes a line as the anchor passes do, at its first place in
+    the line and only where no logger.exception's indented code follows: the regex itself skips the places
+    code follows (such a line of a traceback costs nothing here), and a level found past its first place
+    has the line judged by the levels' first places and a second regex, of the other keywords."""
+    keywords = tuple(kw for group in groups.values() for kw in group)
+    levels = tuple(a for a in _LEVEL_ANCHORS if a in groups)
+    assert all(groups[a] == (a,) for a in levels)  # a level anchor stands for itself alone
+    pattern, tails = _keyword_regex(keywords, frozenset(levels))
+    others, other_tails = _keyword_regex(tuple(kw for kw in keywords if kw not in levels))
+    search, find, rfind = pattern.search, text.find, text.rfind
+    size = len(text) if hi is None else hi
+    spans: dict[int, tuple[int, str]] = {}
+    m = search(text, lo, size)
+    while m is not None:
+        i = m.start()
+        start = max(lo, rfind("\n", lo, i) + 1)
+        end = find("\n", i, size)
+        if end == -1:
+            end = size
+        kw: str | None = _matched(text, m, tails)
+        if kw in levels and find(kw, start, m.end() - len(kw)) != -1:
+            kw = None  # (its first place in the line has indented code after it)
+            for level in levels:
+                at = find(level, start, end)
+                if at != -1 and _level_takes(text, at, end):
+                    kw = level
+                    break
+            if kw is None:
+                m2 = others.search(text, start, end)
+                if m2 is not None:
+                    kw = _matched(text, m2, other_tails)
+        if kw is not None:
+            spans[start] = (end, kw)
+        if end >= size:
+            break
+        m = search(text, end + 1, size)
+    return spans
+
+
+def _find_spans(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
+                hi: int | None = None) -> dict[int, tuple[int, str]]:
+    """line start -> (line end, a keyword in it) for every line holding a keyword that can still matter: one
+    ``str.find`` pass over the block per anchor; a line an anchor finds is checked for that anchor's
+    keywords within the line's bounds (no slicing)."""
     spans: dict[int, tuple[int, str]] = {}
     find, rfind = text.find, text.rfind
-    size = len(text)
+    size = len(text) if hi is None else hi
     for anchor, group in groups.items():
         single = len(group) == 1 and group[0] == anchor
         level = anchor in _LEVEL_ANCHORS
-        i = find(anchor)
+        i = find(anchor, lo, size)
         while i != -1:
-            start = rfind("\n", 0, i) + 1
-            end = find("\n", i)
+            start = max(lo, rfind("\n", lo, i) + 1)
+            end = find("\n", i, size)
             if end == -1:
                 end = size
             if start not in spans:
                 if level:
-                    # ``ERROR MM-DD hh:mm:ss [file:N]   <indented>``: a traceback's code, carets or frame,
-                    # printed with the header on every line (logger.exception). Only its frames, pydantic
-                    # details and "Reasons:" lines matter, and other anchors find those.
-                    j = find("] ", i, end)
-                    if j == -1 or text[j + 2 : j + 4] != "  ":
+                    if _level_takes(text, i, end):
                         spans[start] = (end, anchor)
                 elif single:
                     spans[start] = (end, anchor)
@@ -96,18 +257,38 @@ def candidate_lines(text: str, groups: dict[str, tuple[str, ...]]) -> list[tuple
                             break
             if end >= size:
                 break
-            i = find(anchor, end)
+            i = find(anchor, end, size)
+    return spans
+
+
+def candidate_lines(text: str, groups: dict[str, tuple[str, ...]], by_regex: bool = False,
+                    lo: int = 0, hi: int | None = None) -> list[tuple[int, str, str]]:
+    """(end offset, line, a keyword in it) of every line of ``text[lo:hi]`` (whole lines) holding a keyword
+    that can still matter, in order.
+    ``by_regex``: one regex pass (the start-up set: 77 anchors) instead of one ``str.find`` pass per anchor
+    (the serving set: 20 anchors over serving floods, mostly ASCII, where ``find`` is faster still). A run of
+    updates of one tqdm bar on consecutive candidate lines keeps its last update."""
+    spans = _regex_spans(text, groups, lo, hi) if by_regex else _find_spans(text, groups, lo, hi)
     out: list[tuple[int, str, str]] = []
-    prev_bar: str | None = None
-    prev_end = -2
+    keys: list[str | tuple[str, str] | None] = []  # each kept line's bar key (see below)
     for start, (end, kw) in sorted(spans.items()):
         line = text[start:end]
-        bar = bar_key(line)
-        if bar is not None and bar == prev_bar and prev_end + 1 == start:
-            out[-1] = (end, line, kw)  # the next update of the same bar on the next line: the last counts
-        else:
-            out.append((end, line, kw))
-        prev_bar, prev_end = bar, end
+        bar: str | tuple[str, str] | None = bar_key(line)
+        if bar is None and "pid=" in line:
+            bar = relayed_bar_key(line)
+        if isinstance(bar, str) and keys and bar == keys[-1]:
+            # The next update of the same bar, with nothing the stage machine reads in between (only lines
+            # that are no candidates, such as the blank lines tqdm leaves between updates): the last counts.
+            out[-1] = (end, line, kw)
+            continue
+        if (isinstance(bar, str) and len(keys) >= 3 and isinstance(keys[-1], tuple)
+                and keys[-1] == keys[-3] and keys[-2] == bar):
+            # Ray's relay of two bars at once: <bar A><worker prefix>, <bar B> (it takes the prefix), again
+            # and again. A pair that repeats the pair before it, nothing else in between: the last pair counts
+            # (the prefix goes to the same bar as before, and a bar's progress is its furthest update).
+            del out[-3:-1], keys[-3:-1]
+        out.append((end, line, kw))
+        keys.append(bar)
     return out
 
 

@@ -57,6 +57,7 @@ from sparktui.domain.logs.scan import (
     cr_segments,
     has_any,
     late_nccl_line,
+    line_keyword,
 )
 
 OUTCOMES = ("ready", "failed", "incomplete", "stopped")
@@ -69,6 +70,10 @@ _DISTRIBUTED = STAGE_INDEX["distributed"]
 _CONFIG = STAGE_INDEX["config"]
 # A worker dying is the effect of something (OOM kill, NCCL abort, ...): it never hides a cause found first.
 _SYMPTOM_KINDS = frozenset({"worker_died"})
+#: The bulk scan's piece (characters): a start reaching "ready" is scanned for every start-up keyword to the
+#: end of its piece, the rest of the block for the serving keywords only (a piece's own cost, a regex call or
+#: 20 ``str.find`` calls, is nothing next to scanning 32 K characters).
+SCAN_PIECE = 32 * 1024
 # Process names of vLLM workers (reference §2.2): Ray actors (RayWorkerWrapper, RayWorkerProc), V1 mp
 # workers (Worker, Worker_TP1, Worker_DP1_PP0_TP1_EP2, VllmWorker TP1, VllmWorker rank=1, VllmWorker
 # PP0_TP1), V0 mp workers (VllmWorkerProcess). Other frameworks' actors ("WorkerDict") are not workers.
@@ -284,25 +289,55 @@ class Timeline:
 
     def feed_text(self, text: str, now: float | None = None) -> None:
         """Bulk path: a block of complete lines. Lines that contain none of the keywords that can still
-        matter are skipped with ``str.find`` over the whole block (one pass per anchor), without being split
-        or parsed; a record that only animates a bar is parsed once per physical line, not per update.
+        matter are skipped by a scan of the whole block (:mod:`.scan`: C-level regex or ``str.find``), without
+        being split or parsed; a record that only animates a bar is parsed once per physical line, not per
+        update.
 
-        A block is scanned once: for the few serving-time keywords when it starts after "ready" (the
-        serving flood), else for every start-up keyword; lines after the start reaches "ready" inside the
-        block are then held to the serving keywords one by one. Leaving "ready" inside a serving-scanned
-        block (a restart) rescans the rest once, for every keyword."""
+        The block is scanned in pieces of about :data:`SCAN_PIECE` characters (cut at a line end), each for
+        the keywords of where the start is when the piece begins: the few serving-time keywords after "ready"
+        (the serving flood), else every start-up keyword. So reaching "ready", or a new start after it, costs
+        the scan of the rest of one piece for the other set, not of the rest of the block. A serving piece
+        doubles after each one that stays serving, so a serving flood is read in a few pieces."""
         if now is not None:
             self._now = now
-        if not text:
-            return
+        size = len(text)
+        pos = 0
+        serving_piece = SCAN_PIECE  # doubled after each piece that stays serving (a flood: few pieces)
+        while pos < size:
+            piece = serving_piece if self._outcome == "ready" else SCAN_PIECE
+            if size - pos <= piece * 3 // 2:
+                cut = size
+            else:
+                cut = text.find("\n", pos + piece)
+                if cut == -1:
+                    cut = size
+            stop = self._feed_piece(text, pos, cut)
+            pos = stop if stop is not None else cut + 1
+            serving_piece = serving_piece * 2 if self._outcome == "ready" and stop is None else SCAN_PIECE
+
+    def _feed_piece(self, text: str, lo: int, hi: int) -> int | None:
+        """One piece of a block (``text[lo:hi]``, whole lines, read in place): scanned once, for the
+        serving keywords when it starts after "ready", else for every start-up keyword; lines after the start
+        reaches "ready" inside the piece are then held to the serving keywords one by one. Leaving "ready"
+        inside a serving-scanned piece (a restart, a stop) returns where the rest begins, for the caller to
+        go on with. Requests are counted in log order: those before a line that ends the serving are counted
+        before it is applied (the figure it records includes them)."""
         serving = self._bulk_counting = self._outcome == "ready"
         groups = SERVING_GROUPS if serving else STARTUP_GROUPS
-        for end, line, kw in candidate_lines(text, groups):
-            if not serving and self._outcome in _SERVING and kw not in SERVING_SET \
-                    and not has_any(line, SERVING_GROUPS):
-                if self._outcome == "ready" and " HTTP/1." in line:
-                    self._requests_served += count_ok_requests(line)
-                continue
+        counted = lo  # (serving) the requests of text[lo:counted] are counted
+        for end, line, kw in candidate_lines(text, groups, by_regex=not serving, lo=lo, hi=hi):
+            if not serving and self._outcome in _SERVING:
+                if kw not in SERVING_SET and not has_any(line, SERVING_GROUPS):
+                    if self._outcome == "ready" and " HTTP/1." in line:
+                        self._requests_served += count_ok_requests(line)
+                    continue
+                # Held to the serving keywords, a line is read with its start-up keyword of the anchor order
+                # (the regex scan gives the first one in the line; both are in it, but only one may be in
+                # the message, which decides whether the record is applied).
+                kw = line_keyword(line, STARTUP_GROUPS) or kw
+            if serving:
+                self._requests_served += count_ok_requests(text, counted, end + 1)
+                counted = end + 1
             if "\x1b" in line:
                 line = strip_ansi(line)
             if self._outcome == "ready" and late_nccl_line(line, kw):
@@ -318,14 +353,14 @@ class Timeline:
                 else:
                     self._take(parse_line(part), kw)
             if serving and self._outcome != "ready":
-                # A new start (or the end) after "ready": the rest of the block needs the full keyword set.
-                self._requests_served += count_ok_requests(text[: end + 1])
+                # A new start (or the end) after "ready": the rest needs the full keyword set (the caller
+                # goes on from here, in pieces).
                 self._bulk_counting = False
-                self.feed_text(text[end + 1 :])
-                return
+                return end + 1
         if serving:
-            self._requests_served += count_ok_requests(text)
+            self._requests_served += count_ok_requests(text, counted, hi)
         self._bulk_counting = False
+        return None
 
     def feed_lines(self, lines: list[str], now: float | None = None) -> None:
         """Bulk path for a list of records (e.g. from :meth:`LineSplitter.feed`)."""
