@@ -2,8 +2,10 @@
 engine at ready — healthy, then with the worker's link cut (its veth down: no answer at all).
 
 Each figure is ``gather_status`` (what `sparktui status --json` does, connects included) timed from
-outside, several times. The previous way runs in the same run (``overlap=False``): every node's facts
-and sample first, then discovery, Ray and the log one after another.
+outside, several times. Ours: one round trip per node (``sparktui/node/status.py``: facts, probe, our
+processes, vLLM's state, Ray from the GCS, the head's reach, the log, all at once on the node). The
+previous way runs in the same run (``one_round=False``): several commands per node — facts and probe,
+then discovery's listing, the GCS check, then the Ray probe (``ray.init``), the log, the reach.
 
     .venv/bin/python benchmarks/bench_status.py [--runs 5]
 """
@@ -33,11 +35,11 @@ def loadavg() -> str:
     return "load " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-async def timed(config: SparkConfig, runs: int, overlap: bool) -> list[float]:
+async def timed(config: SparkConfig, runs: int, one_round: bool) -> list[float]:
     out = []
     for _ in range(runs):
         t0 = time.monotonic()
-        await gather_status(config, timeout=20.0, overlap=overlap)
+        await gather_status(config, timeout=20.0, one_round=one_round)
         out.append(time.monotonic() - t0)
     return out
 
