@@ -27,6 +27,8 @@ from sparktui.config import SparkConfig  # noqa: E402
 from sparktui.remote.cluster import close_cluster, open_cluster  # noqa: E402
 from sparktui.remote.engine import EngineController  # noqa: E402
 from sparktui.remote.engine_wait import wait_until_ready  # noqa: E402
+from sparktui.remote.status_round import status_round  # noqa: E402
+from sparktui.remote.transport import TransportError  # noqa: E402
 from tests.lifecycle_helpers import lifecycle_config, make_model_dirs  # noqa: E402
 from tests.testbed import Testbed, unavailable_reason  # noqa: E402
 
@@ -42,6 +44,30 @@ async def timed(config: SparkConfig, runs: int, one_round: bool) -> list[float]:
         await gather_status(config, timeout=20.0, one_round=one_round)
         out.append(time.monotonic() - t0)
     return out
+
+
+async def breakdown(config: SparkConfig) -> None:
+    """Where one round's time goes, per node: the SSH connect (host key checked), the one command's round
+    trip, the script's own time on the node and each of its parts there."""
+    transports = await open_cluster(config, connect=False)
+    try:
+        async def one(name: str) -> str:
+            node = next(n for n in config.nodes if n.name == name)
+            t0 = time.monotonic()
+            await transports[name].connect()
+            t1 = time.monotonic()
+            try:
+                answer = await status_round(config, node, transports[name])
+            except TransportError as exc:
+                return f"    {name}: {exc}"
+            t2 = time.monotonic()
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(answer.parts.items(), key=lambda kv: -kv[1]))
+            return (f"    {name}: connect {t1 - t0:.2f} s, round trip {t2 - t1:.2f} s "
+                    f"(on the node {answer.seconds:.2f} s: {parts})")
+        for line in await asyncio.gather(*(one(n.name) for n in config.nodes)):
+            print(line)
+    finally:
+        await close_cluster(transports)
 
 
 def fmt(values: list[float]) -> str:
@@ -84,6 +110,9 @@ async def main() -> int:
                       f"ratio {statistics.median(before) / statistics.median(ours):.2f}x   {loadavg()}",
                       flush=True)
             bed.link_up("spark2")
+            print(f"  where one round goes (healthy), {loadavg()}:")
+            await asyncio.sleep(5)  # the worker's link back
+            await breakdown(config)
         finally:
             await controller.stop()
             await close_cluster(transports)

@@ -67,6 +67,7 @@ def main(argv: list[str]) -> None:
     table = ray.nodes if state is ray else state.node_table
     for i in range(count):
         doc = reading(ray, table(), state.cluster_resources())
+        doc["via"] = "driver" if state is ray else "gcs"
         print("RAYPROBE " + json.dumps(doc, sort_keys=True), flush=True)
         if i + 1 < count:
             time.sleep(interval)

@@ -80,7 +80,6 @@ def read_log(path: str, limit: int) -> dict[str, Any] | None:
 def main(argv: list[str]) -> None:
     t0 = time.monotonic()
     req = json.loads(argv[0])
-    stdin = sys.stdin.buffer.read() if "probe" in req.get("commands", {}) else b""
     home = os.path.expanduser("~")
     timeout = float(req.get("timeout", 20))
     out: dict[str, Any] = {"home": home, "commands": {}, "ray": None, "gcs_open": None, "reach": None,
@@ -99,20 +98,21 @@ def main(argv: list[str]) -> None:
 
     def command(name: str, words: list[str]) -> Callable[[], None]:
         def job() -> None:
-            put("commands", run([expand(w, home) for w in words], stdin if name == "probe" else None,
-                                timeout), name)
+            # stdin is read here, not before the other parts start: they need not wait for its bytes.
+            given = sys.stdin.buffer.read() if name == "probe" else None
+            put("commands", run([expand(w, home) for w in words], given, timeout), name)
         return job
 
-    for name, words in req.get("commands", {}).items():
-        jobs.append(command(name, words))
     ray = req.get("ray")
-    if ray:
+    if ray:  # started first: the slowest part (``import ray``)
         def ray_job() -> None:
             is_open = port_open(ray["gcs"][0], int(ray["gcs"][1]), 1.0)
             put("gcs_open", is_open)
             if is_open:
                 put("ray", run([expand(w, home) for w in ray["argv"]], None, timeout))
         jobs.append(ray_job)
+    for name, words in req.get("commands", {}).items():
+        jobs.append(command(name, words))
     peers = [(str(n), str(ip), int(port)) for n, ip, port in req.get("peers", [])]
     if peers:
         def reach_job() -> None:

@@ -53,6 +53,8 @@ class NodeRound:
     reach: dict[str, bool] | None = None
     log: bytes | None = None
     seconds: float = 0.0
+    #: Each command's seconds on the node ("probe", "detached", …, "ray"): where the time went.
+    parts: dict[str, float] = field(default_factory=dict)
     #: Parts that failed on the node, by name (their stderr): shown nowhere unless asked.
     problems: dict[str, str] = field(default_factory=dict)
 
@@ -115,13 +117,16 @@ def parse_round(config: SparkConfig, node: NodeConfig, text: str) -> NodeRound:
     log = doc.get("log")
     data = str(log.get("data", "")).encode("utf-8", "surrogateescape") if isinstance(log, dict) else None
     reach = doc.get("reach")
+    parts = {name: float(c.get("seconds") or 0.0) for name, c in commands.items()}
+    if isinstance(doc.get("ray"), dict):
+        parts["ray"] = float(doc["ray"].get("seconds") or 0.0)
     return NodeRound(
         facts=facts, sample=sample, processes=list(doc.get("processes") or []), home=doc.get("home"),
         containers=(None if ps is None else parse_docker_ps(str(ps.get("stdout", "")), prefix)),
         detached=None if detached is None else DetachedState.parse(str(detached.get("stdout", ""))),
         ray=_ray(doc.get("ray")),
         reach={str(k): bool(v) for k, v in reach.items()} if isinstance(reach, dict) else None,
-        log=data or None, seconds=float(doc.get("seconds") or 0.0), problems=problems,
+        log=data or None, seconds=float(doc.get("seconds") or 0.0), parts=parts, problems=problems,
     )
 
 
