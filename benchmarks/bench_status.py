@@ -106,7 +106,7 @@ async def main() -> int:
                     ours += await timed(config, 1, True)
                     before += await timed(config, 1, False)
                 rows[label] = (ours, before)
-                print(f"  {label:17}: {fmt(ours)}   previous way {fmt(before)}   "
+                print(f"  {label:17}: {fmt(ours)}   previous way (several commands per node) {fmt(before)}   "
                       f"ratio {statistics.median(before) / statistics.median(ours):.2f}x   {loadavg()}",
                       flush=True)
             bed.link_up("spark2")

@@ -96,6 +96,7 @@ async def test_status_asks_each_node_one_command_and_says_what_the_previous_way_
     the SSH transport itself — and the same report as the several commands per node of before."""
     from sparktui.commands.status import gather_status
     from sparktui.remote.ssh import SSHTransport
+    from sparktui.remote.status_round import status_round
 
     runs: dict[str, list[str]] = {}
     real_run, real_start = SSHTransport.run, SSHTransport.start
@@ -116,6 +117,9 @@ async def test_status_asks_each_node_one_command_and_says_what_the_previous_way_
         monkeypatch.setattr(SSHTransport, "start", counted_start)
         report = await gather_status(config, timeout=60)
         monkeypatch.undo()
+        head = await status_round(config, config.head, h.transports["spark1"])
+    assert head.ray_note == ""  # Ray's node list came over gRPC (no `import ray` on the head)
+    assert head.ray is not None and [n.alive for n in head.ray.nodes] == [True, True]
     assert {name: len(argvs) for name, argvs in runs.items()} == {"spark1": 1, "spark2": 1}, runs
     engine = report["engine"]
     assert report["all_reachable"] and engine["state"] == "ready", engine

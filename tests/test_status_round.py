@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sparktui import node
 from sparktui.config import load_config
 from sparktui.domain.lifecycle import argv as A
@@ -100,3 +102,23 @@ async def test_status_round_reads_a_local_node_as_the_commands_of_before_would(t
     assert [p["pid"] for p in answer.processes] == [engine.pid]
     assert "error" not in answer.sample and answer.sample["node"] == local.name, answer.sample
     assert answer.ray is None and answer.containers is None  # no GCS here; runtime "host"
+
+
+def test_the_gcs_reply_decoder_reads_protobufs_field_by_field() -> None:
+    """GcsNodeInfo as protobuf writes it: bytes, strings, an enum left out when 0 (ALIVE), a double map."""
+    import struct
+
+    from sparktui.node.gcs_grpc import GrpcError, _bytes_field, _node, fields
+
+    def entry(key: str, value: float) -> bytes:
+        return _bytes_field(1, key.encode()) + bytes([2 << 3 | 1]) + struct.pack("<d", value)
+
+    node = (_bytes_field(1, bytes.fromhex("ab01")) + _bytes_field(2, b"10.0.0.2") + _bytes_field(8, b"spark2")
+            + _bytes_field(11, entry("GPU", 1.0)) + _bytes_field(11, entry("CPU", 20.0)))
+    assert _node(node) == {"node_id": "ab01", "ip": "10.0.0.2", "hostname": "spark2", "alive": True,
+                           "gpu": 1.0, "is_head": False}
+    dead = node + bytes([7 << 3, 1]) + _bytes_field(11, entry("node:__internal_head__", 1.0))
+    assert _node(dead)["alive"] is False and _node(dead)["is_head"] is True
+    assert fields(bytes([3 << 3, 0x96, 0x01])) == [(3, 150)]  # a two-byte varint
+    with pytest.raises(GrpcError):
+        fields(_bytes_field(2, b"cut")[:-1])

@@ -1,7 +1,6 @@
 """argv: one JSON object (the request); stdin: the telemetry probe's source, to EOF. Everything
 ``sparktui status`` asks of one node, in one round trip, each part at the same time (a thread each), so
-the script takes as long as its slowest part (the Ray reading's ``import ray``, or the probe's two
-samples), not their sum.
+the script takes as long as its slowest part (the probe's two samples, 0.5 s apart), not their sum.
 
 Request keys (each optional but ``tag``):
 - ``proc_root``: the node's /proc (host facts: uptime);
@@ -10,7 +9,8 @@ Request keys (each optional but ``tag``):
 - ``commands``: {name: argv} run as they are (no shell), each bounded by ``timeout``; ``probe`` is given
   stdin's bytes. A word ``~`` or ``~/…`` is this node's home: a command run in the engine's container
   (``docker exec``) would otherwise see the container's $HOME, and nobody knew the node's before now;
-- ``ray``: {"gcs": [host, port], "argv": argv}: the Ray probe, run only when the GCS port answers;
+- ``ray``: {"gcs": [host, port], "argv": argv}: when the GCS port answers, Ray's node table read from the
+  GCS's gRPC API here (``gcs_grpc``: no ``import ray``), else — that failing — the Ray probe ``argv``;
 - ``peers``: [[name, ip, port], …]: one reach round (``tcp.one_round``);
 - ``log``: [path, limit]: the file's last ``limit`` bytes (``~`` expanded);
 - ``timeout``: seconds for each command.
@@ -31,6 +31,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from sparktui.node.gcs_grpc import grpc_reading
 from sparktui.node.ours import ours
 from sparktui.node.tcp import one_round, port_open
 
@@ -106,10 +107,21 @@ def main(argv: list[str]) -> None:
     ray = req.get("ray")
     if ray:  # started first: the slowest part (``import ray``)
         def ray_job() -> None:
-            is_open = port_open(ray["gcs"][0], int(ray["gcs"][1]), 1.0)
+            host_, port = ray["gcs"][0], int(ray["gcs"][1])
+            is_open = port_open(host_, port, 1.0)
             put("gcs_open", is_open)
-            if is_open:
-                put("ray", run([expand(w, home) for w in ray["argv"]], None, timeout))
+            if not is_open:
+                return
+            t = time.monotonic()
+            try:
+                doc = grpc_reading(host_, port, 5.0)
+            except Exception as e:  # any surprise: Ray is asked the usual way (the probe)
+                answer = run([expand(w, home) for w in ray["argv"]], None, timeout)
+                answer["stderr"] = f"gRPC: {type(e).__name__}: {e}\n" + answer["stderr"]
+            else:
+                line = "RAYPROBE " + json.dumps(doc, sort_keys=True) + "\n"
+                answer = {"rc": 0, "stdout": line, "stderr": "", "seconds": round(time.monotonic() - t, 3)}
+            put("ray", answer)
         jobs.append(ray_job)
     for name, words in req.get("commands", {}).items():
         jobs.append(command(name, words))

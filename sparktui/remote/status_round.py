@@ -5,7 +5,8 @@ and the vLLM log — each part at once on the node.
 
 The commands it runs on the node are the ones the multi-command path runs (``plan.detached_state_argv``,
 ``argv.docker_ps``, ``plan.probe_argv``, ``probe_runner.probe_argv``), and their output is read by the same
-parsers; only the Ray reading is cheaper (from the GCS, without joining as a driver).
+parsers; only the Ray reading is cheaper: the GCS's own gRPC call from the node's python (``gcs_grpc``,
+no ``import ray``), the Ray probe reading the GCS without joining as a driver where that fails.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class NodeRound:
     seconds: float = 0.0
     #: Each command's seconds on the node ("probe", "detached", …, "ray"): where the time went.
     parts: dict[str, float] = field(default_factory=dict)
+    #: Why Ray's node list was not read over gRPC (then the Ray probe read it); "" when it was.
+    ray_note: str = ""
     #: Parts that failed on the node, by name (their stderr): shown nowhere unless asked.
     problems: dict[str, str] = field(default_factory=dict)
 
@@ -125,6 +128,7 @@ def parse_round(config: SparkConfig, node: NodeConfig, text: str) -> NodeRound:
         containers=(None if ps is None else parse_docker_ps(str(ps.get("stdout", "")), prefix)),
         detached=None if detached is None else DetachedState.parse(str(detached.get("stdout", ""))),
         ray=_ray(doc.get("ray")),
+        ray_note=str((doc.get("ray") or {}).get("stderr", "")).strip(),
         reach={str(k): bool(v) for k, v in reach.items()} if isinstance(reach, dict) else None,
         log=data or None, seconds=float(doc.get("seconds") or 0.0), parts=parts, problems=problems,
     )
