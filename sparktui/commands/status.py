@@ -154,13 +154,16 @@ async def _gather_round(config: SparkConfig, transports: dict[str, Transport],
     from sparktui.domain.lifecycle import plan as P
     from sparktui.domain.lifecycle.discovery import DetachedState, discovery_of
     from sparktui.domain.lifecycle.preflight import DockerContainer
-    from sparktui.remote.engine_status import EngineJudge
+    from sparktui.domain.logs import TimelineSnapshot
+    from sparktui.remote.engine_status import EngineJudge, snapshot_of
     from sparktui.remote.status_round import NodeRound, status_round
     from sparktui.remote.transport import LinkPhase, TransportError
 
     links: dict[str, str] = {}
     #: Why a node's part of the engine is not known (discovery's "unreachable").
     unknown: dict[str, str] = {}
+    #: The head's log as its timeline.
+    snapshots: dict[str, TimelineSnapshot] = {}
 
     async def node_part(node: NodeConfig) -> tuple[dict[str, Any], NodeRound | None]:
         transport = transports[node.name]
@@ -185,6 +188,11 @@ async def _gather_round(config: SparkConfig, transports: dict[str, Transport],
                          uptime_seconds=facts.uptime_seconds, sample=answer.sample)
         entry["ssh"] = _link(transport)
         entry["ssh"]["phase"] = links[node.name]  # as found, not "closed" by us just now
+        if node is config.head and answer is not None:
+            # Parsed now, while the other nodes may still be answering (or timing out).
+            detached = answer.detached
+            if detached is not None and detached.log_size and answer.log:
+                snapshots[node.name] = snapshot_of(answer.log, len(config.nodes))
         return entry, answer
 
     parts = await asyncio.gather(*(node_part(n) for n in config.nodes))
@@ -214,8 +222,7 @@ async def _gather_round(config: SparkConfig, transports: dict[str, Transport],
         homes = {head: head_round.home} if head_round.home else None
         log_path = (detached.log_path if detached and detached.log_path
                     else P.vllm_log_path(config, homes, head))
-        log = head_round.log if detached is not None and detached.log_size else None
-        judge = EngineJudge(config, found, links, log_path, log)
+        judge = EngineJudge(config, found, links, log_path, snapshots.get(head))
         if judge.wants_reach and head_round.reach is not None:
             judge.reach(head_round.reach)
         engine = judge.report()

@@ -33,10 +33,11 @@ async def read_log(config: SparkConfig, transport: Transport, path: str,
 
 def log_stage(data: bytes, expected_nodes: int) -> dict[str, Any]:
     """The timeline of a whole log (``sparktui.domain.logs.Timeline``): current stage, outcome, failure."""
-    return _stage_json(_snapshot_of(data, expected_nodes))
+    return _stage_json(snapshot_of(data, expected_nodes))
 
 
-def _snapshot_of(data: bytes, expected_nodes: int) -> TimelineSnapshot:
+def snapshot_of(data: bytes, expected_nodes: int) -> TimelineSnapshot:
+    """The timeline of a whole log (``EngineJudge`` takes it, so a caller may parse it early)."""
     # The one whole-log path (the byte splitter, then the stage machine), as ``sparktui timeline`` reads.
     from sparktui.domain.logs.timeline import timeline_from_bytes
 
@@ -70,7 +71,8 @@ async def engine_status(config: SparkConfig, transports: Mapping[str, Transport]
     log_path = vllm.log_path if vllm and vllm.log_path else controller.log_path()
     data = await read_log(config, transports[head], log_path) if vllm is not None and vllm.log_size else None
     phases = {name: (links or {}).get(name) or t.state.phase.value for name, t in transports.items()}
-    judge = EngineJudge(config, found, phases, log_path, data)
+    snap = snapshot_of(data, len(config.nodes)) if data else None
+    judge = EngineJudge(config, found, phases, log_path, snap)
     if judge.wants_reach:
         from sparktui.remote.peer_watch import reach_once
 
@@ -81,19 +83,19 @@ async def engine_status(config: SparkConfig, transports: Mapping[str, Transport]
 
 class EngineJudge:
     """One reading of the engine judged by ``EngineTruth``: what discovery found, each SSH link's phase,
-    the head's log (``None``: none, or empty), then — only when that says *ready* — the head's reach of
-    the other nodes (Ray takes 30-40 s to declare a cut node dead: the head's own reach says it sooner)."""
+    the head's log as its timeline (``None``: no log, or an empty one), then — only when that says
+    *ready* — the head's reach of the other nodes (Ray takes 30-40 s to declare a cut node dead: the
+    head's own reach says it sooner)."""
 
     def __init__(self, config: SparkConfig, found: Discovery, links: Mapping[str, str], log_path: str,
-                 log: bytes | None) -> None:
+                 snap: TimelineSnapshot | None) -> None:
         truth = EngineTruth.from_config(config)
         for name, phase in links.items():
             truth.link(name, phase)
         out: dict[str, Any] = found.to_json()
         out["log_path"] = log_path
         out["stage"] = None
-        if log:
-            snap = _snapshot_of(log, len(config.nodes))
+        if snap is not None:
             timeline = _stage_json(snap)
             out["timeline"] = timeline
             out["stage"] = timeline["stage"] or (timeline["outcome"] if timeline["outcome"] != "incomplete"
