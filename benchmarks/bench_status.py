@@ -4,9 +4,9 @@ engine at ready — healthy, then with the worker's link cut (its veth down: no 
 Each figure is ``gather_status`` (what `sparktui status --json` does, connects included) timed from
 outside, several times. Ours: one round trip per node (``sparktui/node/status.py``: facts, probe, our
 processes, vLLM's state, Ray's node list over the GCS's gRPC, the head's reach, the log, all at once on
-the node). The
-previous way runs in the same run (``one_round=False``): several commands per node — facts and probe,
-then discovery's listing, the GCS check, then the Ray probe (``ray.init``), the log, the reach.
+the node). The previous way runs in the same run (``one_round=False``): several commands per node —
+facts and probe, then discovery's listing, the GCS check, then the Ray probe (``ray.init``), the log,
+the reach. Last, where one round's time goes on each node.
 
     .venv/bin/python benchmarks/bench_status.py [--runs 5]
 """
