@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING, Any
 from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example
 
 if TYPE_CHECKING:  # `sparktui status --help` imports this module: no config, pydantic or SSH for it
+    from collections.abc import Mapping
+
     from sparktui.config import NodeConfig, SparkConfig
+    from sparktui.domain.logs import TimelineSnapshot
+    from sparktui.remote.status_round import NodeRound
     from sparktui.remote.transport import Transport
 
 DEFAULT_TIMEOUT = 20.0
@@ -151,12 +155,8 @@ async def gather_status(config: SparkConfig, *, timeout: float = DEFAULT_TIMEOUT
 
 async def _gather_round(config: SparkConfig, transports: dict[str, Transport],
                         timeout: float) -> dict[str, Any]:
-    from sparktui.domain.lifecycle import plan as P
-    from sparktui.domain.lifecycle.discovery import DetachedState, discovery_of
-    from sparktui.domain.lifecycle.preflight import DockerContainer
-    from sparktui.domain.logs import TimelineSnapshot
-    from sparktui.remote.engine_status import EngineJudge, snapshot_of
-    from sparktui.remote.status_round import NodeRound, status_round
+    from sparktui.remote.engine_status import snapshot_of
+    from sparktui.remote.status_round import status_round
     from sparktui.remote.transport import LinkPhase, TransportError
 
     links: dict[str, str] = {}
@@ -196,42 +196,53 @@ async def _gather_round(config: SparkConfig, transports: dict[str, Transport],
         return entry, answer
 
     parts = await asyncio.gather(*(node_part(n) for n in config.nodes))
-    nodes = [entry for entry, _ in parts]
     rounds = {n.name: answer for n, (_, answer) in zip(config.nodes, parts, strict=True)}
-    head = config.head.name
-    engine: dict[str, Any]
-    head_round = rounds[head]
-    if head_round is None:
-        engine = ({"error": f"unknown: the head ({head}) is unreachable"} if links[head] != "connected"
-                  else {"error": unknown[head]})
-    else:
-        vllm: dict[str, DetachedState] = {}
-        containers: dict[str, list[DockerContainer]] = {}
-        processes: dict[str, list[dict[str, object]]] = {}
-        for name, answer in rounds.items():
-            if answer is None:
-                continue
-            processes[name] = answer.processes
-            if answer.containers is not None:
-                containers[name] = list(answer.containers)
-            if answer.detached is not None:
-                vllm[name] = answer.detached
-        found = discovery_of(vllm, containers, processes, unknown, head_round.ray, head=head,
-                             expected=P.expected_nodes(config))
-        detached = vllm.get(head)
-        homes = {head: head_round.home} if head_round.home else None
-        log_path = (detached.log_path if detached and detached.log_path
-                    else P.vllm_log_path(config, homes, head))
-        judge = EngineJudge(config, found, links, log_path, snapshots.get(head))
-        if judge.wants_reach and head_round.reach is not None:
-            judge.reach(head_round.reach)
-        engine = judge.report()
+    # In config order, as the multi-command path lists them (the engine's detail names nodes in it).
+    order = [n.name for n in config.nodes]
+    nodes = [entry for entry, _ in parts]
     return {
         "cluster": config.cluster.name,
         "all_reachable": all(n["reachable"] for n in nodes),
         "nodes": nodes,
-        "engine": engine,
+        "engine": _engine_of(config, rounds, {n: links[n] for n in order},
+                             {n: unknown[n] for n in order if n in unknown}, snapshots.get(config.head.name)),
     }
+
+
+def _engine_of(config: SparkConfig, rounds: Mapping[str, NodeRound | None], links: Mapping[str, str],
+               unknown: Mapping[str, str], snap: TimelineSnapshot | None) -> dict[str, Any]:
+    """The engine's part of the report from the nodes' answers, judged as re-attach discovery judges."""
+    from sparktui.domain.lifecycle import plan as P
+    from sparktui.domain.lifecycle.discovery import DetachedState, discovery_of
+    from sparktui.domain.lifecycle.preflight import DockerContainer
+    from sparktui.remote.engine_status import EngineJudge
+
+    head = config.head.name
+    head_round = rounds[head]
+    if head_round is None:
+        if links[head] != "connected":
+            return {"error": f"unknown: the head ({head}) is unreachable"}
+        return {"error": unknown[head]}
+    vllm: dict[str, DetachedState] = {}
+    containers: dict[str, list[DockerContainer]] = {}
+    processes: dict[str, list[dict[str, object]]] = {}
+    for name, answer in rounds.items():
+        if answer is None:
+            continue
+        processes[name] = answer.processes
+        if answer.containers is not None:
+            containers[name] = list(answer.containers)
+        if answer.detached is not None:
+            vllm[name] = answer.detached
+    found = discovery_of(vllm, containers, processes, unknown, head_round.ray, head=head,
+                         expected=P.expected_nodes(config))
+    detached = vllm.get(head)
+    homes = {head: head_round.home} if head_round.home else None
+    log_path = detached.log_path if detached and detached.log_path else P.vllm_log_path(config, homes, head)
+    judge = EngineJudge(config, found, links, log_path, snap)
+    if judge.wants_reach and head_round.reach is not None:
+        judge.reach(head_round.reach)
+    return judge.report()
 
 
 async def _gather_overlapped(config: SparkConfig, transports: dict[str, Transport],
