@@ -19,7 +19,7 @@ from typing import Any
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
-END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
+END_STREAM, END_HEADERS, PADDED, ACK = 0x1, 0x4, 0x8, 0x1
 #: Field numbers (``src/ray/protobuf/gcs.proto``, ``gcs_service.proto``).
 NODE_LIST = 2                                   # GetAllNodeInfoReply.node_info_list
 NODE_ID, ADDRESS, STATE, HOSTNAME, RESOURCES = 1, 2, 7, 8, 11   # GcsNodeInfo
@@ -159,6 +159,8 @@ class Channel:
             elif kind == RST_STREAM and sid == stream:
                 raise GrpcError("the GCS reset the call")
             elif kind == DATA and sid == stream:
+                if flags & PADDED and payload:  # the pad length, the data, the padding
+                    payload = payload[1:len(payload) - payload[0]]
                 data += payload
             if sid == stream and kind in (DATA, HEADERS) and flags & END_STREAM:
                 break
