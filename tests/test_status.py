@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
+from sparktui.remote.transport import CommandResult, RemoteProcess
 from tests.cli_helpers import run_sparktui
 from tests.conftest import MakeTestbed
+from tests.harness import open_harness, start_ready
+from tests.lifecycle_helpers import lifecycle_config
 from tests.testbed import Testbed
 
 
@@ -71,3 +76,54 @@ def test_exit_status_says_when_the_engine_cannot_serve() -> None:
     assert exit_code({**report, "engine": {"state": "wedged", "detail": "wedged: …"}}) == 4
     assert exit_code({**report, "engine": {"state": "ready", "detail": ""}}) == 0
     assert exit_code({**report, "all_reachable": False}) == 1
+
+
+def _steady(report: Any) -> Any:
+    """A report without what changes from one reading to the next (times, rates, retry countdowns)."""
+    volatile = {"seconds", "uptime_seconds", "sample", "retry_in", "attempts"}
+    if isinstance(report, dict):
+        return {k: _steady(v) for k, v in report.items() if k not in volatile}
+    if isinstance(report, list):
+        return [_steady(v) for v in report]
+    return report
+
+
+@pytest.mark.testbed
+@pytest.mark.ray
+async def test_status_asks_each_node_one_command_and_says_what_the_previous_way_said(
+        testbed: Testbed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At ready (real Ray, the stand-in engine): one remote command per node after connecting — counted on
+    the SSH transport itself — and the same report as the several commands per node of before."""
+    from sparktui.commands.status import gather_status
+    from sparktui.remote.ssh import SSHTransport
+    from sparktui.remote.status_round import status_round
+
+    runs: dict[str, list[str]] = {}
+    real_run, real_start = SSHTransport.run, SSHTransport.start
+
+    async def counted_run(self: SSHTransport, argv: Sequence[str], **kw: Any) -> CommandResult:
+        runs.setdefault(self.name, []).append(argv[0])
+        return await real_run(self, argv, **kw)
+
+    async def counted_start(self: SSHTransport, argv: Sequence[str], **kw: Any) -> RemoteProcess:
+        runs.setdefault(self.name, []).append(argv[0])
+        return await real_start(self, argv, **kw)
+
+    async with open_harness(testbed, lifecycle_config(testbed, pace=1.0)) as h:
+        await start_ready(h)
+        config = h.config
+        previous = await gather_status(config, timeout=60, one_round=False)
+        monkeypatch.setattr(SSHTransport, "run", counted_run)
+        monkeypatch.setattr(SSHTransport, "start", counted_start)
+        report = await gather_status(config, timeout=60)
+        monkeypatch.undo()
+        head = await status_round(config, config.head, h.transports["spark1"])
+    assert head.ray_note == ""  # Ray's node list came over gRPC (no `import ray` on the head)
+    assert head.ray is not None and [n.alive for n in head.ray.nodes] == [True, True]
+    assert {name: len(argvs) for name, argvs in runs.items()} == {"spark1": 1, "spark2": 1}, runs
+    engine = report["engine"]
+    assert report["all_reachable"] and engine["state"] == "ready", engine
+    assert engine["ray_ready"] is True and len(engine["ray"]["nodes"]) == 2, engine["ray"]
+    assert engine["timeline"]["outcome"] == "ready" and engine["vllm"]["spark1"]["status"] == "running"
+    assert all("error" not in n["sample"] for n in report["nodes"]), report["nodes"]
+    assert _steady(report) == _steady(previous)

@@ -1,8 +1,9 @@
 """`sparktui status [--json]`: each node's reachability, SSH state, host facts, telemetry and the engine.
 
 All nodes are asked at once, each bounded by ``--timeout``; the exit status is 0 only when every node
-answered. Telemetry is one probe reading (``sparktui.remote.probe_runner.sample_once``) and the engine
-state is re-attach discovery plus the head's log (``sparktui.remote.engine_status``).
+answered. Each node is asked once after connecting (``sparktui.remote.status_round``: host facts, one
+probe reading, what of ours runs, and on the head Ray, its reach of the others and the vLLM log), and the
+engine's state is judged from those answers as re-attach discovery would (``EngineJudge``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from typing import TYPE_CHECKING, Any
 from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example
 
 if TYPE_CHECKING:  # `sparktui status --help` imports this module: no config, pydantic or SSH for it
+    from collections.abc import Mapping
+
     from sparktui.config import NodeConfig, SparkConfig
+    from sparktui.domain.logs import TimelineSnapshot
+    from sparktui.remote.status_round import NodeRound
     from sparktui.remote.transport import Transport
 
 DEFAULT_TIMEOUT = 20.0
@@ -79,24 +84,10 @@ def _unreachable(node: NodeConfig, transport: Transport, error: str | None = Non
     }
 
 
-async def _node_status(config: SparkConfig, node: NodeConfig, transport: Transport) -> dict[str, Any]:
-    from sparktui.remote.transport import LinkPhase
-
-    entry = _unreachable(node, transport)
-    await transport.connect()
-    if transport.state.phase is not LinkPhase.CONNECTED:
-        # One line, said once: `spark2 (10.0.0.2:22): connection refused — is sshd running?`
-        entry["error"] = transport.unreachable_message()
-    else:
-        await _node_facts(config, node, transport, entry, together=False)
-    entry["ssh"] = _link(transport)
-    return entry
-
-
-async def _node_facts(config: SparkConfig, node: NodeConfig, transport: Transport, entry: dict[str, Any],
-                      *, together: bool = True) -> None:
-    """Host facts and one probe reading into ``entry``; ``together``: both at once (two channels of the
-    one connection), else one after the other (the previous way, kept for the benchmark)."""
+async def _node_facts(config: SparkConfig, node: NodeConfig, transport: Transport,
+                      entry: dict[str, Any]) -> None:
+    """The previous way's node part: host facts and one probe reading into ``entry``, at once (two
+    channels of the one connection)."""
     # Imported here: `sparktui --help` imports every verb's module, and these are not needed for it.
     from sparktui.remote.host_facts import read_host_facts
     from sparktui.remote.probe_runner import engine_probe_args, sample_once
@@ -109,19 +100,18 @@ async def _node_facts(config: SparkConfig, node: NodeConfig, transport: Transpor
         except TransportError as exc:
             return {"error": str(exc)}
 
-    sampling = asyncio.ensure_future(sample()) if together else None
+    sampling = asyncio.ensure_future(sample())
     try:
         result, facts = await read_host_facts(transport, node, timeout=15)
     except TransportError as exc:
         entry["error"] = str(exc)
-        if sampling is not None:
-            sampling.cancel()
+        sampling.cancel()
         return
     entry.update(reachable=True, hostname=facts.hostname, kernel=facts.kernel,
                  uptime_seconds=facts.uptime_seconds)
     if not result.ok:
         entry["error"] = result.stderr.strip()[-500:] or f"exit status {result.returncode}"
-    entry["sample"] = await (sampling if sampling is not None else sample())
+    entry["sample"] = await sampling
 
 
 async def _reach(node: NodeConfig, transport: Transport, timeout: float) -> str | None:
@@ -139,27 +129,120 @@ async def _reach(node: NodeConfig, transport: Transport, timeout: float) -> str 
 
 
 async def gather_status(config: SparkConfig, *, timeout: float = DEFAULT_TIMEOUT,
-                        overlap: bool = True) -> dict[str, Any]:
+                        one_round: bool = True) -> dict[str, Any]:
     """Everything ``status`` reports, as a JSON-ready dict (also used by tests).
 
-    ``overlap`` (the default): every node is connected at once, then each node's facts and sample and
-    the engine's part (discovery, Ray, the log) all run at the same time, so the answer takes about as
-    long as its slowest part. ``False``: the previous way (nodes first, then the engine), kept for
-    ``benchmarks/bench_status.py``'s same-run comparison.
+    ``one_round`` (the default): every node is connected at once and asked one command as soon as it is
+    connected (``_gather_round``), so the answer takes about as long as the slowest node's connect plus
+    its one round trip, and a node that cannot be reached costs only its own connect attempt. ``False``:
+    the previous way (``_gather_overlapped``: several commands per node, the engine's part beside the
+    nodes'), kept for ``benchmarks/bench_status.py``'s same-run comparison.
     """
     from sparktui.remote.cluster import close_cluster, open_cluster
 
     t0 = time.monotonic()
     transports = await open_cluster(config, connect=False)
     try:
-        if overlap:
-            report = await _gather_overlapped(config, transports, timeout)
+        if one_round:
+            report = await _gather_round(config, transports, timeout)
         else:
-            report = await _gather_serial(config, transports, timeout)
+            report = await _gather_overlapped(config, transports, timeout)
     finally:
         await close_cluster(transports)
     report["seconds"] = round(time.monotonic() - t0, 2)
     return report
+
+
+async def _gather_round(config: SparkConfig, transports: dict[str, Transport],
+                        timeout: float) -> dict[str, Any]:
+    from sparktui.remote.engine_status import snapshot_of
+    from sparktui.remote.status_round import status_round
+    from sparktui.remote.transport import LinkPhase, TransportError
+
+    links: dict[str, str] = {}
+    #: Why a node's part of the engine is not known (discovery's "unreachable").
+    unknown: dict[str, str] = {}
+    #: The head's log as its timeline.
+    snapshots: dict[str, TimelineSnapshot] = {}
+
+    async def node_part(node: NodeConfig) -> tuple[dict[str, Any], NodeRound | None]:
+        transport = transports[node.name]
+        error = await _reach(node, transport, timeout)
+        links[node.name] = transport.state.phase.value
+        answer: NodeRound | None = None
+        if error is None:
+            try:
+                answer = await asyncio.wait_for(status_round(config, node, transport), timeout)
+            except TimeoutError:
+                error = f"no answer within {timeout:.0f} s"
+            except TransportError as exc:
+                error = str(exc)
+        if answer is None:
+            unknown[node.name] = error or "unreachable"
+            if transport.state.phase is not LinkPhase.CONNECTED:
+                await transport.close()  # no retries in the background while the others are read
+        entry = _unreachable(node, transport, error)
+        if answer is not None:
+            facts = answer.facts
+            entry.update(reachable=True, hostname=facts.hostname, kernel=facts.kernel,
+                         uptime_seconds=facts.uptime_seconds, sample=answer.sample)
+        entry["ssh"] = _link(transport)
+        entry["ssh"]["phase"] = links[node.name]  # as found, not "closed" by us just now
+        if node is config.head and answer is not None:
+            # Parsed now, while the other nodes may still be answering (or timing out).
+            detached = answer.detached
+            if detached is not None and detached.log_size and answer.log:
+                snapshots[node.name] = snapshot_of(answer.log, len(config.nodes))
+        return entry, answer
+
+    parts = await asyncio.gather(*(node_part(n) for n in config.nodes))
+    rounds = {n.name: answer for n, (_, answer) in zip(config.nodes, parts, strict=True)}
+    # In config order, as the multi-command path lists them (the engine's detail names nodes in it).
+    order = [n.name for n in config.nodes]
+    nodes = [entry for entry, _ in parts]
+    return {
+        "cluster": config.cluster.name,
+        "all_reachable": all(n["reachable"] for n in nodes),
+        "nodes": nodes,
+        "engine": _engine_of(config, rounds, {n: links[n] for n in order},
+                             {n: unknown[n] for n in order if n in unknown}, snapshots.get(config.head.name)),
+    }
+
+
+def _engine_of(config: SparkConfig, rounds: Mapping[str, NodeRound | None], links: Mapping[str, str],
+               unknown: Mapping[str, str], snap: TimelineSnapshot | None) -> dict[str, Any]:
+    """The engine's part of the report from the nodes' answers, judged as re-attach discovery judges."""
+    from sparktui.domain.lifecycle import plan as P
+    from sparktui.domain.lifecycle.discovery import DetachedState, discovery_of
+    from sparktui.domain.lifecycle.preflight import DockerContainer
+    from sparktui.remote.engine_status import EngineJudge
+
+    head = config.head.name
+    head_round = rounds[head]
+    if head_round is None:
+        if links[head] != "connected":
+            return {"error": f"unknown: the head ({head}) is unreachable"}
+        return {"error": unknown[head]}
+    vllm: dict[str, DetachedState] = {}
+    containers: dict[str, list[DockerContainer]] = {}
+    processes: dict[str, list[dict[str, object]]] = {}
+    for name, answer in rounds.items():
+        if answer is None:
+            continue
+        processes[name] = answer.processes
+        if answer.containers is not None:
+            containers[name] = list(answer.containers)
+        if answer.detached is not None:
+            vllm[name] = answer.detached
+    found = discovery_of(vllm, containers, processes, unknown, head_round.ray, head=head,
+                         expected=P.expected_nodes(config))
+    detached = vllm.get(head)
+    homes = {head: head_round.home} if head_round.home else None
+    log_path = detached.log_path if detached and detached.log_path else P.vllm_log_path(config, homes, head)
+    judge = EngineJudge(config, found, links, log_path, snap)
+    if judge.wants_reach and head_round.reach is not None:
+        judge.reach(head_round.reach)
+    return judge.report()
 
 
 async def _gather_overlapped(config: SparkConfig, transports: dict[str, Transport],
@@ -205,40 +288,6 @@ async def _gather_overlapped(config: SparkConfig, transports: dict[str, Transpor
         "nodes": list(nodes),
         "engine": engine,
     }
-
-
-async def _gather_serial(config: SparkConfig, transports: dict[str, Transport],
-                         timeout: float) -> dict[str, Any]:
-    from sparktui.remote.engine_status import engine_status
-    from sparktui.remote.transport import TransportError
-
-    async def bounded(node: NodeConfig) -> dict[str, Any]:
-        transport = transports[node.name]
-        try:
-            return await asyncio.wait_for(_node_status(config, node, transport), timeout)
-        except TimeoutError:
-            return _unreachable(node, transport, f"no answer within {timeout:.0f} s")
-
-    nodes = await asyncio.gather(*(bounded(node) for node in config.nodes))
-    report: dict[str, Any] = {
-        "cluster": config.cluster.name,
-        "all_reachable": all(n["reachable"] for n in nodes),
-        "nodes": list(nodes),
-    }
-    head = next(n for n in nodes if n["name"] == config.head.name)
-    if not head["reachable"]:
-        # Discovery would only wait out the same dead link again.
-        report["engine"] = {"error": f"unknown: the head ({config.head.name}) is unreachable"}
-    else:
-        links = {n["name"]: (n["ssh"] or {}).get("phase", "") for n in nodes}
-        for n in nodes:
-            if not n["reachable"]:
-                await transports[n["name"]].close()
-        try:
-            report["engine"] = await asyncio.wait_for(engine_status(config, transports, links), timeout)
-        except (TransportError, TimeoutError) as exc:
-            report["engine"] = {"error": str(exc) or f"no answer within {timeout:.0f} s"}
-    return report
 
 
 # -- rendering -------------------------------------------------------------------------------------

@@ -3,28 +3,12 @@
 
 from __future__ import annotations
 
-import errno
 import itertools
 import json
-import socket
 import sys
 import time
 
-
-def one_round(peers: list[tuple[str, str, int]], interval: float) -> dict[str, bool]:
-    answered = (errno.ECONNREFUSED, errno.ECONNRESET)
-    out = {}
-    for name, ip, port in peers:
-        s = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM)
-        s.settimeout(min(1.0, interval))
-        try:
-            s.connect((ip, port))
-            out[name] = True
-        except OSError as exc:
-            out[name] = exc.errno in answered
-        finally:
-            s.close()
-    return out
+from sparktui.node.tcp import one_round
 
 
 def main(argv: list[str]) -> None:

@@ -23,10 +23,10 @@ from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import oplock as L
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
-from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, classify
+from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, discovery_of
 from sparktui.domain.lifecycle.gcs_wait import gcs_wait_argv
 from sparktui.domain.lifecycle.output import last_json_object, output_tail
-from sparktui.domain.lifecycle.ray_state import RayState, Readiness, evaluate
+from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.remote.engine_nodes import EngineNodes
 from sparktui.remote.operation_gate import OperationGate
 from sparktui.remote.plan_runner import PlanRunner, Tracker
@@ -166,16 +166,14 @@ class EngineController:
                      else None)
         await asyncio.gather(*(one(n.name) for n in cfg.nodes))
         ray_state: RayState | None = None
-        readiness: Readiness | None = None
         head = cfg.head.name
         ray_up = bool(processes.get(head)) or bool(containers.get(head))
         if early_ray is not None and not (ray_up and head not in unreachable):
             early_ray.cancel()
         elif early_ray is not None:
             ray_state = await early_ray
-            readiness = evaluate(ray_state, P.expected_nodes(cfg)) if ray_state else None
-        state, detail = classify(vllm, containers, processes, unreachable, readiness)
-        return Discovery(state, detail, vllm, containers, processes, unreachable, ray_state, readiness)
+        return discovery_of(vllm, containers, processes, unreachable, ray_state, head=head,
+                            expected=P.expected_nodes(cfg))
 
     async def _ray_if_gcs(self) -> RayState | None:
         """``ray_state_once`` when the head's GCS port answers now (one connect attempt), else ``None``."""

@@ -15,6 +15,7 @@ from sparktui.remote.file_read import read_file
 from sparktui.remote.transport import Transport, TransportError
 
 if TYPE_CHECKING:
+    from sparktui.domain.lifecycle.discovery import Discovery
     from sparktui.domain.logs import TimelineSnapshot
 
 #: The log is read from its end when longer (days of serving stats lines); the start-up is at its head.
@@ -32,10 +33,11 @@ async def read_log(config: SparkConfig, transport: Transport, path: str,
 
 def log_stage(data: bytes, expected_nodes: int) -> dict[str, Any]:
     """The timeline of a whole log (``sparktui.domain.logs.Timeline``): current stage, outcome, failure."""
-    return _stage_json(_snapshot_of(data, expected_nodes))
+    return _stage_json(snapshot_of(data, expected_nodes))
 
 
-def _snapshot_of(data: bytes, expected_nodes: int) -> TimelineSnapshot:
+def snapshot_of(data: bytes, expected_nodes: int) -> TimelineSnapshot:
+    """The timeline of a whole log (``EngineJudge`` takes it, so a caller may parse it early)."""
     # The one whole-log path (the byte splitter, then the stage machine), as ``sparktui timeline`` reads.
     from sparktui.domain.logs.timeline import timeline_from_bytes
 
@@ -58,38 +60,60 @@ def _stage_json(snap: TimelineSnapshot) -> dict[str, Any]:
 async def engine_status(config: SparkConfig, transports: Mapping[str, Transport],
                         links: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Discovery, the log and Ray's node list, judged by the engine state machine as one reading.
-    ``links``: each node's SSH link phase as seen before (default: the transports' phase now)."""
+    ``links``: each node's SSH link phase as seen before (default: the transports' phase now).
+
+    Several commands per node (discovery's listing, Ray, the log, the head's reach); ``sparktui status``
+    asks all of it in one round trip per node (``status_round``) and judges it with ``EngineJudge``."""
     controller = EngineController(config, transports)
     found = await controller.discover()
-    truth = EngineTruth.from_config(config)
-    for name, transport in transports.items():
-        truth.link(name, (links or {}).get(name) or transport.state.phase.value)
-    out: dict[str, Any] = found.to_json()
     head = config.head.name
     vllm = found.vllm.get(head)
-    out["log_path"] = vllm.log_path if vllm and vllm.log_path else controller.log_path()
-    out["stage"] = None
-    if vllm is not None and vllm.log_size:
-        data = await read_log(config, transports[head], out["log_path"])
-        if data:
-            snap = _snapshot_of(data, len(config.nodes))
+    log_path = vllm.log_path if vllm and vllm.log_path else controller.log_path()
+    data = await read_log(config, transports[head], log_path) if vllm is not None and vllm.log_size else None
+    phases = {name: (links or {}).get(name) or t.state.phase.value for name, t in transports.items()}
+    snap = snapshot_of(data, len(config.nodes)) if data else None
+    judge = EngineJudge(config, found, phases, log_path, snap)
+    if judge.wants_reach:
+        from sparktui.remote.peer_watch import reach_once
+
+        with contextlib.suppress(TransportError):
+            judge.reach(await reach_once(config, transports[head]))
+    return judge.report()
+
+
+class EngineJudge:
+    """One reading of the engine judged by ``EngineTruth``: what discovery found, each SSH link's phase,
+    the head's log as its timeline (``None``: no log, or an empty one), then — only when that says
+    *ready* — the head's reach of the other nodes (Ray takes 30-40 s to declare a cut node dead: the
+    head's own reach says it sooner)."""
+
+    def __init__(self, config: SparkConfig, found: Discovery, links: Mapping[str, str], log_path: str,
+                 snap: TimelineSnapshot | None) -> None:
+        truth = EngineTruth.from_config(config)
+        for name, phase in links.items():
+            truth.link(name, phase)
+        out: dict[str, Any] = found.to_json()
+        out["log_path"] = log_path
+        out["stage"] = None
+        if snap is not None:
             timeline = _stage_json(snap)
             out["timeline"] = timeline
             out["stage"] = timeline["stage"] or (timeline["outcome"] if timeline["outcome"] != "incomplete"
                                                  else None)
             truth.timeline(snap)
-    truth.discovered(found.state, found.detail)
-    # status sends no completion: the log's "Application startup complete" is taken as ready.
-    truth.verified(None)
-    truth.ray(found.ray, settled=True)
-    if truth.state is EngineState.READY and head not in found.unreachable:
-        from sparktui.remote.peer_watch import reach_once
+        truth.discovered(found.state, found.detail)
+        # status sends no completion: the log's "Application startup complete" is taken as ready.
+        truth.verified(None)
+        truth.ray(found.ray, settled=True)
+        self._truth, self._out = truth, out
+        #: Whether the head's reach is asked for: the engine is ready by the rest, the head answered.
+        self.wants_reach = truth.state is EngineState.READY and config.head.name not in found.unreachable
 
-        # Ray takes 30-40 s to declare a cut node dead: the head's own reach says it sooner.
-        with contextlib.suppress(TransportError):
-            for name, ok in (await reach_once(config, transports[head])).items():
-                truth.peer(name, ok)
-        truth.tick()
-    out["state"] = truth.state.value
-    out["detail"] = truth.detail
-    return out
+    def reach(self, peers: Mapping[str, bool]) -> None:
+        for name, ok in peers.items():
+            self._truth.peer(name, ok)
+
+    def report(self) -> dict[str, Any]:
+        if self.wants_reach:
+            self._truth.tick()
+        return {**self._out, "state": self._truth.state.value, "detail": self._truth.detail}

@@ -47,6 +47,9 @@ BOOTSTRAP = (
 RESTART_DELAY = 1.0
 MAX_RESTART_DELAY = 30.0
 
+#: Seconds between the two samples of a one-shot reading (two, so that it carries rates too).
+ONCE_GAP = 0.5
+
 
 @functools.cache
 def probe_source() -> bytes:
@@ -131,25 +134,31 @@ async def sample_once(
     name_prefix: str = "sparktui",
     env: Mapping[str, str] | None = None,
     extra_args: Sequence[str] = (),
-    gap: float = 0.5,
+    gap: float = ONCE_GAP,
     timeout: float = 30.0,
 ) -> dict[str, Any]:
     """One reading of ``node`` for ``sparktui status --json``: two samples ``gap`` s apart, so the dict
     carries rates too (``NodeTelemetry.to_json`` shape plus ``"error"`` when no sample came)."""
     argv = probe_argv(node, gap, count=2, name_prefix=name_prefix, follow_stdin=False,
                       extra_args=extra_args)
-    telemetry = NodeTelemetry(node.name, rdma_devices=node.rdma_devices)
     try:
         result = await transport.run(argv, input=probe_source(), timeout=timeout, env=env)
     except TransportError as exc:
-        return {**telemetry.to_json(), "error": str(exc)}
+        return {**NodeTelemetry(node.name, rdma_devices=node.rdma_devices).to_json(), "error": str(exc)}
+    return reading_of(node, result.stdout, result.returncode, result.stderr)
+
+
+def reading_of(node: NodeConfig, stdout: str, returncode: int, stderr: str) -> dict[str, Any]:
+    """A one-shot probe's output as ``sample_once`` returns it (also ``sparktui status``'s one round,
+    which runs the probe on the node inside its script)."""
+    telemetry = NodeTelemetry(node.name, rdma_devices=node.rdma_devices)
     now = time.monotonic()
-    for line in result.stdout.splitlines():
+    for line in stdout.splitlines():
         sample = parse_sample_line(line, now)
         if sample is not None:
             telemetry.update(sample, now)
     out = telemetry.to_json()
     if telemetry.latest is None:
-        out["error"] = (f"probe exited with status {result.returncode}: "
-                        f"{result.stderr.strip()[-500:] or 'no output'}")
+        out["error"] = (f"probe exited with status {returncode}: "
+                        f"{stderr.strip()[-500:] or 'no output'}")
     return out

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from sparktui.domain.events import EngineState
 from sparktui.domain.lifecycle.preflight import DockerContainer
-from sparktui.domain.lifecycle.ray_state import RayState, Readiness
+from sparktui.domain.lifecycle.ray_state import ExpectedNode, RayState, Readiness, evaluate
 
 
 @dataclass(frozen=True)
@@ -96,3 +96,23 @@ def classify(
     if left:
         return EngineState.STOPPED, "vLLM not running; leftovers of ours: " + "; ".join(left)
     return EngineState.STOPPED, "nothing of ours runs"
+
+
+def discovery_of(
+    vllm: Mapping[str, DetachedState],
+    containers: Mapping[str, Sequence[DockerContainer]],
+    processes: Mapping[str, Sequence[Mapping[str, object]]],
+    unreachable: Mapping[str, str],
+    ray: RayState | None,
+    *,
+    head: str,
+    expected: Sequence[ExpectedNode],
+) -> Discovery:
+    """The gathered facts judged: Ray's reading counts only when our Ray runs on a reachable head (its
+    processes or its container were found there), whoever else answers at that address."""
+    ray_up = bool(processes.get(head)) or bool(containers.get(head))
+    if not ray_up or head in unreachable:
+        ray = None
+    readiness = evaluate(ray, expected) if ray is not None else None
+    state, detail = classify(vllm, containers, processes, unreachable, readiness)
+    return Discovery(state, detail, vllm, containers, processes, unreachable, ray, readiness)

@@ -305,9 +305,10 @@ def detached_state_argv(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str
 
 def probe_argv(config: SparkConfig, rt: NodeRuntime, seconds: float,
                interval: float = RAY_POLL_INTERVAL, *, count: int | None = None,
-               until_stdin_closes: bool = True, timeout: float | None = None) -> list[str]:
+               until_stdin_closes: bool = True, timeout: float | None = None,
+               gcs: bool = False) -> list[str]:
     """The Ray probe on the head: a reading every ``interval`` s for about ``seconds`` s (or ``count``
-    readings).
+    readings). ``gcs``: read from the GCS without joining as a driver (``sparktui/node/ray_probe.py``).
 
     ``until_stdin_closes`` (a streaming probe, started with ``Transport.start``): it ends with its channel
     (``docker exec -i`` carries the EOF into the container). ``timeout``: a one-shot probe is bounded by
@@ -318,6 +319,8 @@ def probe_argv(config: SparkConfig, rt: NodeRuntime, seconds: float,
         count = max(1, int(seconds / interval) + 5)
     argv = [*config.engine.ray_python, "-c", S.RAY_PROBE_PY, f"{head}:{config.engine.ray_port}", head,
             str(interval), str(count)]
+    if gcs:
+        argv.append("gcs")
     if until_stdin_closes:
         argv.append("stdin")
     if timeout is not None:
