@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example
+from sparktui.domain.deadline import within
 
 if TYPE_CHECKING:  # `sparktui status --help` imports this module: no config, pydantic or SSH for it
     from collections.abc import Mapping
@@ -119,7 +120,7 @@ async def _reach(node: NodeConfig, transport: Transport, timeout: float) -> str 
     from sparktui.remote.transport import LinkPhase
 
     try:
-        await asyncio.wait_for(transport.connect(), timeout)
+        await within(transport.connect(), timeout)
     except TimeoutError:
         return f"no answer within {timeout:.0f} s"
     if transport.state.phase is not LinkPhase.CONNECTED:
@@ -172,7 +173,7 @@ async def _gather_round(config: SparkConfig, transports: dict[str, Transport],
         answer: NodeRound | None = None
         if error is None:
             try:
-                answer = await asyncio.wait_for(status_round(config, node, transport), timeout)
+                answer = await within(status_round(config, node, transport), timeout)
             except TimeoutError:
                 error = f"no answer within {timeout:.0f} s"
             except TransportError as exc:
@@ -264,7 +265,7 @@ async def _gather_overlapped(config: SparkConfig, transports: dict[str, Transpor
         entry = _unreachable(node, transport, errors[node.name])
         if errors[node.name] is None:
             try:
-                await asyncio.wait_for(_node_facts(config, node, transport, entry), timeout)
+                await within(_node_facts(config, node, transport, entry), timeout)
             except TimeoutError:
                 entry = _unreachable(node, transport, f"no answer within {timeout:.0f} s")
         entry["ssh"] = _link(transport)
@@ -276,7 +277,7 @@ async def _gather_overlapped(config: SparkConfig, transports: dict[str, Transpor
         if errors[config.head.name] is not None:
             return {"error": f"unknown: the head ({config.head.name}) is unreachable"}
         try:
-            return await asyncio.wait_for(engine_status(config, transports, links), timeout)
+            return await within(engine_status(config, transports, links), timeout)
         except (TransportError, TimeoutError) as exc:
             return {"error": str(exc) or f"no answer within {timeout:.0f} s"}
 
