@@ -231,6 +231,24 @@ def test_failed_start_names_the_node_the_evidence_points_at() -> None:
     assert [r.outcome for r in truth.take_effects() if isinstance(r, Record)] == ["failed"]
 
 
+def test_evidence_after_the_logs_verdict_still_names_the_node() -> None:
+    # The log says a worker died before Ray has marked the killed node dead: the failure names the node
+    # once Ray does, and stays failed (one record).
+    clock = Clock()
+    truth = machine(clock)
+    truth.discovered(EngineState.STARTING, "vllm serve launched")
+    truth.ray(ray("spark1", "spark2"))
+    truth.timeline(snapshot(FAILED_START))
+    assert truth.state is EngineState.FAILED and not truth.names_a_node
+    assert "spark2" not in truth.detail
+    verdict = truth.detail
+    truth.ray(ray("spark1", dead=("spark2",)))
+    assert truth.state is EngineState.FAILED and truth.names_a_node
+    assert truth.detail.startswith(verdict)
+    assert "evidence points at spark2 (10.0.0.2): missing from Ray (Ray reports it dead)" in truth.detail
+    assert [r.outcome for r in truth.take_effects() if isinstance(r, Record)] == ["failed"]
+
+
 def test_node_lost_from_ray_while_starting_fails_the_start() -> None:
     clock = Clock()
     truth = machine(clock)

@@ -165,6 +165,8 @@ class EngineTruth:
         self._missing: dict[str, _Missing] = {}
         self._lost: str | None = None            # the node that made the state degraded / failed
         self._lost_text = ""
+        #: FAILED from the log's verdict before ready: evidence that comes later still names the node.
+        self._failed_by_log = False
         self._links: dict[str, tuple[str, float]] = {}   # node → (phase, wall since)
         self._link_drops: dict[str, float] = {}  # node → wall of the last drop (this run)
         self._out_of_reach: dict[str, tuple[float, float]] = {}   # node → (mono, wall) since
@@ -270,6 +272,7 @@ class EngineTruth:
                 self._fail_after_ready(f"crashed after {uptime}: {kind}{cause}")
             else:
                 self._set(EngineState.FAILED, self._failure_text(snapshot))
+                self._failed_by_log = True
             return
         if snapshot.outcome == "ready":
             if self.state is EngineState.STARTING:
@@ -429,6 +432,11 @@ class EngineTruth:
             self._effects.append(Verify())
 
     def _judge(self) -> None:
+        if self._failed_by_log and self.busy is None and self.snapshot is not None:
+            # Ray notices a dead node seconds after the log says a worker died: the verdict names it then.
+            self._set(EngineState.FAILED, self._failure_text(self.snapshot))
+            self._failed_by_log = True
+            return
         if self.busy is not None or self.state not in RUNNING:
             return
         now = self.clock()
@@ -593,7 +601,13 @@ class EngineTruth:
             named.append(f"{name}{ip}: " + ", ".join(bits))
         return ("; evidence points at " + "; ".join(named)) if named else ""
 
+    @property
+    def names_a_node(self) -> bool:
+        """Whether any evidence (Ray, the SSH links, the head's reach) points at a node now."""
+        return bool(self._node_evidence())
+
     def _set(self, state: EngineState, detail: str) -> None:
+        self._failed_by_log = False   # whoever sets a state says again whether the log's verdict it is
         watched = self.state is EngineState.VERIFYING or self.state in AFTER_READY
         if watched and state is not self.state and state not in AFTER_READY:
             # A later state cancels the readiness check (and the serving watch).

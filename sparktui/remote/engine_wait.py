@@ -31,6 +31,9 @@ from sparktui.remote.transport import LinkState, TransportError
 #: Seconds between checks of the vLLM process and of Ray's node list while waiting.
 PROCESS_CHECK_INTERVAL = 1.0
 RAY_CHECK_INTERVAL = 1.0
+#: How long a failure from the log waits for evidence naming the node (Ray marks a killed node dead after
+#: its health checks fail: ~15 s with Ray 2.60's defaults).
+EVIDENCE_GRACE = 20.0
 
 
 @dataclass
@@ -98,6 +101,7 @@ async def wait_until_ready(
     state_argv = P.detached_state_argv(config, rt, controller.homes or None)
     ray_task = (asyncio.create_task(controller.watch_ray(on_ray, interval=RAY_CHECK_INTERVAL))
                 if config.engine.executor == "ray" else None)
+    evidence_until: float | None = None
     try:
         while True:
             elapsed = time.monotonic() - t0
@@ -106,6 +110,15 @@ async def wait_until_ready(
             if truth.state is EngineState.VERIFYING:
                 return WaitResult("ready", "Application startup complete.", "api", elapsed, snap.to_json())
             if truth.state is EngineState.FAILED:
+                if evidence_until is None and len(config.nodes) > 1 and not truth.names_a_node:
+                    # The log said first (a worker died, NCCL broke); Ray, the links or the container
+                    # say where a little later: wait for that a bounded while, then say what is known.
+                    evidence_until = elapsed + EVIDENCE_GRACE
+                if evidence_until is not None and elapsed < evidence_until and not truth.names_a_node:
+                    changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await within(changed.wait(), min(RAY_CHECK_INTERVAL, evidence_until - elapsed))
+                    continue
                 detail = truth.detail
                 f = snap.failure
                 if f is not None and f.hint and f.hint not in detail:
