@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.domain.engine_state import (
+    PEER_FAILURE_KINDS,
     RAY_LOST_AFTER,
     EngineTruth,
     Record,
@@ -31,6 +32,7 @@ LOGS = Path(__file__).parent / "data" / "synthetic-logs"
 HAPPY = LOGS / "happy_v0.17.1-ngc_v1-ray-tp2_slurm.log"
 AFTER_READY = LOGS / "fail_worker_died_v0.19.1_after-ready_plain.log"
 FAILED_START = LOGS / "fail_nccl_v0.12.0_ray_docker.log"
+OOM_START = LOGS / "fail_oom_v0.21.0_mp-cudagraphs_plain.log"
 STOPPED_BY_SIGNAL = LOGS / "happy_v0.33.0_stopped-by-sigterm_plain.log"
 NODES = (ExpectedNode("spark1", "10.0.0.1", 1.0), ExpectedNode("spark2", "10.0.0.2", 1.0))
 WALL0 = 1_800_000_000.0
@@ -239,14 +241,26 @@ def test_evidence_after_the_logs_verdict_still_names_the_node() -> None:
     truth.discovered(EngineState.STARTING, "vllm serve launched")
     truth.ray(ray("spark1", "spark2"))
     truth.timeline(snapshot(FAILED_START))
-    assert truth.state is EngineState.FAILED and not truth.names_a_node
+    assert truth.state is EngineState.FAILED and truth.wants_node_evidence   # NCCL broke: which node?
     assert "spark2" not in truth.detail
     verdict = truth.detail
     truth.ray(ray("spark1", dead=("spark2",)))
-    assert truth.state is EngineState.FAILED and truth.names_a_node
+    assert truth.state is EngineState.FAILED and not truth.wants_node_evidence
     assert truth.detail.startswith(verdict)
     assert "evidence points at spark2 (10.0.0.2): missing from Ray (Ray reports it dead)" in truth.detail
     assert [r.outcome for r in truth.take_effects() if isinstance(r, Record)] == ["failed"]
+
+
+def test_a_failure_of_the_heads_own_kind_wants_no_node_evidence() -> None:
+    # An out-of-memory or a config error says where it is: the headless wait answers at once.
+    clock = Clock()
+    truth = machine(clock)
+    truth.discovered(EngineState.STARTING, "vllm serve launched")
+    truth.timeline(snapshot(OOM_START))
+    assert truth.state is EngineState.FAILED
+    assert truth.snapshot is not None and truth.snapshot.failure is not None
+    assert truth.snapshot.failure.kind not in PEER_FAILURE_KINDS
+    assert not truth.wants_node_evidence
 
 
 def test_node_lost_from_ray_while_starting_fails_the_start() -> None:

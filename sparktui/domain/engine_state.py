@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 
 Clock = Callable[[], float]
 
+#: The log's failure kinds that blame a node other than what the head's log shows (its process and GPU).
+PEER_FAILURE_KINDS = frozenset({"worker_died", "nccl", "placement_timeout", "engine_timeout"})
 #: A node missing from Ray's list this long (not reported dead, SSH link up) counts as lost: Ray itself
 #: takes a few seconds to settle, so this only filters single readings.
 RAY_LOST_AFTER = 3.0
@@ -602,9 +604,13 @@ class EngineTruth:
         return ("; evidence points at " + "; ".join(named)) if named else ""
 
     @property
-    def names_a_node(self) -> bool:
-        """Whether any evidence (Ray, the SSH links, the head's reach) points at a node now."""
-        return bool(self._node_evidence())
+    def wants_node_evidence(self) -> bool:
+        """The log's verdict blames some node without saying which (a worker died, NCCL broke), on a
+        multi-node engine, and no evidence (Ray, the SSH links, the head's reach) names one yet: worth a
+        short wait, since Ray marks a killed node dead only after its health checks fail."""
+        failure = self.snapshot.failure if self.snapshot is not None else None
+        return (self._failed_by_log and len(self.expected) > 1 and failure is not None
+                and failure.kind in PEER_FAILURE_KINDS and not self._node_evidence())
 
     def _set(self, state: EngineState, detail: str) -> None:
         self._failed_by_log = False   # whoever sets a state says again whether the log's verdict it is

@@ -110,11 +110,11 @@ async def wait_until_ready(
             if truth.state is EngineState.VERIFYING:
                 return WaitResult("ready", "Application startup complete.", "api", elapsed, snap.to_json())
             if truth.state is EngineState.FAILED:
-                if evidence_until is None and len(config.nodes) > 1 and not truth.names_a_node:
+                if evidence_until is None and truth.wants_node_evidence:
                     # The log said first (a worker died, NCCL broke); Ray, the links or the container
                     # say where a little later: wait for that a bounded while, then say what is known.
                     evidence_until = elapsed + EVIDENCE_GRACE
-                if evidence_until is not None and elapsed < evidence_until and not truth.names_a_node:
+                if evidence_until is not None and elapsed < evidence_until and truth.wants_node_evidence:
                     changed.clear()
                     with contextlib.suppress(TimeoutError):
                         await within(changed.wait(), min(RAY_CHECK_INTERVAL, evidence_until - elapsed))
