@@ -100,3 +100,6 @@ async def test_an_unchanged_window_asks_for_no_refresh() -> None:
         assert calls == []
         spark.show([10.0, 20.0, 31.0])
         assert calls
+        calls.clear()
+        spark.show([10.0, 20.0, 31.0], scale=200.0)   # the same values on a new scale: bars change
+        assert calls

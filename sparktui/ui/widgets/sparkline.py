@@ -41,16 +41,15 @@ class ScaledSparkline(Sparkline):
         self._styles: tuple[tuple[Any, ...], dict[float, Style]] | None = None
 
     def show(self, values: Sequence[float], scale: float | None = None) -> None:
+        before = (self._values, self.scale)
         if scale:
             self.scale = scale
         tail = tuple(min(v, self.scale) for v in list(values)[-self.points:])
         # The two anchors of Textual's way (0 and the scale) take two places of the window.
         pad = (0.0,) * max(0, self.points - len(tail) - 2)
-        shown = (*pad, *tail)
-        if shown == self._values and self.data:
-            return   # nothing new to draw: no refresh
-        self._values = shown
-        self.data = [0.0, self.scale, *shown]   # reactive: one refresh when it differs
+        self._values = (*pad, *tail)
+        if (self._values, self.scale) != before:   # a new window or a new scale: one repaint
+            self.refresh()
 
     def _columns(self, width: int) -> list[float]:
         """Each column's value: the bucket's maximum, buckets cut as Textual cuts them (the anchors sit in
