@@ -110,21 +110,20 @@ async def wait_until_ready(
             if truth.state is EngineState.VERIFYING:
                 return WaitResult("ready", "Application startup complete.", "api", elapsed, snap.to_json())
             if truth.state is EngineState.FAILED:
-                if evidence_until is None and truth.wants_node_evidence:
+                waiting = False
+                if truth.wants_node_evidence:
                     # The log said first (a worker died, NCCL broke); Ray, the links or the container
                     # say where a little later: wait for that a bounded while, then say what is known.
-                    evidence_until = elapsed + EVIDENCE_GRACE
-                if evidence_until is not None and elapsed < evidence_until and truth.wants_node_evidence:
-                    changed.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await within(changed.wait(), min(RAY_CHECK_INTERVAL, evidence_until - elapsed))
-                    continue
-                detail = truth.detail
-                f = snap.failure
-                if f is not None and f.hint and f.hint not in detail:
-                    detail += f"; {f.hint}"
-                return WaitResult("failed", detail, snap.current, elapsed, snap.to_json())
-            if elapsed > timeout:
+                    if evidence_until is None:
+                        evidence_until = elapsed + EVIDENCE_GRACE
+                    waiting = elapsed < evidence_until
+                if not waiting:
+                    detail = truth.detail
+                    f = snap.failure
+                    if f is not None and f.hint and f.hint not in detail:
+                        detail += f"; {f.hint}"
+                    return WaitResult("failed", detail, snap.current, elapsed, snap.to_json())
+            elif elapsed > timeout:
                 return WaitResult("timeout", f"not ready after {timeout:.0f} s", snap.current, elapsed,
                                   snap.to_json())
             changed.clear()
