@@ -1,5 +1,5 @@
-"""The bulk scan's two ways to find the lines that can matter (sparktui.domain.logs.scan): one ``str.find``
-pass per anchor, and one regex pass over a trie of every keyword. They must find the same lines."""
+"""The bulk scan (sparktui.domain.logs.scan): one regex pass over a trie of every keyword must find the lines
+that the rule finds line by line (``line_keyword``: the first anchor that takes the line)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from sparktui.domain.logs import LineSplitter, Timeline, timeline_from_bytes
 from sparktui.domain.logs.scan import (
     SERVING_GROUPS,
     STARTUP_GROUPS,
-    _find_spans,
     _regex_spans,
     candidate_lines,
     line_keyword,
@@ -22,17 +21,29 @@ ROOT = Path(__file__).parent
 LOGS = sorted([*(ROOT / "data" / "vllm-logs").glob("*.txt"), *(ROOT / "public_logs").glob("*.log")])
 
 
+def _by_lines(text: str, groups: dict[str, tuple[str, ...]]) -> dict[int, tuple[int, str]]:
+    """The rule, one line at a time: line start -> (line end, the anchor order's keyword)."""
+    spans: dict[int, tuple[int, str]] = {}
+    start = 0
+    for line in text.split("\n"):
+        kw = line_keyword(line, groups)
+        if kw is not None:
+            spans[start] = (start + len(line), kw)
+        start += len(line) + 1
+    return spans
+
+
 def _same_lines(text: str, groups: dict[str, tuple[str, ...]]) -> None:
-    by_find, by_regex = _find_spans(text, groups), _regex_spans(text, groups)
-    assert by_find.keys() == by_regex.keys()
-    for start, (end, kw) in by_find.items():
+    by_line, by_regex = _by_lines(text, groups), _regex_spans(text, groups)
+    assert by_line.keys() == by_regex.keys()
+    for start, (end, kw) in by_line.items():
         assert by_regex[start][0] == end
         assert by_regex[start][1] in text[start:end]  # a keyword of the line, maybe another one
         assert line_keyword(text[start:end], groups) == kw  # the anchor order's keyword, line by line
 
 
 @pytest.mark.parametrize("groups", [STARTUP_GROUPS, SERVING_GROUPS], ids=["startup", "serving"])
-def test_regex_scan_finds_the_lines_the_anchor_passes_find(groups: dict[str, tuple[str, ...]]) -> None:
+def test_regex_scan_finds_the_lines_the_rule_finds_line_by_line(groups: dict[str, tuple[str, ...]]) -> None:
     assert len(LOGS) > 40
     for path in LOGS:
         _same_lines(LineSplitter().feed_block(path.read_bytes()), groups)
@@ -68,7 +79,7 @@ def test_relayed_bar_pairs_are_cut_to_the_last_pair() -> None:
     """Log 02 draws the CUDA-graph bars of two processes through Ray, a worker prefix glued after every
     other update: 151 updates reach the stage machine as a few."""
     text = LineSplitter().feed_block(next((ROOT / "data" / "vllm-logs").glob("02_*")).read_bytes())
-    kept = [line for _, line, _ in candidate_lines(text, STARTUP_GROUPS, by_regex=True)
+    kept = [line for _, line, _ in candidate_lines(text, STARTUP_GROUPS)
             if "Capturing CUDA" in line]
     assert text.count("Capturing CUDA graph shapes") > 140
     assert len(kept) < 20

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sparktui.domain.logs.patterns import word
+
 FAILURE_KINDS = (
     "placement_timeout",
     "no_gpu_on_node",
@@ -87,7 +89,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("nccl", "DistNetworkError"),
     _sig("nccl", "DistStoreError"),  # torch rendezvous: "1/2 clients joined"
     _sig("nccl", "Failed to load NCCL library"),
-    _sig("nccl", "nccl", r"\bnccl(?:SystemError|InternalError|UnhandledCudaError|RemoteError)\b"),
+    _sig("nccl", "nccl", word("nccl") + r"(?:SystemError|InternalError|UnhandledCudaError|RemoteError)\b"),
     # PyTorch c10d ProcessGroupNCCL.cpp (LOG(ERROR) behind a glog header, "[rank3]:[E219 ...]"):
     # "[Rank %d] Watchdog caught collective operation timeout: WorkNCCL(...) ran for %d milliseconds before
     # timing out.", "... Exception (either an error or timeout) detected by watchdog at work: %d, ...",
@@ -150,7 +152,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("worker_died", "EngineDeadError"),
     _sig("worker_died", "worker died or was killed"),
     # V0 multiproc_worker_utils: "Worker %s pid %s died, exit code: %s" (a negative code is the signal).
-    _sig("worker_died", "died, exit code", r"\bWorker \S+ pid \d+ died, exit code"),
+    _sig("worker_died", "died, exit code", word("Worker") + r" \S+ pid \d+ died, exit code"),
     # A crash in native code: CPython's faulthandler ("Fatal Python error: %s"), the shell's report.
     _sig("worker_died", "Fatal Python error"),
     _sig("worker_died", "Segmentation fault"),

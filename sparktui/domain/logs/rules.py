@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
+from sparktui.domain.logs.patterns import word
 
 # The stage names live in one import-free module; re-exported here for the parser's modules.
 from sparktui.domain.stage_names import STAGE_INDEX as STAGE_INDEX
@@ -79,13 +80,15 @@ RULES: tuple[Rule, ...] = (
     _r("backend", "for distributed inference", r"Defaulting to use (?P<b>\w+) for distributed inference",
        "config", "fact", ("b", "distributed_executor_backend", "str", "first")),
     # Hard-wrapped pastes lose the prefix on continuation lines; these keep TP/PP/eager readable anyway.
-    _r("tp", "tensor_parallel_size", r"\btensor_parallel_size'?\s*[=:]\s*(?P<n>\d+)", None, "fact",
-       ("n", "tensor_parallel_size", "int", "first")),
-    _r("pp", "pipeline_parallel_size", r"\bpipeline_parallel_size'?\s*[=:]\s*(?P<n>\d+)", None, "fact",
-       ("n", "pipeline_parallel_size", "int", "first")),
-    _r("dp", "data_parallel_size", r"\bdata_parallel_size'?\s*[=:]\s*(?P<n>\d+)", None, "fact",
-       ("n", "data_parallel_size", "int", "first")),
-    _r("eager_flag", "enforce_eager", r"\benforce_eager=True\b(?!')|'enforce_eager': True", None, "skip"),
+    _r("tp", "tensor_parallel_size", word("tensor_parallel_size") + r"'?\s*[=:]\s*(?P<n>\d+)",
+       None, "fact", ("n", "tensor_parallel_size", "int", "first")),
+    _r("pp", "pipeline_parallel_size", word("pipeline_parallel_size") + r"'?\s*[=:]\s*(?P<n>\d+)",
+       None, "fact", ("n", "pipeline_parallel_size", "int", "first")),
+    _r("dp", "data_parallel_size", word("data_parallel_size") + r"'?\s*[=:]\s*(?P<n>\d+)",
+       None, "fact", ("n", "data_parallel_size", "int", "first")),
+    # "enforce_eager=True" (str(VllmConfig), a whole word) or "'enforce_eager': True" (the args dict).
+    _r("eager_flag", "enforce_eager",
+       word("enforce_eager") + r"(?:=True\b(?!')|(?<='enforce_eager)': True)", None, "skip"),
     _r("eager_warning", "Enforce eager set", None, None, "skip"),  # 0.17+
     _r("eager_cudagraph", "Cudagraph is disabled under eager mode", None, None, "skip"),  # 0.10.1+
     # --- placement (Ray) --------------------------------------------------------------------------
@@ -121,7 +124,7 @@ RULES: tuple[Rule, ...] = (
     _r("weights_format", "Using model weights format", None, "weights", "start"),
     _r("download", "Time spent downloading weights", r": (?P<s>[\d.]+) seconds", "weights", "progress",
        ("s", "download_seconds", "float", "max")),
-    _r("prefetch", "Prefetching checkpoint files:", r"(?P<p>\d+)% \((?P<a>\d+)/(?P<b>\d+)\)", "weights",
+    _r("prefetch", "Prefetching checkpoint files:", r"%(?<=\d%) \((?P<a>\d+)/(?P<b>\d+)\)", "weights",
        "prefetch"),  # 0.18+
     _r("weights_took", "Loading weights took", r"took (?P<s>[\d.]+) seconds", "weights", "progress",
        ("s", "weights_load_seconds", "float", "max")),  # 0.8.5+

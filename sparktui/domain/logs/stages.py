@@ -325,7 +325,7 @@ class Timeline:
         serving = self._bulk_counting = self._outcome == "ready"
         groups = SERVING_GROUPS if serving else STARTUP_GROUPS
         counted = lo  # (serving) the requests of text[lo:counted] are counted
-        for end, line, kw in candidate_lines(text, groups, by_regex=not serving, lo=lo, hi=hi):
+        for end, line, kw in candidate_lines(text, groups, lo, hi):
             if not serving and self._outcome in _SERVING:
                 if kw not in SERVING_SET and not has_any(line, SERVING_GROUPS):
                     if self._outcome == "ready" and " HTTP/1." in line:
