@@ -12,9 +12,9 @@ from sparktui.domain.logs import LineSplitter, Timeline, timeline_from_bytes
 from sparktui.domain.logs.scan import (
     SERVING_GROUPS,
     STARTUP_GROUPS,
-    _regex_spans,
     candidate_lines,
     line_keyword,
+    regex_lines,
 )
 
 ROOT = Path(__file__).parent
@@ -34,7 +34,8 @@ def _by_lines(text: str, groups: dict[str, tuple[str, ...]]) -> dict[int, tuple[
 
 
 def _same_lines(text: str, groups: dict[str, tuple[str, ...]]) -> None:
-    by_line, by_regex = _by_lines(text, groups), _regex_spans(text, groups)
+    by_line = _by_lines(text, groups)
+    by_regex = {start: (end, kw) for start, end, kw in regex_lines(text, groups)}
     assert by_line.keys() == by_regex.keys()
     for start, (end, kw) in by_line.items():
         assert by_regex[start][0] == end

@@ -58,6 +58,7 @@ _VLLM_HEADER = re.compile(
     rf"(?P<level>{_LEVELS}) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? "
     r"(?:\[(?P<file>[^\]\s]+:\d+)\]|(?P<file2>[^\]\s]+:\d+)\])(?: |$)"
 )
+_HEADER_FIRST = "DIWEC"  # the levels' first letters
 _UVICORN_HEADER = re.compile(rf"(?P<level>{_LEVELS}|TRACE):\s+")
 # Ray's logger: ``2025-04-20 18:28:18,394\tINFO worker.py:1654 -- ``
 _RAY_HEADER = re.compile(
@@ -108,8 +109,25 @@ _BAR_TAIL = re.compile(r"\[[\d:]+<[\d:?]+,\s*[^\]\r\n]{0,40}?(?:it/s|s/it)\]")
 _CUM_DAYS = (0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305, 335)  # leap year, so 02-29 fits
 
 
+# seconds_in_year's answers by text: a log's lines come many to a second, so most are asked again at once (a
+# dict lookup instead of five int() parses). Bounded: emptied when full.
+_SECONDS_SEEN: dict[str, float | None] = {}
+_SECONDS_SEEN_MAX = 4096
+
+
 def seconds_in_year(md_hms: str) -> float | None:
     """``MM-DD hh:mm:ss`` -> seconds since Jan 1st of an (unknown, leap) year; None if malformed."""
+    try:
+        return _SECONDS_SEEN[md_hms]
+    except KeyError:
+        pass
+    if len(_SECONDS_SEEN) >= _SECONDS_SEEN_MAX:
+        _SECONDS_SEEN.clear()
+    seconds = _SECONDS_SEEN[md_hms] = _seconds_in_year(md_hms)
+    return seconds
+
+
+def _seconds_in_year(md_hms: str) -> float | None:
     try:
         month = int(md_hms[0:2])
         day = int(md_hms[3:5])
@@ -350,7 +368,10 @@ def _parse(text: str) -> LogRecord:
         if rec is not None:
             return rec
 
-    if rest and rest[0] != "(" and not _VLLM_HEADER.match(rest) and not _CUT_PREFIX.match(rest):
+    # The header of a record without prefixes, matched once: it is read below (``header_of`` is the text it
+    # was matched on).
+    header_of, header = rest, (_VLLM_HEADER.match(rest) if rest[:1] in _HEADER_FIRST and rest else None)
+    if rest and rest[0] != "(" and header is None and not _CUT_PREFIX.match(rest):
         m0 = _embedded(rest)
         if m0 is not None and m0.start() <= _EMBED_WINDOW and rest[m0.start() - 1] in " ]>:|":
             inner = _parse(rest[m0.start():])
@@ -387,15 +408,18 @@ def _parse(text: str) -> LogRecord:
             node = m["ip"] or None
             rest = rest[m.end():]
 
-    if has_prefix and rest[:1] not in ("", "(", "\r", "{") and not _VLLM_HEADER.match(rest):
-        # Free text between the process prefixes and the vLLM record: VLLM_LOGGING_PREFIX after the stdout
-        # patch's prefix (<= 0.30: "(EngineCore pid=1) (RayWorkerWrapper pid=2) [spark-a] INFO ...") or
-        # after Ray's prefix (0.31+: "(RayWorkerProc pid=2, ip=X) [spark-a] (Worker_TP1 pid=2) INFO ...").
-        m0 = _embedded(rest)
-        if m0 is not None and m0.start() <= _EMBED_WINDOW and rest[m0.start() - 1] in " ]>:|":
-            inner = _parse(rest[m0.start():])
-            return replace(inner, raw=raw, role=inner.role or role, node=inner.node or node,
-                           pid=inner.pid or pid, has_prefix=True)
+    if has_prefix and rest[:1] not in ("", "(", "\r", "{"):
+        header_of, header = rest, _VLLM_HEADER.match(rest)
+        if header is None:
+            # Free text between the process prefixes and the vLLM record: VLLM_LOGGING_PREFIX after the
+            # stdout patch's prefix (<= 0.30: "(EngineCore pid=1) (RayWorkerWrapper pid=2) [spark-a] INFO
+            # ...") or after Ray's prefix (0.31+: "(RayWorkerProc pid=2, ip=X) [spark-a] (Worker_TP1 pid=2)
+            # INFO ...").
+            m0 = _embedded(rest)
+            if m0 is not None and m0.start() <= _EMBED_WINDOW and rest[m0.start() - 1] in " ]>:|":
+                inner = _parse(rest[m0.start():])
+                return replace(inner, raw=raw, role=inner.role or role, node=inner.node or node,
+                               pid=inner.pid or pid, has_prefix=True)
 
     if has_prefix and rest.startswith("{") and '"message"' in rest:
         # A JSON record (0.32+ formatter) relayed by Ray behind its own prefix: the prefix gives the node.
@@ -415,8 +439,8 @@ def _parse(text: str) -> LogRecord:
     source: str | None = None
     c = rest[:1]
     m2: re.Match[str] | None = None
-    if c in "DIWEC" and c:
-        m2 = _VLLM_HEADER.match(rest)
+    if c in _HEADER_FIRST and c:
+        m2 = header if rest is header_of else _VLLM_HEADER.match(rest)
         if m2 is not None:
             level, time = m2["level"], m2["time"]
             source = m2["file"] or m2["file2"]

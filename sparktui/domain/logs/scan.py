@@ -9,11 +9,10 @@ candidate lines is cut to its last update."""
 
 from __future__ import annotations
 
-import functools
 import itertools
-import re
-from typing import Any
+from collections.abc import Iterator
 
+from sparktui.domain.logs.keywords import line_regex, matched
 from sparktui.domain.logs.line import split_glued, strip_ansi
 from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
 from sparktui.domain.logs.rules import SERVING_KEYWORDS, STARTUP_KEYWORDS, anchor_groups
@@ -90,80 +89,10 @@ def count_ok_requests(text: str, start: int = 0, end: int | None = None) -> int:
     return text.count('HTTP/1.1" 2', start, end) + text.count('HTTP/1.0" 2', start, end)
 
 
-# --- one regex pass for the keywords --------------------------------------------------------------
-# ``str.find`` runs at ~1 ns a character on text that holds a non-ASCII character (a bar's "█" makes a block
-# two bytes a character), so 77 anchor passes cost ~77 ns a character (and the 20 serving ones twice what
-# the regex does, even on ASCII). One regex pass instead: every keyword
-# is a branch of one trie, entered at one of its characters (:func:`_entries`: the regex only stops where one
-# of a dozen uncommon characters is) with a lookbehind that checks the whole keyword; the match's text (the
-# keyword from there on) says which keyword it was. Printable ASCII from commonest to rarest, as counted over
-# the 55 logs of tests/data/vllm-logs and tests/public_logs (1.5 M characters); any other character counts as
-# rarest. Only the speed depends on this order, never which lines are found.
-_COMMON_FIRST = (" e0rinto1ap:sl2cd3.m/_u,g4h-7^56[8=vPI9()Oyf]kTCNFEAS'bR\"WL|xDw;%"
-                 "UKHG<Mq>zVBj*`{}\\?QX+Y&#J!~Z@$")
-
-
-def _rank(ch: str) -> int:
-    i = _COMMON_FIRST.find(ch)
-    return len(_COMMON_FIRST) if i == -1 else i
-
-
-def _entries(keywords: tuple[str, ...]) -> list[int]:
-    """Where the regex enters each keyword: few distinct characters, and rare ones (the regex stops at every
-    place one of them is). Chosen greedily as a weighted set cover: the character that covers the most
-    keywords not yet covered per its weight (Zipf's 1/rank), until every keyword holds one; a keyword is then
-    entered at its rarest chosen character (the first of equals)."""
-    left = set(keywords)
-    chosen: set[str] = set()
-    while left:
-        best = min(sorted({ch for kw in left for ch in kw}),
-                   key=lambda ch: 1 / (_rank(ch) + 1) / sum(1 for kw in left if ch in kw))
-        chosen.add(best)
-        left = {kw for kw in left if best not in kw}
-    return [max((i for i, ch in enumerate(kw) if ch in chosen), key=lambda i: (_rank(kw[i]), -i))
-            for kw in keywords]
-
-
 # After a level keyword: the first "] " after it in the line opens a logger.exception's indented code ("]" and
 # three spaces; :func:`_level_takes` as a regex). Its alternatives exclude each other at their first
 # character, so it runs in linear time.
 _INDENTED_AFTER = r"(?:[^\]\n]|\](?! ))*\]   "
-
-
-@functools.cache
-def _keyword_regex(keywords: tuple[str, ...], levels: frozenset[str] = frozenset()
-                   ) -> tuple[re.Pattern[str], dict[str, tuple[str, ...]]]:
-    """The keywords' trie as one regex (see above), and what a match's text (a keyword from its entry on)
-    may stand for: the keywords with that tail, the levels last. A keyword in ``levels`` matches only where
-    no indented code follows it (see :func:`_regex_spans`). (No group names the keyword: 155 groups made
-    every try a third slower.)"""
-    trie: dict[str, Any] = {}
-    tails: dict[str, list[str]] = {}
-    for kw, entry in zip(keywords, _entries(keywords), strict=True):
-        node = trie
-        for ch in kw[entry:]:
-            node = node.setdefault(ch, {})
-        tails.setdefault(kw[entry:], []).append(kw)
-        unless = f"(?!{_INDENTED_AFTER})" if kw in levels else ""
-        node.setdefault("", []).append(f"(?<={re.escape(kw)}){unless}")
-
-    def branch(node: dict[str, Any]) -> str:
-        alts = [re.escape(ch) + branch(sub) for ch, sub in sorted(node.items()) if ch]
-        alts += node.get("", [])
-        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
-
-    return re.compile(branch(trie)), {tail: tuple(sorted(kws, key=lambda kw: kw in levels))
-                                      for tail, kws in tails.items()}
-
-
-def _matched(text: str, m: re.Match[str], tails: dict[str, tuple[str, ...]]) -> str:
-    """The keyword a match of :func:`_keyword_regex` found (of those with its tail, the one that ends there;
-    a level only when nothing else does)."""
-    kws = tails[m.group()]
-    if len(kws) == 1:
-        return kws[0]
-    end = m.end()
-    return next((kw for kw in kws if text.startswith(kw, end - len(kw))), kws[-1])
 
 
 def line_keyword(line: str, groups: dict[str, tuple[str, ...]]) -> str | None:
@@ -186,33 +115,45 @@ def line_keyword(line: str, groups: dict[str, tuple[str, ...]]) -> str | None:
     return None
 
 
-def _regex_spans(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
-                 hi: int | None = None) -> dict[int, tuple[int, str]]:
-    """line start -> (line end, a keyword in it) for every line of ``text[lo:hi]`` that :func:`line_keyword`
-    takes, by one regex pass over the whole block. A line's keyword is the first one found in it, not always
-    the one the anchor order would give (both are in the line: the caller only asks whether one is in the
-    message, and :func:`line_keyword` gives the anchor order's where it matters, see
-    ``Timeline._feed_piece``). A level ("ERROR") takes a line as :func:`line_keyword` says, at its first place
-    in the line and only where no logger.exception's indented code follows: the regex itself skips the
-    places code follows (such a line of a traceback costs nothing here), and a level found past its first
-    place has the line judged by the levels' first places and a second regex, of the other keywords."""
-    keywords = tuple(kw for group in groups.values() for kw in group)
-    levels = tuple(a for a in _LEVEL_ANCHORS if a in groups)
-    assert all(groups[a] == (a,) for a in levels)  # a level anchor stands for itself alone
-    pattern, tails = _keyword_regex(keywords, frozenset(levels))
-    others, other_tails = _keyword_regex(tuple(kw for kw in keywords if kw not in levels))
-    search, find, rfind = pattern.search, text.find, text.rfind
-    size = len(text) if hi is None else hi
-    spans: dict[int, tuple[int, str]] = {}
-    m = search(text, lo, size)
-    while m is not None:
-        i = m.start()
-        start = max(lo, rfind("\n", lo, i) + 1)
-        end = find("\n", i, size)
-        if end == -1:
-            end = size
-        kw: str | None = _matched(text, m, tails)
-        if kw in levels and find(kw, start, m.end() - len(kw)) != -1:
+class _Scanner:
+    """The regexes of one keyword set (built once: a set is one of this module's constants)."""
+
+    def __init__(self, groups: dict[str, tuple[str, ...]]) -> None:
+        keywords = tuple(kw for group in groups.values() for kw in group)
+        self.levels = tuple(a for a in _LEVEL_ANCHORS if a in groups)
+        assert all(groups[a] == (a,) for a in self.levels)  # a level anchor stands for itself alone
+        self.pattern, self.tails = line_regex(keywords, frozenset(self.levels), f"(?!{_INDENTED_AFTER})")
+        self.others, self.other_tails = line_regex(tuple(kw for kw in keywords if kw not in self.levels))
+
+
+_SCANNERS: dict[int, tuple[dict[str, tuple[str, ...]], _Scanner]] = {}
+
+
+def _scanner(groups: dict[str, tuple[str, ...]]) -> _Scanner:
+    known = _SCANNERS.get(id(groups))
+    if known is None or known[0] is not groups:
+        known = _SCANNERS[id(groups)] = (groups, _Scanner(groups))
+    return known[1]
+
+
+def regex_lines(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
+                hi: int | None = None) -> Iterator[tuple[int, int, str]]:
+    """(line start, line end, a keyword in it) for every line of ``text[lo:hi]`` that :func:`line_keyword`
+    takes, in order, by one regex pass (lazily: a reader that stops early has the rest unscanned). A line's
+    keyword is the first one found in it, not always the one the anchor order would give (both are in the
+    line: the caller only asks whether one is in the message). A level ("ERROR") takes a line as
+    :func:`line_keyword` says, at its first place in the line and only where no logger.exception's indented
+    code follows: the regex itself skips the places code follows (such a line of a traceback costs nothing
+    here), and a level found past its first place has the line judged by the levels' first places and a
+    second regex, of the other keywords."""
+    sc = _scanner(groups)
+    levels, tails = sc.levels, sc.tails
+    find, rfind = text.find, text.rfind
+    for m in sc.pattern.finditer(text, lo, len(text) if hi is None else hi):
+        start = rfind("\n", lo, m.start()) + 1 or lo
+        end = m.end()
+        kw: str | None = matched(text, m, tails)
+        if kw in levels and find(kw, start, m.end(1) - len(kw)) != -1:
             kw = None  # (its first place in the line has indented code after it)
             for level in levels:
                 at = find(level, start, end)
@@ -220,27 +161,24 @@ def _regex_spans(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
                     kw = level
                     break
             if kw is None:
-                m2 = others.search(text, start, end)
+                m2 = sc.others.search(text, start, end)
                 if m2 is not None:
-                    kw = _matched(text, m2, other_tails)
+                    kw = matched(text, m2, sc.other_tails)
         if kw is not None:
-            spans[start] = (end, kw)
-        if end >= size:
-            break
-        m = search(text, end + 1, size)
-    return spans
+            yield start, end, kw
 
 
 def candidate_lines(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
-                    hi: int | None = None) -> list[tuple[int, str, str]]:
+                    hi: int | None = None) -> Iterator[tuple[int, str, str]]:
     """(end offset, line, a keyword in it) of every line of ``text[lo:hi]`` (whole lines) holding a keyword
-    that can still matter, in order, found by one regex pass (:func:`_regex_spans`; for the 20 serving
-    anchors too: 2x faster than their ``str.find`` passes, ASCII or not). A run of updates of one tqdm bar on
-    consecutive candidate lines keeps its last update."""
-    spans = _regex_spans(text, groups, lo, hi)
+    that can still matter, in order (:func:`regex_lines`; for the 20 serving anchors too: 2x faster than
+    their ``str.find`` passes, ASCII or not). A run of updates of one tqdm bar on consecutive candidate lines
+    keeps its last update. Lazy: a line is given once the lines after it can no longer take its place (three
+    on), so a reader that stops early (the start reached "ready": the rest is read for the serving keywords)
+    leaves the rest unread."""
     out: list[tuple[int, str, str]] = []
-    keys: list[str | tuple[str, str] | None] = []  # each kept line's bar key (see below)
-    for start, (end, kw) in sorted(spans.items()):
+    keys: list[str | tuple[str, str] | None] = []  # each held line's bar key (see below)
+    for start, end, kw in regex_lines(text, groups, lo, hi):
         line = text[start:end]
         bar: str | tuple[str, str] | None = bar_key(line)
         if bar is None and "pid=" in line:
@@ -258,7 +196,10 @@ def candidate_lines(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
             del out[-3:-1], keys[-3:-1]
         out.append((end, line, kw))
         keys.append(bar)
-    return out
+        if len(out) > 3:  # (the rules above change only the last three)
+            yield out.pop(0)
+            del keys[0]
+    yield from out
 
 
 def cr_segments(part: str) -> list[str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time as _time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -50,14 +50,12 @@ from sparktui.domain.logs.rules import (
 )
 from sparktui.domain.logs.scan import (
     SERVING_GROUPS,
-    SERVING_SET,
     STARTUP_GROUPS,
     candidate_lines,
     count_ok_requests,
     cr_segments,
     has_any,
     late_nccl_line,
-    line_keyword,
 )
 
 OUTCOMES = ("ready", "failed", "incomplete", "stopped")
@@ -205,6 +203,13 @@ class _Stage:
     reporters: set[str] = field(default_factory=set)
     repeats: int = 0
 
+    def copy(self) -> _Stage:
+        """A shallow copy, as ``dataclasses.replace(self)`` makes it without its cost (every field through
+        ``__init__`` by keyword: ~15 µs, and a failure found copies every stage)."""
+        twin = object.__new__(_Stage)
+        twin.__dict__.update(self.__dict__)
+        return twin
+
 
 class Timeline:
     """The stage machine. Feed it records (:meth:`feed`) or whole text blocks (:meth:`feed_text`)."""
@@ -289,22 +294,21 @@ class Timeline:
 
     def feed_text(self, text: str, now: float | None = None) -> None:
         """Bulk path: a block of complete lines. Lines that contain none of the keywords that can still
-        matter are skipped by a scan of the whole block (:mod:`.scan`: C-level regex or ``str.find``), without
-        being split or parsed; a record that only animates a bar is parsed once per physical line, not per
-        update.
+        matter are skipped by a scan of the whole block (:mod:`.scan`: one C-level regex pass), without being
+        split or parsed; a record that only animates a bar is parsed once per physical line, not per update.
 
         The block is scanned in pieces of about :data:`SCAN_PIECE` characters (cut at a line end), each for
-        the keywords of where the start is when the piece begins: the few serving-time keywords after "ready"
-        (the serving flood), else every start-up keyword. So reaching "ready", or a new start after it, costs
-        the scan of the rest of one piece for the other set, not of the rest of the block. A serving piece
-        doubles after each one that stays serving, so a serving flood is read in a few pieces."""
+        the keywords of where the start is: the few serving-time keywords once it is serving or stopped (the
+        serving flood), else every start-up keyword. A line that moves the start from one to the other ends
+        the piece there, and the rest is read for the other set. A serving piece doubles after each one that
+        stays serving, so a serving flood is read in a few pieces."""
         if now is not None:
             self._now = now
         size = len(text)
         pos = 0
         serving_piece = SCAN_PIECE  # doubled after each piece that stays serving (a flood: few pieces)
         while pos < size:
-            piece = serving_piece if self._outcome == "ready" else SCAN_PIECE
+            piece = serving_piece if self._outcome in _SERVING else SCAN_PIECE
             if size - pos <= piece * 3 // 2:
                 cut = size
             else:
@@ -313,34 +317,26 @@ class Timeline:
                     cut = size
             stop = self._feed_piece(text, pos, cut)
             pos = stop if stop is not None else cut + 1
-            serving_piece = serving_piece * 2 if self._outcome == "ready" and stop is None else SCAN_PIECE
+            serving_piece = serving_piece * 2 if self._outcome in _SERVING and stop is None else SCAN_PIECE
 
     def _feed_piece(self, text: str, lo: int, hi: int) -> int | None:
-        """One piece of a block (``text[lo:hi]``, whole lines, read in place): scanned once, for the
-        serving keywords when it starts after "ready", else for every start-up keyword; lines after the start
-        reaches "ready" inside the piece are then held to the serving keywords one by one. Leaving "ready"
-        inside a serving-scanned piece (a restart, a stop) returns where the rest begins, for the caller to
-        go on with. Requests are counted in log order: those before a line that ends the serving are counted
-        before it is applied (the figure it records includes them)."""
-        serving = self._bulk_counting = self._outcome == "ready"
+        """One piece of a block (``text[lo:hi]``, whole lines, read in place), scanned once: for the serving
+        keywords when it starts serving or stopped, else for every start-up keyword. A line that moves the
+        start across (ready, a stop, a new start after them) or out of "ready" ends the piece: where the rest
+        begins is returned, for the caller to go on with. Requests are counted while ready, in log order:
+        those before a line that ends the serving are counted before it is applied (the figure it records
+        includes them)."""
+        serving = self._outcome in _SERVING
+        counting = self._bulk_counting = self._outcome == "ready"
         groups = SERVING_GROUPS if serving else STARTUP_GROUPS
-        counted = lo  # (serving) the requests of text[lo:counted] are counted
+        counted = lo  # (counting) the requests of text[lo:counted] are counted
         for end, line, kw in candidate_lines(text, groups, lo, hi):
-            if not serving and self._outcome in _SERVING:
-                if kw not in SERVING_SET and not has_any(line, SERVING_GROUPS):
-                    if self._outcome == "ready" and " HTTP/1." in line:
-                        self._requests_served += count_ok_requests(line)
-                    continue
-                # Held to the serving keywords, a line is read with its start-up keyword of the anchor order
-                # (the regex scan gives the first one in the line; both are in it, but only one may be in
-                # the message, which decides whether the record is applied).
-                kw = line_keyword(line, STARTUP_GROUPS) or kw
-            if serving:
+            if counting:
                 self._requests_served += count_ok_requests(text, counted, end + 1)
                 counted = end + 1
             if "\x1b" in line:
                 line = strip_ansi(line)
-            if self._outcome == "ready" and late_nccl_line(line, kw):
+            if counting and late_nccl_line(line, kw):
                 # NCCL prints its host in every line, so the record's prefix (the node) is not needed.
                 self.records_seen += 1
                 self._pending_prefix = None
@@ -352,12 +348,11 @@ class Timeline:
                         self._take(parse_line(seg), kw)
                 else:
                     self._take(parse_line(part), kw)
-            if serving and self._outcome != "ready":
-                # A new start (or the end) after "ready": the rest needs the full keyword set (the caller
-                # goes on from here, in pieces).
+            if (self._outcome in _SERVING) != serving or (counting and self._outcome != "ready"):
+                # The rest needs the other keyword set (or no more counting): the caller goes on from here.
                 self._bulk_counting = False
                 return end + 1
-        if serving:
+        if counting:
             self._requests_served += count_ok_requests(text, counted, hi)
         self._bulk_counting = False
         return None
@@ -808,7 +803,7 @@ class Timeline:
             stage = fl.failure_stage(k, running, msg)
         if current is None:
             # Kept so that an unexplained exception the start survives can be taken back (see _recover).
-            self._before_failure = ({n: replace(st) for n, st in self._stages.items()}, self._furthest)
+            self._before_failure = ({n: st.copy() for n, st in self._stages.items()}, self._furthest)
         self._failures.set((k, stage, msg, rank), key)
         self._outcome = "failed"
         self._mark_failed(stage, current[1] if current is not None else None)
