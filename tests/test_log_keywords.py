@@ -1,0 +1,46 @@
+"""keywords.KeywordFinder: every keyword of a set that a text holds, by one regex pass, exactly what
+``kw in text`` says of each (the rules' keywords and the scan's, on keyword pieces cut, glued and nested,
+and on the real logs)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from sparktui.domain.logs.keywords import KeywordFinder
+from sparktui.domain.logs.rules import RULE_KEYWORDS, STARTUP_KEYWORDS
+
+ROOT = Path(__file__).parent
+LOGS = sorted([*(ROOT / "data" / "vllm-logs").glob("*.txt"), *(ROOT / "public_logs").glob("*.log")])
+
+
+@pytest.mark.parametrize("keywords", [RULE_KEYWORDS, STARTUP_KEYWORDS], ids=["rules", "startup"])
+def test_finds_what_in_finds_on_keyword_pieces(keywords: tuple[str, ...]) -> None:
+    finder = KeywordFinder(keywords)
+    rnd = random.Random(11)
+    words = list(keywords)
+    # Keywords whole, cut short at either end, and glued in any order: overlaps, one inside another, a
+    # keyword that ends where another begins.
+    pieces = [*words, *(w[: rnd.randrange(1, len(w) + 1)] for w in words), *(w[rnd.randrange(len(w)):]
+              for w in words), " ", "x", "█", ":", "\n"]
+    for _ in range(30_000):
+        text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 6)))
+        assert finder.find(text) == {kw for kw in words if kw in text}, repr(text)
+
+
+def test_finds_what_in_finds_on_every_line_of_the_real_logs() -> None:
+    finder = KeywordFinder(RULE_KEYWORDS)
+    assert len(LOGS) > 40
+    for path in LOGS:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            assert finder.find(line) == {kw for kw in RULE_KEYWORDS if kw in line}, line
+
+
+def test_small_sets_and_shared_tails() -> None:
+    finder = KeywordFinder(["tensor_parallel_size", "pipeline_parallel_size", "size", "died", "died, exit"])
+    assert finder.find("pipeline_parallel_size=2") == {"pipeline_parallel_size", "size"}
+    assert finder.find("xtensor_parallel_size") == {"tensor_parallel_size", "size"}
+    assert finder.find("Worker died, exit code 1") == {"died", "died, exit"}
+    assert finder.find("") == set()
