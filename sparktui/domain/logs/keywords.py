@@ -18,31 +18,59 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-# Printable ASCII from commonest to rarest, as counted over the 55 logs of tests/data/vllm-logs and
-# tests/public_logs (1.5 M characters); any other character counts as rarest. Only the speed depends on this
-# order, never what is found.
-_COMMON_FIRST = (" e0rinto1ap:sl2cd3.m/_u,g4h-7^56[8=vPI9()Oyf]kTCNFEAS'bR\"WL|xDw;%"
-                 "UKHG<Mq>zVBj*`{}\\?QX+Y&#J!~Z@$")
+# How often each character occurs in vLLM logs, per 100,000 characters: counted over the 58 logs of
+# tests/data/vllm-logs and tests/public_logs (1.5 M characters; ``benchmarks/keyword_entries.py`` counts them
+# again). Any other character counts as rare. Only the speed depends on these figures, never what is found.
+CHAR_FREQUENCY: dict[str, int] = {
+    ' ': 11305, 'e': 5748, '0': 3804, 'r': 3632, 'i': 3373, 'n': 3226, 't': 3200, 'o': 3144, '1': 2989,
+    'a': 2787, 'p': 2578, 's': 2449, ':': 2374, 'l': 2201, '2': 2046, 'c': 1942, 'd': 1923, '.': 1733,
+    '3': 1732, 'm': 1650, '/': 1590, 'u': 1441, '_': 1426, ',': 1379, 'g': 1281, '4': 1194, '-': 1162,
+    'h': 1145, '7': 1100, '^': 1043, '5': 1043, '6': 1039, '[': 946, '8': 935, '=': 876, 'v': 863,
+    'P': 840, 'I': 789, '9': 751, '(': 740, ')': 719, 'O': 709, 'y': 706, 'f': 693, ']': 640, 'k': 626,
+    'T': 608, 'C': 585, 'N': 580, 'F': 571, 'E': 540, 'A': 525, 'S': 471, 'b': 431, "'": 429, '"': 421,
+    '█': 413, 'R': 402, '|': 230, 'W': 229, 'w': 220, 'L': 220, 'x': 215, 'D': 208, ';': 203, '%': 162,
+    'U': 161, 'K': 152, 'H': 142, 'G': 136, 'M': 130, '<': 129, 'q': 89, '>': 85, 'z': 84, '`': 65,
+    'V': 62, 'B': 62, '*': 53, 'j': 51, '}': 29, '{': 29, '\\': 22, 'Q': 15, '?': 15, 'X': 11, '+': 8,
+    'Y': 7, '#': 6, 'J': 3, '&': 3, '~': 2, '@': 2, 'Z': 1, '!': 1, '$': 0,
+}
+_RARE = 5
 
 
-def _rank(ch: str) -> int:
-    i = _COMMON_FIRST.find(ch)
-    return len(_COMMON_FIRST) if i == -1 else i
+def weight(ch: str) -> int:
+    """What a regex stop at ``ch`` costs, relatively: how often it occurs (+1, so none is free)."""
+    return CHAR_FREQUENCY.get(ch, _RARE) + 1
 
 
-def entries(keywords: tuple[str, ...]) -> list[int]:
-    """Where the regex enters each keyword: few distinct characters, and rare ones (the regex stops at every
-    place one of them is). Chosen greedily as a weighted set cover: the character that covers the most
-    keywords not yet covered per its weight (Zipf's 1/rank), until every keyword holds one; a keyword is then
-    entered at its rarest chosen character (the first of equals)."""
+def covers(chars: str, keywords: Iterable[str]) -> bool:
+    """Whether every keyword holds one of ``chars``."""
+    return all(any(ch in kw for ch in chars) for kw in keywords)
+
+
+def greedy_cover(keywords: Iterable[str]) -> str:
+    """Entry characters for ``keywords`` by the greedy weighted set cover: the character that covers the
+    most keywords not yet covered per its weight, until every keyword holds one; then any that the others
+    make redundant dropped, the costliest first. (A good cover is found once, offline, by
+    ``benchmarks/keyword_entries.py`` and given to :func:`entries`: this one is the fallback.)"""
     left = set(keywords)
     chosen: set[str] = set()
     while left:
         best = min(sorted({ch for kw in left for ch in kw}),
-                   key=lambda ch: 1 / (_rank(ch) + 1) / sum(1 for kw in left if ch in kw))
+                   key=lambda ch: weight(ch) / sum(1 for kw in left if ch in kw))
         chosen.add(best)
         left = {kw for kw in left if best not in kw}
-    return [max((i for i, ch in enumerate(kw) if ch in chosen), key=lambda i: (_rank(kw[i]), -i))
+    for ch in sorted(chosen, key=weight, reverse=True):
+        if covers("".join(chosen - {ch}), keywords):
+            chosen.discard(ch)
+    return "".join(sorted(chosen))
+
+
+def entries(keywords: tuple[str, ...], chars: str = "") -> list[int]:
+    """Where the regex enters each keyword: at one of few, rare characters (the regex stops at every place
+    one of them is). ``chars``: the entry characters found for this set offline (see
+    :func:`greedy_cover`), used when they still cover every keyword. A keyword is entered at its rarest
+    entry character (the first of equals)."""
+    chosen = chars if chars and covers(chars, keywords) else greedy_cover(keywords)
+    return [min((i for i, ch in enumerate(kw) if ch in chosen), key=lambda i: (weight(kw[i]), i))
             for kw in keywords]
 
 
@@ -66,14 +94,14 @@ def _trie(keywords: tuple[str, ...], at: list[int], guarded: frozenset[str], gua
 
 
 @functools.cache
-def line_regex(keywords: tuple[str, ...], guarded: frozenset[str] = frozenset(), guard: str = ""
-               ) -> tuple[re.Pattern[str], dict[str, tuple[str, ...]]]:
+def line_regex(keywords: tuple[str, ...], guarded: frozenset[str] = frozenset(), guard: str = "",
+               chars: str = "") -> tuple[re.Pattern[str], dict[str, tuple[str, ...]]]:
     """The keywords' trie as one regex, then the rest of the line, and what the match's first group (a
     keyword from its entry on) may stand for: the keywords with that tail, those of ``guarded`` last. A
     keyword of ``guarded`` matches only where the lookahead ``guard`` holds after it. The rest of the line is
     part of the match so that ``finditer`` goes on at the next line by itself. (One group, not one per
-    keyword: 155 groups made every try a third slower.)"""
-    at = entries(keywords)
+    keyword: 155 groups made every try a third slower.) ``chars``: see :func:`entries`."""
+    at = entries(keywords, chars)
     tails: dict[str, list[str]] = {}
     for kw, entry in zip(keywords, at, strict=True):
         tails.setdefault(kw[entry:], []).append(kw)
@@ -100,19 +128,19 @@ class KeywordFinder:
     (those entered at the same character whose letters agree with the found one's where they overlap) are
     checked there with ``startswith``."""
 
-    def __init__(self, keywords: Iterable[str]) -> None:
+    def __init__(self, keywords: Iterable[str], chars: str = "") -> None:
         kws = tuple(dict.fromkeys(keywords))
-        at = entries(kws)
+        at = entries(kws, chars)
         roots: dict[str, dict[str, Any]] = {}
         for kw, entry in zip(kws, at, strict=True):
             node = roots.setdefault(kw[entry], {})
             for ch in kw[entry + 1 :]:
                 node = node.setdefault(ch, {})
             node.setdefault("", []).append(f"(?<={re.escape(kw)})")
-        chars = sorted(roots)
+        firsts = sorted(roots)
         # One group per entry character (a dozen): lastindex says which character, the group the rest.
-        self._pattern = re.compile("|".join(f"{re.escape(ch)}(?=({_branch(roots[ch])}))" for ch in chars))
-        self._chars = ("", *chars)
+        self._pattern = re.compile("|".join(f"{re.escape(ch)}(?=({_branch(roots[ch])}))" for ch in firsts))
+        self._chars = ("", *firsts)
         # A match's tail stands for any keyword with that tail (the lookbehinds at its end), and one of them
         # may hide another that agrees with it there.
         entry_of = dict(zip(kws, at, strict=True))

@@ -15,7 +15,13 @@ from collections.abc import Iterator
 from sparktui.domain.logs.keywords import line_regex, matched
 from sparktui.domain.logs.line import split_glued, strip_ansi
 from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
-from sparktui.domain.logs.rules import SERVING_KEYWORDS, STARTUP_KEYWORDS, anchor_groups
+from sparktui.domain.logs.rules import (
+    SERVING_ENTRY_CHARS,
+    SERVING_KEYWORDS,
+    STARTUP_ENTRY_CHARS,
+    STARTUP_KEYWORDS,
+    anchor_groups,
+)
 
 STARTUP_GROUPS = anchor_groups(STARTUP_KEYWORDS)
 SERVING_GROUPS = anchor_groups(SERVING_KEYWORDS)
@@ -120,10 +126,17 @@ class _Scanner:
 
     def __init__(self, groups: dict[str, tuple[str, ...]]) -> None:
         keywords = tuple(kw for group in groups.values() for kw in group)
+        chars = _ENTRY_CHARS.get(id(groups), "")
         self.levels = tuple(a for a in _LEVEL_ANCHORS if a in groups)
         assert all(groups[a] == (a,) for a in self.levels)  # a level anchor stands for itself alone
-        self.pattern, self.tails = line_regex(keywords, frozenset(self.levels), f"(?!{_INDENTED_AFTER})")
-        self.others, self.other_tails = line_regex(tuple(kw for kw in keywords if kw not in self.levels))
+        self.pattern, self.tails = line_regex(keywords, frozenset(self.levels), f"(?!{_INDENTED_AFTER})",
+                                              chars)
+        self.others, self.other_tails = line_regex(tuple(kw for kw in keywords if kw not in self.levels),
+                                                   chars=chars)
+
+
+# The entry characters found for the two sets (rules.py; any other set is covered greedily).
+_ENTRY_CHARS = {id(STARTUP_GROUPS): STARTUP_ENTRY_CHARS, id(SERVING_GROUPS): SERVING_ENTRY_CHARS}
 
 
 _SCANNERS: dict[int, tuple[dict[str, tuple[str, ...]], _Scanner]] = {}
