@@ -165,7 +165,8 @@ def regex_lines(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
     for m in sc.pattern.finditer(text, lo, len(text) if hi is None else hi):
         start = rfind("\n", lo, m.start()) + 1 or lo
         end = m.end()
-        kw: str | None = matched(text, m, tails)
+        kws = tails[m.group(1)]
+        kw: str | None = kws[0] if len(kws) == 1 else matched(text, m, tails)
         if kw in levels and find(kw, start, m.end(1) - len(kw)) != -1:
             kw = None  # (its first place in the line has indented code after it)
             for level in levels:
@@ -193,8 +194,9 @@ def candidate_lines(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
     keys: list[str | tuple[str, str] | None] = []  # each held line's bar key (see below)
     for start, end, kw in regex_lines(text, groups, lo, hi):
         line = text[start:end]
-        bar: str | tuple[str, str] | None = bar_key(line)
-        if bar is None and "pid=" in line:
+        # (Most lines are no bar: the two tests inline spare them the calls.)
+        bar: str | tuple[str, str] | None = bar_key(line) if line[-1:] == "]" else None
+        if bar is None and "%" in line and "pid=" in line:
             bar = relayed_bar_key(line)
         if isinstance(bar, str) and keys and bar == keys[-1]:
             # The next update of the same bar, with nothing the stage machine reads in between (only lines
