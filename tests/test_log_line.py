@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 from sparktui.domain.logs import LogReader, parse_line, parse_log_text, parse_physical_line, strip_ansi
-from sparktui.domain.logs.line import _PROGRESS, Progress, parse_progress
+from sparktui.domain.logs.line import _PROGRESS, Progress, _parse, _parse_common, parse_progress, split_glued
 
 SEED = Path(__file__).parent / "data" / "seed-first-sign-of-life.txt"
 
@@ -257,3 +257,23 @@ def test_parse_progress_finds_what_the_bar_regex_finds() -> None:
     cases += ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 80))) for _ in range(20_000)]
     for text in cases:
         assert parse_progress(text) == _progress_by_regex(text), repr(text)
+
+
+def test_the_common_record_reads_as_the_general_reader_reads_it() -> None:
+    """line._parse_common (one regex for a simple prefix and vLLM's header) gives what _parse gives, on every
+    line, ``\\r`` segment and glued part of the real logs and the recorded ones; it takes a good share."""
+    root = Path(__file__).parent
+    paths = [*(root / "data" / "vllm-logs").glob("*"), *(root / "public_logs").glob("*.log"),
+             *(root / "data" / "synthetic-logs").glob("*"),
+             *(root.parent / "sparktui" / "assets" / "recorded").rglob("*.txt")]
+    seen = taken = 0
+    for path in paths:
+        for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+            for part in [line, *split_glued(strip_ansi(line))]:
+                for seg in {part, *part.split("\r")}:
+                    seen += 1
+                    common = _parse_common(seg)
+                    if common is not None:
+                        taken += 1
+                        assert common == _parse(seg), seg
+    assert taken > seen // 5

@@ -321,9 +321,32 @@ def split_glued(record: str) -> list[str]:
 def parse_line(text: str) -> LogRecord:
     """Parse one record (one physical line, or one ``\\r`` segment). Never raises."""
     try:
-        return _parse(text)
+        return _parse_common(text) or _parse(text)
     except Exception:  # defensive: a parser bug must never take the dashboard down
         return LogRecord(raw=text, message=text)
+
+
+# The commonest record, whole: at most one simple process prefix (a name without spaces, a pid, maybe an
+# ip), then vLLM's header with its ``[file:line]`` and a space. Such a line is what :func:`_parse` reads it
+# as, without its detours (no outer wrapper can match a line that begins with a level and a date, nor a
+# prefix chain, nor an embedded record behind a header); tests/test_log_line.py compares the two on every
+# line of the real logs.
+_COMMON = re.compile(
+    r"(?:\((?P<name>[A-Za-z_][\w:.\-]*) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\) )?"
+    rf"(?P<level>{_LEVELS}) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d) \[(?P<file>[^\]\s]+:\d+)\] "
+)
+
+
+def _parse_common(text: str) -> LogRecord | None:
+    """:func:`_parse` for the commonest record (``_COMMON``), or None for any other (ANSI colour, ``\\r``
+    updates, a line end, Ray's repeat count: the general reader's)."""
+    m = _COMMON.match(text)
+    if m is None or "\x1b" in text or "\r" in text or text[-1:] == "\n" or "across cluster]" in text:
+        return None
+    name, pid, time = m["name"], m["pid"], m["time"]
+    return _record(text, text[m.end():], m["level"], time, seconds_in_year(time), name,
+                   m["ip"] or None, int(pid) if pid is not None else None, 0, False, m["file"], None,
+                   name is not None, None)
 
 
 def parse_physical_line(text: str) -> list[LogRecord]:
