@@ -326,19 +326,20 @@ def parse_line(text: str) -> LogRecord:
         return LogRecord(raw=text, message=text)
 
 
-# The commonest record, whole: at most one simple process prefix (a name without spaces, a pid, maybe an
-# ip), then vLLM's header with its ``[file:line]`` and a space. Such a line is what :func:`_parse` reads it
-# as, without its detours (no outer wrapper can match a line that begins with a level and a date, nor a
-# prefix chain, nor an embedded record behind a header); tests/test_log_line.py compares the two on every
-# line of the real logs.
+# The commonest record, whole: up to four simple process prefixes (a name without spaces, a pid, maybe an
+# ip; of a chain the innermost name and pid count, and the last ip given, as the general reader takes them:
+# a repeated group keeps its last capture), then vLLM's header with its ``[file:line]`` and a space. Such a
+# line is what :func:`_parse` reads it as, without its detours (no outer wrapper can match a line that
+# begins with a prefix or a level and a date, nor can an embedded record behind a header);
+# tests/test_log_line.py compares the two on every line of the real logs.
 _COMMON = re.compile(
-    r"(?:\((?P<name>[A-Za-z_][\w:.\-]*) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\) )?"
+    r"(?:\((?P<name>[A-Za-z_][\w:.\-]*) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\) ){0,4}"
     rf"(?P<level>{_LEVELS}) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d) \[(?P<file>[^\]\s]+:\d+)\] "
 )
 
 
 def _parse_common(text: str) -> LogRecord | None:
-    """:func:`_parse` for the commonest record (``_COMMON``), or None for any other (ANSI colour, ``\\r``
+    """:func:`_parse` for the commonest records (``_COMMON``), or None for any other (ANSI colour, ``\\r``
     updates, a line end, Ray's repeat count: the general reader's)."""
     m = _COMMON.match(text)
     if m is None or "\x1b" in text or "\r" in text or text[-1:] == "\n" or "across cluster]" in text:
