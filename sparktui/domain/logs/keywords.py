@@ -46,7 +46,7 @@ def covers(chars: str, keywords: Iterable[str]) -> bool:
     return all(any(ch in kw for ch in chars) for kw in keywords)
 
 
-def greedy_cover(keywords: Iterable[str]) -> str:
+def greedy_cover(keywords: tuple[str, ...]) -> str:
     """Entry characters for ``keywords`` by the greedy weighted set cover: the character that covers the
     most keywords not yet covered per its weight, until every keyword holds one; then any that the others
     make redundant dropped, the costliest first. (A good cover is found once, offline, by
