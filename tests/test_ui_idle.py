@@ -50,8 +50,10 @@ async def test_idle_dashboard_schedules_no_refresh(monkeypatch: pytest.MonkeyPat
         assert app._drain_timer is None
         assert not refreshed, refreshed
 
-        # The counters see work when there is some: one sample, one drain, its node repainted.
-        backend.post(backend.sampled("spark1", gb10_sample(3, 30_000)))
+        # The counters see work when there is some: one sample that changes what is drawn (the GPU busy),
+        # one drain, its node repainted. (One that changes nothing drawn repaints nothing: the charts'
+        # columns sit at fixed places in time, and the text is the same.)
+        backend.post(backend.sampled("spark1", gb10_sample(3, 30_000, util=55.0)))
         await asyncio.sleep(0.5)
         await pilot.pause()
         assert drains == 1

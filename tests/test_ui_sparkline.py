@@ -103,3 +103,65 @@ async def test_an_unchanged_window_asks_for_no_refresh() -> None:
         calls.clear()
         spark.show([10.0, 20.0, 31.0], scale=200.0)   # the same values on a new scale: bars change
         assert calls
+
+
+def aligned_reference(series: list[float], points: int, width: int, scale: float) -> list[float]:
+    """Columns at fixed places in time, the plain way: of the whole series ever taken (only its last
+    ``points`` still held), column b holds samples b*per … b*per+per-1; the newest column is the one the
+    last sample fell in."""
+    per = -(-points // width)
+    held = {i: min(v, scale) for i, v in enumerate(series)}
+    for i in range(len(series) - points):
+        held.pop(i, None)
+    newest = (len(series) - 1) // per if series else 0
+    out = []
+    for b in range(newest - width + 1, newest + 1):
+        got = [held[i] for i in range(b * per, b * per + per) if i in held]
+        out.append(max(got) if got else 0.0)
+    return out
+
+
+@pytest.mark.parametrize("width", [30, 47, 120, 180])
+async def test_aligned_columns_are_fixed_places_in_time(width: int) -> None:
+    rng = random.Random(width)
+    app = One(width)
+    async with app.run_test(size=(width, 8)) as pilot:
+        spark = app.query_one(ScaledSparkline)
+        series: list[float] = []
+        for _ in range(400):
+            series.append(rng.uniform(0, 130))
+            spark.show(series[-spark.points:], end=len(series))
+            if len(series) in (1, 2, 5, 119, 120, 121, 241, 399, 400):
+                await pilot.pause()
+                assert list(spark._aligned_columns(width)) == aligned_reference(series, spark.points, width,
+                                                                                spark.scale), len(series)
+
+
+async def test_aligned_chart_holds_still_until_a_column_changes() -> None:
+    """Four samples a column (120 points over 30): a sample below its column's maximum asks for no
+    repaint; one above it, or the first of a new column (the chart moves on by one), does."""
+    app = One(30)
+    async with app.run_test(size=(30, 8)) as pilot:
+        spark = app.query_one(ScaledSparkline)
+        series = [50.0] * 200   # 200 = 50 columns of 4: the next sample starts column 50
+        spark.show(series[-120:], end=len(series))
+        await pilot.pause()
+        spark._prepare()
+        calls: list[Any] = []
+        original = spark.refresh
+        spark.refresh = lambda *a, **k: calls.append(a) or original(*a, **k)  # type: ignore[method-assign]
+
+        def add(value: float) -> None:
+            series.append(value)
+            spark.show(series[-120:], end=len(series))
+            spark._prepare()   # as a frame would draw it
+
+        add(40.0)                    # a new column begins: the chart moves on
+        assert len(calls) == 1
+        add(30.0)                    # below its column's maximum (40): nothing to draw
+        add(40.0)
+        assert len(calls) == 1
+        add(45.0)                    # above it: the newest column grows
+        assert len(calls) == 2
+        add(10.0)                    # the next column begins
+        assert len(calls) == 3

@@ -160,6 +160,10 @@ class NodeReading:
     mem_history: tuple[float, ...] = ()
     gpu_history: tuple[float, ...] = ()
     roce_history: tuple[float, ...] = ()
+    #: Each chart's ``Ring.end``: how many points it has taken in all (its newest is point end - 1).
+    mem_history_end: int = 0
+    gpu_history_end: int = 0
+    roce_history_end: int = 0
 
 
 # ---- events ---------------------------------------------------------------------------------------

@@ -85,6 +85,9 @@ def reading_from(sample: Sample, telemetry: NodeTelemetry, now: float) -> NodeRe
         mem_history=tuple(telemetry.history.mem_percent.values()),
         gpu_history=tuple(telemetry.history.gpu_busy.values()),
         roce_history=tuple(telemetry.history.traffic_gbps.values()),
+        mem_history_end=telemetry.history.mem_percent.end,
+        gpu_history_end=telemetry.history.gpu_busy.end,
+        roce_history_end=telemetry.history.traffic_gbps.end,
     )
 
 

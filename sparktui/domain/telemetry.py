@@ -666,14 +666,17 @@ def compute_rates(prev: Sample, cur: Sample, cables: Sequence[Cable] | None = No
 
 # ---- history and per-node state -------------------------------------------------------------------
 class Ring:
-    """A fixed-length series for a sparkline (oldest first)."""
+    """A fixed-length series for a sparkline (oldest first), and how many values it has taken in all
+    (``end``: the place after the newest, so a chart can cut its columns at fixed places in time)."""
 
     def __init__(self, maxlen: int = DEFAULT_HISTORY) -> None:
         self._values: deque[float] = deque(maxlen=maxlen)
+        self.end = 0
 
     def append(self, value: float | None) -> None:
         if value is not None:
             self._values.append(float(value))
+            self.end += 1
 
     @property
     def maxlen(self) -> int:

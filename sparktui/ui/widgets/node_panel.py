@@ -218,11 +218,13 @@ class NodePanel(Vertical):
         # Memory and GPU on 0–100 %. Traffic on 0 to the window's peak (at least 10 Gb/s): a fixed 0–400
         # Gb/s scale would flatten a 30 Gb/s weight load into nothing; the text line gives the absolute value.
         r = n.reading or _NO_READING
-        self.query_one("#spark-mem", ScaledSparkline).show(r.mem_history)
-        self.query_one("#spark-gpu", ScaledSparkline).show(r.gpu_history)
+        # Columns at fixed places in time (``end``): the charts hold still between columns.
+        self.query_one("#spark-mem", ScaledSparkline).show(r.mem_history, end=r.mem_history_end)
+        self.query_one("#spark-gpu", ScaledSparkline).show(r.gpu_history, end=r.gpu_history_end)
         peak = max(r.roce_history, default=0.0)
         net_scale = max(10.0, peak * 1.1)
-        self.query_one("#spark-roce", ScaledSparkline).show(r.roce_history, scale=net_scale)
+        self.query_one("#spark-roce", ScaledSparkline).show(r.roce_history, scale=net_scale,
+                                                            end=r.roce_history_end)
         total = f"{r.mem_total_gib:.0f}G" if r.mem_total_gib else "100%"
         for key, scale in (("mem", total), ("gpu", "100%"), ("roce", f"{net_scale:.0f}G")):
             label = self.query_one(f"#caption-{key}", Label)

@@ -24,10 +24,20 @@ class ScaledSparkline(Sparkline):
 
     Textual's sparkline scales to the data's own min and max, which turns 7.5 ± 0.01 GiB into a wall of
     full bars; here 0 and ``scale`` fix the range and the window is left-padded with zeros, so history
-    scrolls in from the right as it fills. It draws what Textual's would for the same window (its buckets,
-    bars and colour blend), but through ``render_line`` from strips built once per data, size and colour:
-    Textual's renderable summarises every bucket once per row and styles every cell separately, and the
-    panels' sparklines were half of what an idle dashboard at ready spent its CPU on.
+    scrolls in from the right as it fills. Drawn through ``render_line`` from strips built once per
+    columns, size and colour: Textual's renderable summarises every bucket once per row and styles every
+    cell separately, and the panels' sparklines were half of what an idle dashboard at ready spent its CPU
+    on.
+
+    Columns are cut one of two ways:
+
+    * given ``end`` (how many samples the series has taken in all: ``Ring.end``), at fixed places in time:
+      a column is ``ceil(points / width)`` consecutive samples counted from the first one ever, the newest
+      column the one filling now. Between the moments a column fills, only the newest column can change
+      (when a sample beats its maximum), so the chart holds still instead of every column's maximum moving
+      as the window slides by one sample, and it is repainted only when a column changes;
+    * without it, as Textual's own sparkline cuts the sliding window (its buckets, bars and colour blend:
+      ``tests/test_ui_sparkline.py`` compares the two).
     """
 
     def __init__(self, scale: float, points: int = HISTORY_POINTS, **kwargs: Any) -> None:
@@ -35,23 +45,55 @@ class ScaledSparkline(Sparkline):
         self.scale = scale
         self.points = points
         self._values: tuple[float, ...] = ()
+        self._end: int | None = None
         self._strips: tuple[tuple[Any, ...], list[Strip]] | None = None
         self._cuts: tuple[tuple[int, int], list[tuple[int, int]]] | None = None
+        #: The columns last drawn (aligned mode): a new sample that changes none asks for no repaint.
+        self._shown: tuple[float, ...] | None = None
+        #: (width, columns) as ``show`` cut them last (aligned mode), so a frame does not cut them again.
+        self._cut: tuple[int, tuple[float, ...]] | None = None
         #: Bar styles by value, for the colours in use: a sliding window brings back the same values.
         self._styles: tuple[tuple[Any, ...], dict[float, Style]] | None = None
 
-    def show(self, values: Sequence[float], scale: float | None = None) -> None:
-        before = (self._values, self.scale)
+    def show(self, values: Sequence[float], scale: float | None = None, end: int | None = None) -> None:
+        """The series (oldest first; its last ``points`` are drawn) on 0 to ``scale``; ``end``: see above."""
+        before = (self._values, self.scale, self._end)
         if scale:
             self.scale = scale
         tail = tuple(min(v, self.scale) for v in list(values)[-self.points:])
-        # The two anchors of Textual's way (0 and the scale) take two places of the window.
-        pad = (0.0,) * max(0, self.points - len(tail) - 2)
-        self._values = (*pad, *tail)
-        if (self._values, self.scale) != before:   # a new window or a new scale: one repaint
+        self._end = end
+        if end is None:
+            # The two anchors of Textual's way (0 and the scale) take two places of the window.
+            pad = (0.0,) * max(0, self.points - len(tail) - 2)
+            self._values = (*pad, *tail)
+            if (self._values, self.scale, self._end) != before:   # a new window or scale: one repaint
+                self.refresh()
+            return
+        self._values = tail
+        width = self.size.width
+        self._cut = None
+        if width <= 0:
+            self.refresh()   # (not laid out yet: drawn when it is)
+            return
+        self._cut = (width, self._aligned_columns(width))
+        if (self._cut[1], self.scale) != (self._shown, before[1]):
             self.refresh()
 
-    def _columns(self, width: int) -> list[float]:
+    def _aligned_columns(self, width: int) -> tuple[float, ...]:
+        """The columns cut at fixed places in time (``show``'s ``end``): each the maximum of its samples
+        still held, 0 where none is."""
+        end = self._end or 0
+        per = max(1, -(-self.points // width))   # (rounded up: all ``points`` shown, as the caption says)
+        newest = (end - 1) // per if end > 0 else 0
+        first = end - len(self._values)   # the series' place of self._values[0]
+        values, columns = self._values, []
+        for bucket in range(newest - width + 1, newest + 1):
+            lo = max(bucket * per, first) - first
+            hi = min((bucket + 1) * per, end) - first
+            columns.append(max(values[lo:hi]) if hi > lo else 0.0)
+        return tuple(columns)
+
+    def _sliding_columns(self, width: int) -> list[float]:
         """Each column's value: the bucket's maximum, buckets cut as Textual cuts them (the anchors sit in
         the window's first bucket but are never drawn)."""
         n = len(self._values) + 2
@@ -89,11 +131,17 @@ class ScaledSparkline(Sparkline):
         high = background + (self.get_component_styles("sparkline--max-color").color
                              if self.max_color is None else self.max_color)
         base = self.rich_style
-        key = (self._values, self.scale, width, height, low, high, base)
+        if self._end is None:
+            columns: tuple[float, ...] = tuple(self._sliding_columns(width))
+        else:
+            cut = self._cut
+            columns = cut[1] if cut is not None and cut[0] == width else self._aligned_columns(width)
+            self._shown = columns
+        key = (columns, self.scale, width, height, low, high, base)
         if self._strips is None or self._strips[0] != key:
-            self._strips = (key, self._draw(width, height, low.rich_color, high.rich_color, base))
+            self._strips = (key, self._draw(columns, height, low.rich_color, high.rich_color, base))
 
-    def _draw(self, width: int, height: int, low: Any, high: Any, base: Style) -> list[Strip]:
+    def _draw(self, columns: Sequence[float], height: int, low: Any, high: Any, base: Style) -> list[Strip]:
         extent = self.scale or 1.0
         levels = len(BARS) * height - 1
         colours = (low, high, base, extent)
@@ -101,7 +149,7 @@ class ScaledSparkline(Sparkline):
             self._styles = (colours, {})
         styles = self._styles[1]
         bars: list[tuple[int, Style]] = []
-        for value in self._columns(width):
+        for value in columns:
             ratio = value / extent
             style = styles.get(value)
             if style is None:
@@ -116,5 +164,5 @@ class ScaledSparkline(Sparkline):
             segments = [blank if level < bottom else
                         Segment("█" if level >= top else BARS[level % len(BARS)], style)
                         for level, style in bars]
-            rows.append(Strip(Segment.simplify(segments), width))
+            rows.append(Strip(Segment.simplify(segments), len(columns)))
         return rows
