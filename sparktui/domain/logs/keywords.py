@@ -81,7 +81,16 @@ def _branch(node: dict[str, Any]) -> str:
     return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
 
 
-def _trie(keywords: tuple[str, ...], at: list[int], guarded: frozenset[str], guard: str) -> dict[str, Any]:
+def _tails(keywords: tuple[str, ...], at: list[int]) -> dict[str, list[str]]:
+    """Each keyword from its entry on (what a match of the trie shows) -> the keywords with that tail."""
+    tails: dict[str, list[str]] = {}
+    for kw, entry in zip(keywords, at, strict=True):
+        tails.setdefault(kw[entry:], []).append(kw)
+    return tails
+
+
+def _trie(keywords: tuple[str, ...], at: list[int], guarded: frozenset[str] = frozenset(),
+          guard: str = "") -> dict[str, Any]:
     """Each keyword from its entry on, ending in a lookbehind for the whole keyword (and ``guard`` after a
     keyword of ``guarded``)."""
     trie: dict[str, Any] = {}
@@ -102,11 +111,9 @@ def line_regex(keywords: tuple[str, ...], guarded: frozenset[str] = frozenset(),
     part of the match so that ``finditer`` goes on at the next line by itself. (One group, not one per
     keyword: 155 groups made every try a third slower.) ``chars``: see :func:`entries`."""
     at = entries(keywords, chars)
-    tails: dict[str, list[str]] = {}
-    for kw, entry in zip(keywords, at, strict=True):
-        tails.setdefault(kw[entry:], []).append(kw)
     pattern = re.compile(f"({_branch(_trie(keywords, at, guarded, guard))})[^\\n]*")
-    return pattern, {tail: tuple(sorted(kws, key=lambda kw: kw in guarded)) for tail, kws in tails.items()}
+    return pattern, {tail: tuple(sorted(kws, key=lambda kw: kw in guarded))
+                     for tail, kws in _tails(keywords, at).items()}
 
 
 def matched(text: str, m: re.Match[str], tails: dict[str, tuple[str, ...]]) -> str:
@@ -131,12 +138,7 @@ class KeywordFinder:
     def __init__(self, keywords: Iterable[str], chars: str = "") -> None:
         kws = tuple(dict.fromkeys(keywords))
         at = entries(kws, chars)
-        roots: dict[str, dict[str, Any]] = {}
-        for kw, entry in zip(kws, at, strict=True):
-            node = roots.setdefault(kw[entry], {})
-            for ch in kw[entry + 1 :]:
-                node = node.setdefault(ch, {})
-            node.setdefault("", []).append(f"(?<={re.escape(kw)})")
+        roots = _trie(kws, at)   # first level: the entry characters
         firsts = sorted(roots)
         # One group per entry character (a dozen): lastindex says which character, the group the rest.
         self._pattern = re.compile("|".join(f"{re.escape(ch)}(?=({_branch(roots[ch])}))" for ch in firsts))
@@ -144,13 +146,10 @@ class KeywordFinder:
         # A match's tail stands for any keyword with that tail (the lookbehinds at its end), and one of them
         # may hide another that agrees with it there.
         entry_of = dict(zip(kws, at, strict=True))
-        by_tail: dict[str, list[str]] = {}
-        for kw, entry in entry_of.items():
-            by_tail.setdefault(kw[entry:], []).append(kw)
         self._at_place: dict[str, tuple[tuple[str, int], ...]] = {
             tail: tuple((other, e) for other, e in entry_of.items()
                         if any(_agree(kw, entry_of[kw], other, e) for kw in group))
-            for tail, group in by_tail.items()}
+            for tail, group in _tails(kws, at).items()}
 
     def find(self, text: str) -> set[str]:
         """The keywords ``text`` holds."""

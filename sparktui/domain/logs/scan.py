@@ -3,7 +3,7 @@ splitting or parsing the block.
 
 Every keyword of the rules (:mod:`.rules`) belongs to an anchor, and a line matters when an anchor takes
 it (:func:`line_keyword`: the rule, one line at a time). A block is scanned for those lines by one regex
-pass over a trie of the keywords that can still matter (:func:`_regex_spans`): every start-up keyword
+pass over a trie of the keywords that can still matter (:func:`regex_lines`): every start-up keyword
 before "ready", the few serving-time ones after it. A run of updates of one tqdm bar on consecutive
 candidate lines is cut to its last update."""
 

@@ -48,8 +48,6 @@ class ScaledSparkline(Sparkline):
         self._end: int | None = None
         self._strips: tuple[tuple[Any, ...], list[Strip]] | None = None
         self._cuts: tuple[tuple[int, int], list[tuple[int, int]]] | None = None
-        #: The columns last drawn (aligned mode): a new sample that changes none asks for no repaint.
-        self._shown: tuple[float, ...] | None = None
         #: (width, columns) as ``show`` cut them last (aligned mode), so a frame does not cut them again.
         self._cut: tuple[int, tuple[float, ...]] | None = None
         #: Bar styles by value, for the colours in use: a sliding window brings back the same values.
@@ -76,7 +74,9 @@ class ScaledSparkline(Sparkline):
             self.refresh()   # (not laid out yet: drawn when it is)
             return
         self._cut = (width, self._aligned_columns(width))
-        if (self._cut[1], self.scale) != (self._shown, before[1]):
+        # Against the columns and scale last drawn (the strips' key): a sample that changes none asks for
+        # no repaint.
+        if self._strips is None or self._strips[0][:2] != (self._cut[1], self.scale):
             self.refresh()
 
     def _aligned_columns(self, width: int) -> tuple[float, ...]:
@@ -136,7 +136,6 @@ class ScaledSparkline(Sparkline):
         else:
             cut = self._cut
             columns = cut[1] if cut is not None and cut[0] == width else self._aligned_columns(width)
-            self._shown = columns
         key = (columns, self.scale, width, height, low, high, base)
         if self._strips is None or self._strips[0] != key:
             self._strips = (key, self._draw(columns, height, low.rich_color, high.rich_color, base))
