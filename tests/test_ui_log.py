@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sparktui.config import UIConfig
 from sparktui.domain.events import LogRecords
-from sparktui.domain.logs import parse_line
+from sparktui.domain.logs import is_probe_request, parse_line
 from sparktui.sim.recording import DEFAULT_RECORDING, recording_text
 from sparktui.ui.app import SparkApp
 from sparktui.ui.widgets.log_pane import LogPane
@@ -28,7 +28,8 @@ async def test_a_burst_is_written_in_one_batch() -> None:
         await settle(pilot, app)
         pane = app.query_one(LogPane)
         before = pane.flushes
-        plain = [line for line in REAL_LINES if not parse_line(line).is_progress][:600]
+        plain = [line for line in REAL_LINES if not parse_line(line).is_progress
+                 and not is_probe_request(parse_line(line).message)][:600]
         for i in range(0, 600, 3):   # many small events, as a follower posts them
             backend.post(LogRecords("vllm", records(plain[i : i + 3])))
         await settle(pilot, app)
@@ -220,3 +221,38 @@ async def test_typing_in_the_filter_line_never_triggers_a_control() -> None:
         assert backend.calls == []
         assert app.query_one(LogPane).filter_text == "stxrq"
         assert app.is_running
+
+
+async def test_probe_lines_are_hidden_counted_and_shown_on_h() -> None:
+    app, backend = make_app()
+    lines = [
+        "INFO 04-14 16:08:05 [api_server.py:1] Starting vLLM API server on http://0.0.0.0:8000",
+        'INFO:     127.0.0.1:40000 - "GET /health HTTP/1.1" 200 OK',
+        'INFO:     127.0.0.1:40002 - "GET /metrics HTTP/1.1" 200 OK',
+        'INFO:     10.0.0.5:45344 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        'INFO:     127.0.0.1:40004 - "GET /health HTTP/1.1" 503 Service Unavailable',
+    ]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(LogRecords("vllm", records(lines)))
+        await settle(pilot, app)
+        pane = app.query_one(LogPane)
+        assert [s.rstrip()[-19:] for s in shown(app)] == [
+            "http://0.0.0.0:8000", 'ons HTTP/1.1" 200 OK'[-19:], "Service Unavailable"]
+        assert pane.probes_hidden == 2
+        assert "2 probes hidden (h)" in str(app.query_one("#log-status").render())
+        assert len(pane.buffers["vllm"]) == 5   # kept: h shows them
+        await pilot.press("h")
+        await settle(pilot, app)
+        assert len(shown(app)) == 5 and "GET /metrics" in shown(app)[2]
+        assert "hidden" not in str(app.query_one("#log-status").render())
+        assert "GET /health" in pane.view_text()
+        await pilot.press("h")
+        await settle(pilot, app)
+        assert len(shown(app)) == 3 and pane.probes_hidden == 2
+        assert "GET /metrics" not in pane.view_text()
+        # The one-by-one path (a bar moving) hides them too; the bar's last state goes to the log.
+        bar = "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.00s/it]"
+        backend.post(LogRecords("vllm", records([bar, lines[1]])))
+        await settle(pilot, app)
+        assert pane.probes_hidden == 3 and len(shown(app)) == 4 and "shards" in shown(app)[-1]

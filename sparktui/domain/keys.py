@@ -36,6 +36,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "log_top": "g,home",
     "follow": "G,end",
     "wrap": "W",
+    "probes": "h",
     "copy_line": "c",
     "save_log": "ctrl+s",
 }

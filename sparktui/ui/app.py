@@ -141,6 +141,8 @@ class SparkApp(App[int]):
         _binding("log_top", "log_top", "Top of the log", show=False),
         _binding("follow", "follow", "Follow log", show=False),
         _binding("wrap", "toggle_wrap", "Wrap", "Fold long log lines", show=False),
+        _binding("probes", "toggle_probes", "Probes",
+                 "Show or hide monitoring probes' lines (GET /health, /metrics) in the log", show=False),
         _binding("copy_line", "copy_line", "Copy line",
                  "Copy the current match (or the last line in view) to the clipboard", show=False),
         _binding("save_log", "save_log", "Save log", "Save the log as shown (filters applied) to a file",
@@ -701,6 +703,12 @@ class SparkApp(App[int]):
     def action_toggle_wrap(self) -> None:
         wrap = self.query_one(LogPane).toggle_wrap()
         self.notify(f"long log lines {'folded' if wrap else 'cut (scroll sideways)'}", timeout=2)
+
+    def action_toggle_probes(self) -> None:
+        pane = self.query_one(LogPane)
+        shown = pane.toggle_probes()
+        self.notify("probe lines (GET /health, /metrics …) shown" if shown else
+                    f"probe lines hidden ({pane.probes_hidden:,} in the buffer)", timeout=2)
 
     def action_copy_line(self) -> None:
         text = self.query_one(LogPane).current_text()

@@ -34,6 +34,7 @@ Whole logs (:mod:`.timeline`)
     ``timeline_from_bytes(data, expected_nodes=None)``, ``parse_log_text(text)``, ``render_human(snapshot)``.
 """
 
+from sparktui.domain.logs.access import is_probe_request
 from sparktui.domain.logs.failures import FAILURE_KINDS
 from sparktui.domain.logs.line import LogRecord, Progress, parse_line, parse_physical_line, strip_ansi
 from sparktui.domain.logs.rules import STAGE_LABELS, STAGES
@@ -65,6 +66,7 @@ __all__ = [
     "StageSnapshot",
     "Timeline",
     "TimelineSnapshot",
+    "is_probe_request",
     "parse_line",
     "parse_log_text",
     "parse_physical_line",

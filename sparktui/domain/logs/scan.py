@@ -89,12 +89,6 @@ def relayed_bar_key(line: str) -> tuple[str, str] | None:
     return None if key is None else (key, parts[1])
 
 
-def count_ok_requests(text: str, start: int = 0, end: int | None = None) -> int:
-    """uvicorn access-log lines with a 2xx status (``"POST /v1/chat/completions HTTP/1.1" 200 OK``) in
-    ``text[start:end]``."""
-    return text.count('HTTP/1.1" 2', start, end) + text.count('HTTP/1.0" 2', start, end)
-
-
 # After a level keyword: the first "] " after it in the line opens a logger.exception's indented code ("]" and
 # three spaces; :func:`_level_takes` as a regex). Its alternatives exclude each other at their first
 # character, so it runs in linear time.

@@ -28,6 +28,7 @@ from typing import Any
 from sparktui.domain.durations import format_duration
 from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs import nccl
+from sparktui.domain.logs.access import count_ok_requests
 from sparktui.domain.logs.clock import NodeClock
 from sparktui.domain.logs.failure_tracker import TRACEBACK_NOISE, FailureTracker, Found
 from sparktui.domain.logs.line import (
@@ -52,7 +53,6 @@ from sparktui.domain.logs.scan import (
     SERVING_GROUPS,
     STARTUP_GROUPS,
     candidate_lines,
-    count_ok_requests,
     cr_segments,
     has_any,
     late_nccl_line,

@@ -47,7 +47,7 @@ FACT_MEANINGS: dict[str, tuple[str, str]] = {
     "engine_seconds": ("s", "engine init: profile, KV cache, warm-up"),
     "placement_wait_seconds": ("s", "waiting for Ray to place the GPUs"),
     "served_seconds": ("s", "serving, from ready to the stop or crash"),
-    "requests_served": ("n", "requests answered (2xx in the access log)"),
+    "requests_served": ("n", "requests answered (2xx in the access log, probes not counted)"),
     "nodes_seen": ("n", "nodes whose lines the log shows"),
     "stop_signal": ("", "the signal that stopped the engine"),
     "nccl_version": ("", "NCCL library"),

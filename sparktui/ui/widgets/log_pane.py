@@ -25,7 +25,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Input, Label, Log
 
-from sparktui.domain.logs import LogRecord, parse_line
+from sparktui.domain.logs import LogRecord, is_probe_request, parse_line
 from sparktui.ui.widgets.util import show
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -230,6 +230,10 @@ class LogPane(Vertical):
         self.filter_text = ""
         self.min_level = 0
         self.node_filter: str | None = None
+        #: Monitoring probes' access-log lines (``GET /health`` 200, ``GET /metrics`` 200: the dashboard's own
+        #: polls, every two seconds after ready) are hidden unless asked for (``h``); how many, in the status.
+        self.show_probes = False
+        self.probes_hidden = 0
         self.find_term = ""
         #: Line indices (into the log's lines) that hold the find term; None = not counted since a change.
         self._matches: list[int] | None = None
@@ -291,7 +295,12 @@ class LogPane(Vertical):
             plain = cast("Sequence[LogRecord]", batch)
             ring.extend(plain)
             if shown:
-                pending.extend(plain)
+                if self.show_probes:
+                    pending.extend(plain)
+                else:
+                    kept = [r for r in plain if not is_probe_request(r.message)]
+                    self.probes_hidden += len(plain) - len(kept)
+                    pending.extend(kept)
             for new_node in {r.node for r in plain if r.node is not None} - set(seen):
                 seen.append(new_node)
             return
@@ -309,7 +318,7 @@ class LogPane(Vertical):
                 self._commit(ring, current[1], shown, filtered)
                 current = None
             ring.append(record)
-            if shown and (not filtered or self.passes(record)):
+            if shown and self._not_a_hidden_probe(record) and (not filtered or self.passes(record)):
                 if self.naive:
                     self.log_widget.write(format_record(record, self.aliases) + "\n")
                     self.lines_written += 1
@@ -324,7 +333,7 @@ class LogPane(Vertical):
 
     def _commit(self, ring: deque[LogRecord], record: LogRecord, shown: bool, filtered: bool) -> None:
         ring.append(record)
-        if shown and (not filtered or self.passes(record)):
+        if shown and self._not_a_hidden_probe(record) and (not filtered or self.passes(record)):
             if self.naive:
                 self.log_widget.write(format_record(record, self.aliases) + "\n")
                 self.lines_written += 1
@@ -335,7 +344,15 @@ class LogPane(Vertical):
     def filtering(self) -> bool:
         return bool(self.min_level or self.node_filter is not None or self.filter_text)
 
+    def _not_a_hidden_probe(self, record: LogRecord) -> bool:
+        """False for a probe's line while probes are hidden (and it is counted)."""
+        if self.show_probes or not is_probe_request(record.message):
+            return True
+        self.probes_hidden += 1
+        return False
+
     def passes(self, record: LogRecord) -> bool:
+        """Whether a record is shown under the filters (level, node, text); probes are judged apart."""
         if self.min_level:
             level = level_of(record)
             # Lines without a level (continuations) stay with INFO, not with WARNING or ERROR.
@@ -461,7 +478,9 @@ class LogPane(Vertical):
         self._pending.clear()
         log = self.log_widget
         log.clear()
-        kept = [r for r in self.buffers.get(self.source, ()) if self.passes(r)]
+        self.probes_hidden = 0
+        kept = [r for r in self.buffers.get(self.source, ())
+                if self._not_a_hidden_probe(r) and self.passes(r)]
         log.write_lines(self._screen_lines(kept)[-self.buffer_lines :], scroll_end=False)
         log.current_line = None
         self._matches = None
@@ -470,6 +489,11 @@ class LogPane(Vertical):
         self._show_progress()
         self._show_empty()
         self.update_status()
+
+    def toggle_probes(self) -> bool:
+        self.show_probes = not self.show_probes
+        self.rebuild()
+        return self.show_probes
 
     def toggle_wrap(self) -> bool:
         self.wrap = not self.wrap
@@ -480,8 +504,9 @@ class LogPane(Vertical):
     def view_text(self) -> str:
         """The current source's buffer as shown (filters applied, not folded), one record per line."""
         aliases = self.aliases
+        show_probes = self.show_probes
         return "".join(format_record(r, aliases) + "\n" for r in self.buffers.get(self.source, ())
-                       if self.passes(r))
+                       if (show_probes or not is_probe_request(r.message)) and self.passes(r))
 
     def current_text(self) -> str | None:
         """The current find match's line, else the last line in view; None when the log is empty."""
@@ -624,6 +649,9 @@ class LogPane(Vertical):
             t.append(f" filter {self.filter_text!r} ", style="cyan")
         if self.wrap:
             t.append(" wrap ", style="cyan")
+        if self.probes_hidden and not self.show_probes:
+            t.append(f" {self.probes_hidden:,} probe{'s' if self.probes_hidden != 1 else ''} hidden (h) ",
+                     style="dim")
         if self.find_term:
             t.append(f" find {self.find_term!r} ", style="black on yellow")
             t.append(f" {self._match_count()} ", style="bold")

@@ -1,0 +1,38 @@
+"""uvicorn's access log: which lines are requests served, and which are monitoring probes.
+
+vLLM's API server logs every HTTP request through uvicorn (``INFO:     10.0.0.5:45344 - "POST
+/v1/chat/completions HTTP/1.1" 200 OK``), the dashboard's own ``/health`` and ``/metrics`` polls (one of
+each every two seconds after ready) and any other monitor's (Prometheus, a load balancer) included. Those
+probes are no work the engine did for anyone: they are not counted as requests served, and the live log
+hides them (with a count, and a key to show them) so that they do not bury what the engine says."""
+
+from __future__ import annotations
+
+import re
+
+#: Paths that monitors poll: liveness, metrics, version, the model list (a client's health check).
+PROBE_PATHS = ("/health", "/metrics", "/ping", "/version", "/v1/models")
+
+# A probe, as uvicorn prints it (the colour codes of a tty stripped): method, path with maybe a query,
+# protocol, then the status: a 2xx or 304 is a probe answered; only a 2xx counts in ``count_ok_requests``.
+_PATHS = "|".join(re.escape(p) for p in PROBE_PATHS)
+_PROBE = re.compile(rf'"(?:GET|HEAD) (?:{_PATHS})(?:\?[^" ]*)? HTTP/[\d.]+" (?:2\d\d|304)')
+_PROBE_OK = re.compile(rf'"(?:GET|HEAD) (?:{_PATHS})(?:\?[^" ]*)? HTTP/1\.[01]" 2')
+
+
+def count_ok_requests(text: str, start: int = 0, end: int | None = None) -> int:
+    """Requests served in ``text[start:end]``: uvicorn access-log lines with a 2xx status
+    (``"POST /v1/chat/completions HTTP/1.1" 200 OK``), monitoring probes (:func:`is_probe_request`) not
+    counted."""
+    stop = len(text) if end is None else end
+    ok = text.count('HTTP/1.1" 2', start, stop) + text.count('HTTP/1.0" 2', start, stop)
+    if ok:
+        ok -= sum(1 for _ in _PROBE_OK.finditer(text, start, stop))
+    return ok
+
+
+def is_probe_request(message: str) -> bool:
+    """A monitoring probe answered: ``GET /health`` (or ``/metrics``, ``/ping``, ``/version``,
+    ``/v1/models``) with a 2xx or 304 status. A failed probe (a 500 from ``/health`` as the engine dies) is
+    no probe here: it is news."""
+    return " HTTP/" in message and _PROBE.search(message) is not None
