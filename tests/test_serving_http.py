@@ -325,12 +325,50 @@ async def test_watch_process_gone_is_a_crash_at_once(engine_server: LocalServer)
         return alive
 
     async with EngineApi(engine_server.url) as api:
+        # (While /health answers the process is looked for every process_check_seconds.)
         watch = ServingWatch(api, ready_at=time.monotonic(), health_fail_seconds=60, interval=0.05,
-                             process_alive=process_alive)
+                             process_alive=process_alive, process_check_seconds=0.2)
         assert (await watch.poll_once())[0].health is Health.HEALTHY
         alive = False
         crash = await asyncio.wait_for(watch.run(), 5.0)
     assert crash.reason == "process_exited"
+
+
+async def test_watch_looks_for_the_process_seldom_while_health_answers(engine_server: LocalServer) -> None:
+    checks: list[float] = []
+
+    async def process_alive() -> bool:
+        checks.append(time.monotonic())
+        return True
+
+    async with EngineApi(engine_server.url) as api:
+        watch = ServingWatch(api, ready_at=time.monotonic(), health_fail_seconds=60, interval=0.01,
+                             process_alive=process_alive, process_check_seconds=0.5)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.2:
+            await watch.poll_once()
+        polls = watch.stats.polls
+        assert polls > 10 and 2 <= len(checks) <= 3 and len(checks) == watch.stats.process_checks
+        engine_server.stop()   # /health fails from now on: the process is looked for on every poll
+        before = len(checks)
+        for _ in range(3):
+            await watch.poll_once()
+    assert len(checks) == before + 3
+
+
+async def test_an_unchanged_scrape_is_not_parsed_again(engine_server: LocalServer) -> None:
+    # An idle engine: every scrape the same (vLLM's counters' ``_created`` stamps are fixed at start).
+    idle = exposition("new", EngineLoad(kv_usage=0.25))
+    engine_server.engine.metrics = lambda: idle
+    async with EngineApi(engine_server.url) as api:
+        watch = ServingWatch(api, ready_at=time.monotonic(), interval=0.01)
+        snaps = [(await watch.poll_once())[1] for _ in range(3)]
+        assert watch.reader.parses == 1 and watch.stats.scrapes == 3
+        assert all(s is not None and s.kv_cache_usage_percent == snaps[0].kv_cache_usage_percent
+                   for s in snaps)  # type: ignore[union-attr]
+        engine_server.engine.metrics = lambda: exposition("new", EngineLoad(running=2, kv_usage=0.5))
+        snap = (await watch.poll_once())[1]
+    assert watch.reader.parses == 2 and snap is not None and snap.requests_running == 2
 
 
 async def test_watch_survives_a_bad_metrics_body(engine_server: LocalServer) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from sparktui.domain.events import EventSink, Notice, ServingSampled
 from sparktui.domain.readiness import Crash, CrashDetector, Health, HealthVerdict, ReadyCheck, VerifyStep
-from sparktui.domain.serving import MetricsParseError, ServingSnapshot, ServingTracker, sample_from_text
+from sparktui.domain.serving import MetricsParseError, SampleReader, ServingSnapshot, ServingTracker
 from sparktui.remote.api_client import EngineApi, EngineApiError
 
 Clock = Callable[[], float]
@@ -88,6 +88,7 @@ class WatchStats:
     scrapes: int = 0
     scrape_errors: int = 0
     last_scrape_error: str = ""
+    process_checks: int = 0
 
 
 class ServingWatch:
@@ -103,6 +104,7 @@ class ServingWatch:
         model_name: str | None = None,
         window_seconds: float = 20.0,
         process_alive: Callable[[], Awaitable[bool]] | None = None,
+        process_check_seconds: float = 10.0,
         stall_notice_seconds: float = 60.0,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
@@ -116,6 +118,12 @@ class ServingWatch:
         self.detector = CrashDetector(ready_at, health_fail_seconds)
         self.tracker = ServingTracker(window_seconds=window_seconds)
         self.process_alive = process_alive
+        #: While /health answers, the process that answers is there: it is looked for (a command on the head)
+        #: only this often, to catch a detached process gone behind an answering port. While /health
+        #: fails, on every poll: a process gone is a crash at once, not after ``health_fail_seconds``.
+        self.process_check_seconds = process_check_seconds
+        self._process_checked_at: float | None = None
+        self.reader = SampleReader(model_name)
         self.clock = clock
         self.sleep = sleep
         self.stats = WatchStats()
@@ -128,8 +136,8 @@ class ServingWatch:
         health = await self.api.health()
         now = self.clock()
         verdict = self.detector.observe(health.ok, now, health.error)
-        if verdict.health is not Health.CRASHED and self.process_alive is not None \
-                and not await self.process_alive():
+        if verdict.health is not Health.CRASHED and self._process_check_due(health.ok, now) \
+                and self.process_alive is not None and not await self.process_alive():
             crash = self.detector.process_gone(self.clock())
             verdict = HealthVerdict(Health.CRASHED, verdict.failing_for, verdict.last_error, crash)
         self.last_verdict = verdict
@@ -137,7 +145,7 @@ class ServingWatch:
             return verdict, None
         try:
             text = await self.api.metrics_text()
-            sample = sample_from_text(text, self.model_name)
+            sample = self.reader.read(text)
         except (EngineApiError, MetricsParseError) as exc:
             self.stats.scrape_errors += 1
             self.stats.last_scrape_error = str(exc)
@@ -146,6 +154,16 @@ class ServingWatch:
         snapshot = self.tracker.update(sample, self.clock())
         self.last_snapshot = snapshot
         return verdict, snapshot
+
+    def _process_check_due(self, healthy: bool, now: float) -> bool:
+        if self.process_alive is None:
+            return False
+        last = self._process_checked_at
+        if healthy and last is not None and now - last < self.process_check_seconds:
+            return False
+        self._process_checked_at = now
+        self.stats.process_checks += 1
+        return True
 
     async def run(
         self,
