@@ -1096,6 +1096,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def next_aligned(mono: float, wall: float, interval: float) -> float:
+    """When the next sample of a stream is due (monotonic): at the next whole multiple of ``interval`` of
+    the wall clock, at least half an interval from now. Every node's stream then samples at the same
+    moments (their clocks agree to milliseconds under NTP): a dashboard draws all nodes' samples in one
+    frame instead of one frame per node, and the readings it compares across nodes are of one instant.
+    (Never a burst: a stream that fell behind waits for the next mark.)"""
+    wait = interval - wall % interval
+    if wait < interval / 2:
+        wait += interval
+    return mono + wait
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.until_stdin_closes:
@@ -1114,10 +1126,13 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             if args.count and probe.seq >= args.count:
                 return 0
-            next_at += args.interval
             now = time.monotonic()
-            if next_at < now:          # fell behind (suspended, slow read): skip, do not burst
-                next_at = now
+            if args.count:
+                next_at += args.interval
+                if next_at < now:          # fell behind (suspended, slow read): skip, do not burst
+                    next_at = now
+            else:
+                next_at = next_aligned(now, time.time(), args.interval)
             if args.until_stdin_closes:
                 if _stdin_closed(next_at):
                     return 0

@@ -434,3 +434,13 @@ def test_recorded_h200_stream_shape() -> None:
             assert gpu.power_w is not None and 10 <= gpu.power_w <= 1000
             assert gpu.sm_clock_mhz is not None and 100 <= gpu.sm_clock_mhz <= 3000
         assert s.memory.total is not None and s.memory.total > 0
+
+
+def test_a_stream_samples_on_the_wall_clocks_marks() -> None:
+    # Every node's stream samples at the same moments (whole multiples of the interval), never sooner than
+    # half an interval after the last sample.
+    from sparktui.probe import next_aligned
+    assert next_aligned(100.0, 1_000.2, 1.0) == pytest.approx(100.8)
+    assert next_aligned(100.0, 1_000.7, 1.0) == pytest.approx(101.3)   # 0.3 s to the mark: the one after
+    assert next_aligned(5.0, 1_000.0, 2.0) == pytest.approx(7.0)
+    assert next_aligned(0.0, 12.3, 0.5) == pytest.approx(0.7)

@@ -64,6 +64,7 @@ class EngineFeed:
         self._clock = clock
         self._moved = False
         self._published = -1
+        self._last_posted: EngineChanged | None = None
 
     @property
     def timeline(self) -> Timeline:
@@ -95,8 +96,13 @@ class EngineFeed:
             self.publish()
 
     def publish(self) -> None:
+        """Post the engine as it is, unless that is what was posted last: a line that moved nothing (an
+        access-log line, a stats line at idle) wakes no redraw."""
         truth = self.truth
         self._published = truth.version
         snapshot = self.timeline.snapshot(self._clock())
-        self._post(EngineChanged(truth.state, truth.detail, timeline_view(snapshot),
-                                 truth.vllm_version or snapshot.vllm_version, truth.ttft_seconds))
+        event = EngineChanged(truth.state, truth.detail, timeline_view(snapshot),
+                              truth.vllm_version or snapshot.vllm_version, truth.ttft_seconds)
+        if event != self._last_posted:
+            self._last_posted = event
+            self._post(event)

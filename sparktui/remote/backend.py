@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from sparktui.config import SparkConfig
+from sparktui.domain.deadline import within
 from sparktui.domain.engine_state import RUNNING, EngineTruth, Record, Restart, Tell, Unwatch, Verify
 from sparktui.domain.engine_view import EngineFeed
 from sparktui.domain.events import (
@@ -58,8 +59,12 @@ from sparktui.remote.transport import LinkPhase, LinkState, Transport, Transport
 
 log = logging.getLogger(__name__)
 
-#: How often batched log records and timeline changes are posted (the UI redraws at about this rate).
+#: How often batched log records and timeline changes are posted while lines arrive (the UI redraws at
+#: about this rate).
 FLUSH_INTERVAL = 0.1
+#: With no log line arriving, how often time is let pass for the state machine's "for N seconds" rules (its
+#: clocks count seconds: a quiet engine wakes the backend once a second, not ten times).
+QUIET_TICK = 1.0
 #: Seconds between looks at the head's operation lock (another sparktui's start/stop/restart).
 LOCK_POLL_INTERVAL = 3.0
 #: Seconds before host facts are asked for again when a node did not answer.
@@ -114,6 +119,8 @@ class SshBackend:
         self._engine = EngineFeed(
             self.truth, LogIngest(len(config.nodes), display_cap=config.ui.log_buffer_lines), self._post)
         self._shown_log = self._engine.log
+        #: Set when log bytes arrive (the engine's or the shown one): the flush loop's wake-up.
+        self._log_arrived = asyncio.Event()
         self._watch: asyncio.Task[Any] | None = None
         #: Ray's node list and the head's reach of the other nodes, watched while the engine runs.
         self._evidence: list[asyncio.Task[Any]] = []
@@ -387,8 +394,14 @@ class SshBackend:
         assert self.controller is not None
         head = self.config.head
         # Bytes straight into the engine feed: no hop through the backend.
+        feed, arrived = self._engine.log_bytes, self._log_arrived
+
+        def on_bytes(data: bytes) -> None:
+            feed(data)
+            arrived.set()
+
         follower = LogFollower(
-            self._head_transport(), self.controller.log_path(), self._engine.log_bytes,
+            self._head_transport(), self.controller.log_path(), on_bytes,
             python=(head.python,), on_reset=self._engine.log_reset,
         )
         await follower.run()
@@ -414,17 +427,23 @@ class SshBackend:
             self._post(Notice(f"{node}: no Ray worker log found (is Ray running there?)", "warning"))
             return
 
-        shown = self._shown_log
+        shown, arrived = self._shown_log, self._log_arrived
 
         def on_bytes(data: bytes) -> None:
             shown.feed(data)
+            arrived.set()
 
         await LogFollower(transport, path, on_bytes, python=(self.config.node(node).python,)).run()
 
     async def _flush_loop(self) -> None:
-        """Post log records in batches and the timeline when it changed, at a steady rate; let time pass
-        for the state machine's "for N seconds" rules."""
+        """Post log records in batches and the timeline when it changed, every ``FLUSH_INTERVAL`` while
+        lines arrive (the first line of a quiet spell waits that long for the ones that come with it); let
+        time pass for the state machine's "for N seconds" rules, at least every ``QUIET_TICK``."""
+        arrived = self._log_arrived
         while True:
+            with contextlib.suppress(TimeoutError):
+                await within(arrived.wait(), QUIET_TICK)
+            arrived.clear()
             await asyncio.sleep(FLUSH_INTERVAL)
             batch = self._shown_log.take_records(time.monotonic())
             if batch:

@@ -707,8 +707,9 @@ class SparkApp(App[int]):
     def action_toggle_probes(self) -> None:
         pane = self.query_one(LogPane)
         shown = pane.toggle_probes()
-        self.notify("probe lines (GET /health, /metrics …) shown" if shown else
-                    f"probe lines hidden ({pane.probes_hidden:,} in the buffer)", timeout=2)
+        n = pane.probes_in_buffer()
+        what = f"{n:,} probe line{'' if n == 1 else 's'} (GET /health, /metrics …)"
+        self.notify(f"{what} shown" if shown else f"{what} hidden", timeout=2)
 
     def action_copy_line(self) -> None:
         text = self.query_one(LogPane).current_text()

@@ -490,6 +490,9 @@ class LogPane(Vertical):
         self._show_empty()
         self.update_status()
 
+    def probes_in_buffer(self) -> int:
+        return sum(1 for r in self.buffers.get(self.source, ()) if is_probe_request(r.message))
+
     def toggle_probes(self) -> bool:
         self.show_probes = not self.show_probes
         self.rebuild()
@@ -650,8 +653,8 @@ class LogPane(Vertical):
         if self.wrap:
             t.append(" wrap ", style="cyan")
         if self.probes_hidden and not self.show_probes:
-            t.append(f" {self.probes_hidden:,} probe{'s' if self.probes_hidden != 1 else ''} hidden (h) ",
-                     style="dim")
+            # (No running count: it would repaint the line at every poll; ``h`` says how many.)
+            t.append(" probes hidden (h) ", style="dim")
         if self.find_term:
             t.append(f" find {self.find_term!r} ", style="black on yellow")
             t.append(f" {self._match_count()} ", style="bold")
