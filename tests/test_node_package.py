@@ -190,3 +190,52 @@ def test_host_reach_and_peer_reach_answer_over_loopback(tmp_path: Path) -> None:
         listening.close()
     # A refusing node answers: it is there.
     assert [json.loads(r) for r in rounds] == [{"up": True, "refused": True}] * 2
+
+
+def test_a_watch_prints_a_round_only_when_it_changed(tmp_path: Path) -> None:
+    listening = socket.create_server(("127.0.0.1", 0))
+    try:
+        port = listening.getsockname()[1]
+        args = ("0.05", "4", f"up=127.0.0.1:{port}")
+        every = run(tmp_path, "peer_reach", *args).stdout.splitlines()
+        changed = run(tmp_path, "peer_reach", *args, "changes").stdout.splitlines()
+    finally:
+        listening.close()
+    assert len(every) == 4 and changed == every[:1]
+
+
+_FAKE_RAY = '''
+import json, os
+__version__ = "2.60.0"
+_n = [0]
+def init(**kw): pass
+def cluster_resources(): return {"GPU": 2.0}
+def nodes():
+    # A node goes dead at the third reading (RAYPROBE_DEAD_AT).
+    _n[0] += 1
+    dead = _n[0] >= int(os.environ["RAYPROBE_DEAD_AT"])
+    return [{"NodeID": "a", "NodeManagerAddress": "10.0.0.1", "NodeManagerHostname": "spark1", "Alive": True,
+             "Resources": {"GPU": 1.0, "node:__internal_head__": 1.0}},
+            {"NodeID": "b", "NodeManagerAddress": "10.0.0.2", "NodeManagerHostname": "spark2",
+             "Alive": not dead, "Resources": {"GPU": 1.0}}]
+'''
+
+
+def test_the_ray_watch_prints_a_reading_only_when_it_changed(tmp_path: Path) -> None:
+    # A stand-in ``ray`` module (the probe's use of it: init, nodes, cluster_resources); Ray's real node
+    # table is read by the same code on the test bed.
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "ray.py").write_text(_FAKE_RAY)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "fake"), "RAYPROBE_DEAD_AT": "3"}
+
+    def probe(*flags: str) -> list[dict[str, object]]:
+        argv = [sys.executable, "-S", "-c", node.source("ray_probe"), "10.0.0.1:6379", "10.0.0.1", "0.02",
+                "5"]
+        res = subprocess.run([*argv, *flags], cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=60, check=True)
+        return [json.loads(line.removeprefix("RAYPROBE ")) for line in res.stdout.splitlines()]
+
+    every, changed = probe(), probe("changes")
+    assert len(every) == 5
+    alive = [[n["alive"] for n in r["nodes"]] for r in changed]  # type: ignore[attr-defined]
+    assert alive == [[True, True], [True, False]]   # the first reading, then the one that changed

@@ -1,5 +1,7 @@
-"""Runs on the head: argv = INTERVAL ROUNDS (0: until killed), then ``name=ip:port`` items; prints
-{"name": true|false} per round (a refused or reset connection counts as an answer)."""
+"""Runs on the head: argv = INTERVAL ROUNDS (0: until killed), then ``name=ip:port`` items and maybe
+``changes``; prints {"name": true|false} per round (a refused or reset connection counts as an answer).
+``changes`` (the dashboard's watch): a round is printed only when its answer differs from the last one
+printed, or ``HEARTBEAT`` seconds after it (the reach is still tried every INTERVAL)."""
 
 from __future__ import annotations
 
@@ -10,17 +12,27 @@ import time
 
 from sparktui.node.tcp import one_round
 
+#: Seconds after which an unchanged round is printed again (``changes``).
+HEARTBEAT = 10.0
+
 
 def main(argv: list[str]) -> None:
     interval, rounds = float(argv[0]), int(argv[1])
     peers = []
     for a in argv[2:]:
+        if "=" not in a:
+            continue   # a flag
         name, where = a.split("=", 1)
         ip, port = where.rsplit(":", 1)
         peers.append((name, ip, int(port)))
+    changes = "changes" in argv[2:]
+    printed: tuple[str, float] | None = None
     for n in itertools.count(1):
         t0 = time.monotonic()
-        print(json.dumps(one_round(peers, interval)), flush=True)
+        line = json.dumps(one_round(peers, interval))
+        if not changes or printed is None or printed[0] != line or t0 - printed[1] >= HEARTBEAT:
+            print(line, flush=True)
+            printed = (line, t0)
         if n == rounds:
             break
         time.sleep(max(0.0, interval - (time.monotonic() - t0)))

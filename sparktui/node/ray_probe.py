@@ -1,7 +1,12 @@
-"""argv: ADDRESS NODE_IP INTERVAL COUNT [gcs] [stdin]. Connects to the Ray cluster once and prints one
-``RAYPROBE {json}`` line per INTERVAL (``ray.nodes()``: the same keys in Ray 2.9 … 2.60), COUNT times at
-most; it also ends when the channel closes (the next print fails). ``RAYPROBE_ERROR {json}`` when Ray
-cannot be imported or joined.
+"""argv: ADDRESS NODE_IP INTERVAL COUNT [gcs] [changes] [stdin]. Connects to the Ray cluster once and
+prints one ``RAYPROBE {json}`` line per INTERVAL (``ray.nodes()``: the same keys in Ray 2.9 … 2.60), COUNT
+times at most; it also ends when the channel closes (the next print fails). ``RAYPROBE_ERROR {json}`` when
+Ray cannot be imported or joined.
+
+``changes`` (the dashboard's watch while the engine runs): a reading is printed only when it differs from
+the last one printed (its time aside), or ``HEARTBEAT`` seconds after it: Ray is still read every INTERVAL
+here, and a node lost is still told within one, but a quiet cluster sends a line every ten seconds, not
+every second, for the dashboard to decrypt and parse all day.
 
 ``gcs`` (a one-shot reading, ``sparktui status``): the same node table read from the GCS without joining
 as a driver (``ray.init`` starts a core worker: ~1.2 s more than ``import ray`` on a test host), through
@@ -17,6 +22,9 @@ import time
 from typing import Any, NoReturn
 
 from sparktui.node.stdin_watch import end_with_stdin
+
+#: Seconds after which an unchanged reading is printed again (``changes``).
+HEARTBEAT = 10.0
 
 
 def error(text: str, code: int) -> NoReturn:
@@ -57,7 +65,8 @@ def main(argv: list[str]) -> None:
         import ray
     except Exception as e:
         error(f"cannot import ray: {e}", 3)
-    state = gcs_state(addr) if argv[4:5] == ["gcs"] else None
+    flags = argv[4:]
+    state = gcs_state(addr) if "gcs" in flags else None
     if state is None:
         try:
             ray.init(address=addr, _node_ip_address=ip, log_to_driver=False, logging_level=logging.ERROR)
@@ -65,10 +74,15 @@ def main(argv: list[str]) -> None:
             error(f"ray.init({addr}): {type(e).__name__}: {e}", 4)
         state = ray
     table = ray.nodes if state is ray else state.node_table
+    changes = "changes" in flags
+    printed: tuple[str, float] | None = None   # the last reading printed (its time aside), and when
     for i in range(count):
         doc = reading(ray, table(), state.cluster_resources())
         doc["via"] = "driver" if state is ray else "gcs"
-        print("RAYPROBE " + json.dumps(doc, sort_keys=True), flush=True)
+        key, now = json.dumps({k: v for k, v in doc.items() if k != "t"}, sort_keys=True), time.monotonic()
+        if not changes or printed is None or printed[0] != key or now - printed[1] >= HEARTBEAT:
+            print("RAYPROBE " + json.dumps(doc, sort_keys=True), flush=True)
+            printed = (key, now)
         if i + 1 < count:
             time.sleep(interval)
 

@@ -533,7 +533,7 @@ class SshBackend:
         peers = peers_of(self.config)
         tasks = [self._spawn(self.controller.watch_ray(self._on_ray, interval=RAY_INTERVAL))]
         if peers:
-            argv = reach_argv(head.python, peers, RAY_INTERVAL)
+            argv = reach_argv(head.python, peers, RAY_INTERVAL, changes=True)
             tasks.append(self._spawn(watch_peers(self._head_transport(), argv, self._on_peer)))
         return tasks
 

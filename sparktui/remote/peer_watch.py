@@ -23,10 +23,11 @@ REACH_PY = source("peer_reach")
 
 
 def reach_argv(python: str, peers: Sequence[tuple[str, str, int]], interval: float,
-               rounds: int = 0) -> list[str]:
-    """``peers``: (name, ip, port) of every node but the head."""
+               rounds: int = 0, *, changes: bool = False) -> list[str]:
+    """``peers``: (name, ip, port) of every node but the head. ``changes``: a round printed only when its
+    answer changed (or ten seconds on), for a watch."""
     return [python, "-c", REACH_PY, f"{interval:g}", str(rounds),
-            *(f"{name}={ip}:{port}" for name, ip, port in peers)]
+            *(f"{name}={ip}:{port}" for name, ip, port in peers), *(["changes"] if changes else [])]
 
 
 def peers_of(config: SparkConfig) -> list[tuple[str, str, int]]:

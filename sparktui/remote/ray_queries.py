@@ -49,7 +49,7 @@ class RayQueries:
         (one connected probe, restarted by ``LineStream`` when it ends, e.g. after the connection dropped)."""
         cfg = self.nodes.config
         head = cfg.head.name
-        argv = P.probe_argv(cfg, self.nodes.runtimes[head], 3600.0, interval)
+        argv = P.probe_argv(cfg, self.nodes.runtimes[head], 3600.0, interval, changes=True)
         stream = LineStream(self.nodes.transports[head], argv, name=f"{head}: Ray watch", reap_timeout=2.0)
         async with contextlib.aclosing(stream.lines()) as lines:
             async for line in lines:

@@ -306,9 +306,10 @@ def detached_state_argv(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str
 def probe_argv(config: SparkConfig, rt: NodeRuntime, seconds: float,
                interval: float = RAY_POLL_INTERVAL, *, count: int | None = None,
                until_stdin_closes: bool = True, timeout: float | None = None,
-               gcs: bool = False) -> list[str]:
+               gcs: bool = False, changes: bool = False) -> list[str]:
     """The Ray probe on the head: a reading every ``interval`` s for about ``seconds`` s (or ``count``
     readings). ``gcs``: read from the GCS without joining as a driver (``sparktui/node/ray_probe.py``).
+    ``changes``: a reading printed only when it changed, or ten seconds on (the watch while serving).
 
     ``until_stdin_closes`` (a streaming probe, started with ``Transport.start``): it ends with its channel
     (``docker exec -i`` carries the EOF into the container). ``timeout``: a one-shot probe is bounded by
@@ -321,6 +322,8 @@ def probe_argv(config: SparkConfig, rt: NodeRuntime, seconds: float,
             str(interval), str(count)]
     if gcs:
         argv.append("gcs")
+    if changes:
+        argv.append("changes")   # a reading only when it changed (or ten seconds on): a watch
     if until_stdin_closes:
         argv.append("stdin")
     if timeout is not None:
