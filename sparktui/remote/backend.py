@@ -126,7 +126,7 @@ class SshBackend:
         self._evidence: list[asyncio.Task[Any]] = []
         self._log_source = "vllm"
         self._side_follower: asyncio.Task[Any] | None = None
-        #: How commands run on the head (docker or host); the process check runs every serving poll.
+        #: How commands run on the head (docker or host): the serving watch's process check.
         self._head_runtime = P.runtimes(config)[config.head.name]
         #: Set on every (re)connection of a node: its host facts are read again.
         self._connected = {name: asyncio.Event() for name in self.node_names}
