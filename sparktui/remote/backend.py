@@ -400,9 +400,13 @@ class SshBackend:
             feed(data)
             arrived.set()
 
+        def on_reset() -> None:
+            self._engine.log_reset()
+            arrived.set()
+
         follower = LogFollower(
             self._head_transport(), self.controller.log_path(), on_bytes,
-            python=(head.python,), on_reset=self._engine.log_reset,
+            python=(head.python,), on_reset=on_reset,
         )
         await follower.run()
 

@@ -1,0 +1,41 @@
+"""The SSH backend's flush loop (no nodes needed): a quiet log wakes it about once a second (time passes for
+the state machine's "for N seconds" rules), arriving log bytes within ``FLUSH_INTERVAL`` and batched."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+
+from sparktui.config import load_config
+from sparktui.domain.events import Event, LogRecords
+from sparktui.remote.backend import FLUSH_INTERVAL, QUIET_TICK, SshBackend
+
+CONFIG = Path(__file__).resolve().parents[1] / "config.toml"
+
+
+async def test_a_quiet_log_wakes_the_loop_once_a_second_and_lines_at_once() -> None:
+    backend = SshBackend(load_config(CONFIG))
+    posted: list[tuple[float, Event]] = []
+    backend._sink = lambda event: posted.append((time.monotonic(), event))
+    ticks: list[float] = []
+    backend.truth.tick = lambda: ticks.append(time.monotonic())  # type: ignore[method-assign]
+    task = asyncio.create_task(backend._flush_loop())
+    try:
+        await asyncio.sleep(2.5 * QUIET_TICK)
+        assert 2 <= len(ticks) <= 3   # not 25: nothing arrived
+        # Lines arrive (the follower's callback feeds the log and sets the event): posted in one batch.
+        t0 = time.monotonic()
+        for i in range(3):
+            backend._engine.log_bytes(f"INFO 12-01 10:00:0{i} [x.py:1] line {i}\n".encode())
+            backend._log_arrived.set()
+        while not any(isinstance(e, LogRecords) for _, e in posted) and time.monotonic() - t0 < 2:
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    batches = [(t, e) for t, e in posted if isinstance(e, LogRecords)]
+    assert len(batches) == 1 and len(batches[0][1].records) == 3
+    assert batches[0][0] - t0 < FLUSH_INTERVAL + 0.3
