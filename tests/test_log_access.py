@@ -67,3 +67,17 @@ def test_a_served_log_counts_its_completions_not_its_health_checks(prefix: str, 
                 tl.feed(parse_line(line))
         assert tl.snapshot().outcome == "ready"
         assert tl._requests_served == served, feed
+
+
+@pytest.mark.parametrize("extra", [
+    "",
+    'INFO:     1.2.3.4:5 - "HEAD /health HTTP/1.1" 200 OK',
+    'INFO:     1.2.3.4:5 - "GET /metrics?x=1 HTTP/1.1" 200 OK',
+    'INFO:     1.2.3.4:5 - "GET /ping HTTP/1.0" 200 OK',
+    "INFO 04-14 16:08:05 [api_server.py:1] what? nothing",
+])
+def test_every_probe_form_is_left_out_of_the_count(extra: str) -> None:
+    # Whatever the probes' forms, served = answered - probes.
+    text = "\n".join([*PROBES, *SERVED, PROBES[1], extra])
+    probes = sum(1 for line in text.splitlines() if is_probe_request(line))
+    assert count_ok_requests(text) == text.count('HTTP/1.1" 2') + text.count('HTTP/1.0" 2') - probes

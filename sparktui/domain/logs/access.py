@@ -26,9 +26,9 @@ def count_ok_requests(text: str, start: int = 0, end: int | None = None) -> int:
     counted."""
     stop = len(text) if end is None else end
     ok = text.count('HTTP/1.1" 2', start, stop) + text.count('HTTP/1.0" 2', start, stop)
-    if ok:
-        ok -= sum(1 for _ in _PROBE_OK.finditer(text, start, stop))
-    return ok
+    if not ok:
+        return 0
+    return ok - len(_PROBE_OK.findall(text, start, stop))
 
 
 def is_probe_request(message: str) -> bool:
