@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sparktui.domain.serving import (
     Histogram,
     MetricsParseError,
+    SampleReader,
     ServingTracker,
     counter_rate,
     histogram_quantile,
@@ -79,6 +80,16 @@ def test_v0_naming_and_its_hit_rate_gauge() -> None:
 def test_v0_hit_rate_minus_one_means_prefix_caching_off() -> None:
     s = sample_from_text(exposition("v0", EngineLoad()))
     assert s.prefix_cache_hit_rate_v0 is None
+
+
+def test_the_reader_reads_what_sample_from_text_reads() -> None:
+    reader = SampleReader("qwen3-32b")
+    texts = [exposition("new", sample_load()), exposition("v0", sample_load()),
+             "# HELP process_open_fds x\n# TYPE process_open_fds gauge\nprocess_open_fds 9.0\n",
+             "# HELP process_open_fds x\n# TYPE process_open_fds gauge\nprocess_open_fds 10.0\n"]
+    for text in texts:
+        assert reader.read(text) == sample_from_text(text, "qwen3-32b")
+    assert reader.parses == 3   # the last scrape differs from the one before only outside the wanted families
 
 
 def test_stats_disabled_when_no_vllm_family() -> None:

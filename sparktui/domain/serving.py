@@ -138,12 +138,20 @@ def _only_families(text: str, prefixes: tuple[str, ...]) -> str:
     return "\n".join(kept)
 
 
+def _stats_enabled(text: str) -> bool:
+    """Whether the server publishes vLLM's own stats (none with ``--disable-log-stats``)."""
+    return any(line.startswith("vllm:") for line in text.splitlines())
+
+
 def parse_metrics(
-    text: str, model_name: str | None = None, families: Iterable[str] | None = None
+    text: str, model_name: str | None = None, families: Iterable[str] | None = None, *,
+    stats_enabled: bool | None = None,
 ) -> ParsedMetrics:
     """Parse Prometheus text. With ``model_name``, samples labelled with another model are left out;
-    with ``families``, only families whose names start with one of those are parsed."""
-    stats_enabled = any(line.startswith("vllm:") for line in text.splitlines())
+    with ``families``, only families whose names start with one of those are parsed. ``stats_enabled``:
+    already known of the whole scrape (``text`` then may be its wanted families only)."""
+    if stats_enabled is None:
+        stats_enabled = _stats_enabled(text)
     if families is not None:
         text = _only_families(text, tuple(families))
     gauges: dict[str, list[float]] = {}
@@ -282,18 +290,18 @@ class SampleReader:
     def __init__(self, model_name: str | None = None) -> None:
         self.model_name = model_name
         self.parses = 0
-        self._last: tuple[str, ServingSample] | None = None
+        self._last: tuple[tuple[bool, str], ServingSample] | None = None
 
     def read(self, text: str) -> ServingSample:
-        wanted = _only_families(text, WANTED_FAMILIES)
-        if not any(line.startswith("vllm:") for line in text.splitlines()):
-            wanted = "stats off\n" + wanted  # (--disable-log-stats: said in the sample; never one key)
+        """:func:`sample_from_text` of ``text`` (the wanted families cut out once, for the comparison and
+        the parse)."""
+        key = (_stats_enabled(text), _only_families(text, WANTED_FAMILIES))
         last = self._last
-        if last is not None and last[0] == wanted:
+        if last is not None and last[0] == key:
             return last[1]
-        sample = sample_from_text(text, self.model_name)
+        sample = resolve(parse_metrics(key[1], self.model_name, stats_enabled=key[0]))
         self.parses += 1
-        self._last = (wanted, sample)
+        self._last = (key, sample)
         return sample
 
 
