@@ -136,8 +136,8 @@ class ServingWatch:
         health = await self.api.health()
         now = self.clock()
         verdict = self.detector.observe(health.ok, now, health.error)
-        if verdict.health is not Health.CRASHED and self._process_check_due(health.ok, now) \
-                and self.process_alive is not None and not await self.process_alive():
+        if verdict.health is not Health.CRASHED and self.process_alive is not None \
+                and self._process_check_due(health.ok, now) and not await self.process_alive():
             crash = self.detector.process_gone(self.clock())
             verdict = HealthVerdict(Health.CRASHED, verdict.failing_for, verdict.last_error, crash)
         self.last_verdict = verdict
@@ -156,8 +156,7 @@ class ServingWatch:
         return verdict, snapshot
 
     def _process_check_due(self, healthy: bool, now: float) -> bool:
-        if self.process_alive is None:
-            return False
+        """Whether the process is to be looked for now (and if so, that it was, now)."""
         last = self._process_checked_at
         if healthy and last is not None and now - last < self.process_check_seconds:
             return False
