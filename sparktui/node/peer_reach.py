@@ -1,7 +1,7 @@
 """Runs on the head: argv = INTERVAL ROUNDS (0: until killed), then ``name=ip:port`` items and maybe
 ``changes``; prints {"name": true|false} per round (a refused or reset connection counts as an answer).
-``changes`` (the dashboard's watch): a round is printed only when its answer differs from the last one
-printed, or ``HEARTBEAT`` seconds after it (the reach is still tried every INTERVAL)."""
+``changes`` (the dashboard's watch): a round is printed only when its answer changed, or ten seconds on
+(``changes.ChangesOnly``; the reach is still tried every INTERVAL)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ import json
 import sys
 import time
 
+from sparktui.node.changes import ChangesOnly
 from sparktui.node.tcp import one_round
-
-#: Seconds after which an unchanged round is printed again (``changes``).
-HEARTBEAT = 10.0
 
 
 def main(argv: list[str]) -> None:
@@ -25,14 +23,12 @@ def main(argv: list[str]) -> None:
         name, where = a.split("=", 1)
         ip, port = where.rsplit(":", 1)
         peers.append((name, ip, int(port)))
-    changes = "changes" in argv[2:]
-    printed: tuple[str, float] | None = None
+    watch = ChangesOnly() if "changes" in argv[2:] else None
     for n in itertools.count(1):
         t0 = time.monotonic()
         line = json.dumps(one_round(peers, interval))
-        if not changes or printed is None or printed[0] != line or t0 - printed[1] >= HEARTBEAT:
+        if watch is None or watch.due(line, t0):
             print(line, flush=True)
-            printed = (line, t0)
         if n == rounds:
             break
         time.sleep(max(0.0, interval - (time.monotonic() - t0)))

@@ -4,9 +4,9 @@ times at most; it also ends when the channel closes (the next print fails). ``RA
 Ray cannot be imported or joined.
 
 ``changes`` (the dashboard's watch while the engine runs): a reading is printed only when it differs from
-the last one printed (its time aside), or ``HEARTBEAT`` seconds after it: Ray is still read every INTERVAL
-here, and a node lost is still told within one, but a quiet cluster sends a line every ten seconds, not
-every second, for the dashboard to decrypt and parse all day.
+the last one printed (its time aside), or ten seconds on (``changes.ChangesOnly``): Ray is still read every
+INTERVAL here, and a node lost is still told within one, but a quiet cluster sends a line every ten
+seconds, not every second, for the dashboard to decrypt and parse all day.
 
 ``gcs`` (a one-shot reading, ``sparktui status``): the same node table read from the GCS without joining
 as a driver (``ray.init`` starts a core worker: ~1.2 s more than ``import ray`` on a test host), through
@@ -21,10 +21,8 @@ import sys
 import time
 from typing import Any, NoReturn
 
+from sparktui.node.changes import ChangesOnly
 from sparktui.node.stdin_watch import end_with_stdin
-
-#: Seconds after which an unchanged reading is printed again (``changes``).
-HEARTBEAT = 10.0
 
 
 def error(text: str, code: int) -> NoReturn:
@@ -74,15 +72,13 @@ def main(argv: list[str]) -> None:
             error(f"ray.init({addr}): {type(e).__name__}: {e}", 4)
         state = ray
     table = ray.nodes if state is ray else state.node_table
-    changes = "changes" in flags
-    printed: tuple[str, float] | None = None   # the last reading printed (its time aside), and when
+    watch = ChangesOnly() if "changes" in flags else None
     for i in range(count):
         doc = reading(ray, table(), state.cluster_resources())
         doc["via"] = "driver" if state is ray else "gcs"
-        key, now = json.dumps({k: v for k, v in doc.items() if k != "t"}, sort_keys=True), time.monotonic()
-        if not changes or printed is None or printed[0] != key or now - printed[1] >= HEARTBEAT:
+        if watch is None or watch.due(json.dumps({k: v for k, v in doc.items() if k != "t"}, sort_keys=True),
+                                      time.monotonic()):
             print("RAYPROBE " + json.dumps(doc, sort_keys=True), flush=True)
-            printed = (key, now)
         if i + 1 < count:
             time.sleep(interval)
 
