@@ -4,7 +4,7 @@ vLLM's API server logs every HTTP request through uvicorn (``INFO:     10.0.0.5:
 /v1/chat/completions HTTP/1.1" 200 OK``), the dashboard's own ``/health`` and ``/metrics`` polls (one of
 each every two seconds after ready) and any other monitor's (Prometheus, a load balancer) included. Those
 probes are no work the engine did for anyone: they are not counted as requests served, and the live log
-hides them (with a count, and a key to show them) so that they do not bury what the engine says."""
+hides them (``h`` shows them) so that they do not bury what the engine says."""
 
 from __future__ import annotations
 

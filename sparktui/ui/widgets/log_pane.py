@@ -231,7 +231,8 @@ class LogPane(Vertical):
         self.min_level = 0
         self.node_filter: str | None = None
         #: Monitoring probes' access-log lines (``GET /health`` 200, ``GET /metrics`` 200: the dashboard's own
-        #: polls, every two seconds after ready) are hidden unless asked for (``h``); how many, in the status.
+        #: polls, every two seconds after ready) are hidden unless asked for (``h``); how many were hidden
+        #: from the log as shown (the status line says that some were).
         self.show_probes = False
         self.probes_hidden = 0
         self.find_term = ""
@@ -344,12 +345,16 @@ class LogPane(Vertical):
     def filtering(self) -> bool:
         return bool(self.min_level or self.node_filter is not None or self.filter_text)
 
+    def _hides(self, record: LogRecord) -> bool:
+        """A probe's line while probes are hidden."""
+        return not self.show_probes and is_probe_request(record.message)
+
     def _not_a_hidden_probe(self, record: LogRecord) -> bool:
-        """False for a probe's line while probes are hidden (and it is counted)."""
-        if self.show_probes or not is_probe_request(record.message):
-            return True
-        self.probes_hidden += 1
-        return False
+        """``not _hides(record)``, a hidden one counted."""
+        if self._hides(record):
+            self.probes_hidden += 1
+            return False
+        return True
 
     def passes(self, record: LogRecord) -> bool:
         """Whether a record is shown under the filters (level, node, text); probes are judged apart."""
@@ -507,9 +512,8 @@ class LogPane(Vertical):
     def view_text(self) -> str:
         """The current source's buffer as shown (filters applied, not folded), one record per line."""
         aliases = self.aliases
-        show_probes = self.show_probes
         return "".join(format_record(r, aliases) + "\n" for r in self.buffers.get(self.source, ())
-                       if (show_probes or not is_probe_request(r.message)) and self.passes(r))
+                       if not self._hides(r) and self.passes(r))
 
     def current_text(self) -> str | None:
         """The current find match's line, else the last line in view; None when the log is empty."""
