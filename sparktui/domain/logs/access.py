@@ -16,8 +16,9 @@ PROBE_PATHS = ("/health", "/metrics", "/ping", "/version", "/v1/models")
 # A probe, as uvicorn prints it (the colour codes of a tty stripped): method, path with maybe a query,
 # protocol, then the status: a 2xx or 304 is a probe answered; only a 2xx counts in ``count_ok_requests``.
 _PATHS = "|".join(re.escape(p) for p in PROBE_PATHS)
-_PROBE = re.compile(rf'"(?:GET|HEAD) (?:{_PATHS})(?:\?[^" ]*)? HTTP/[\d.]+" (?:2\d\d|304)')
-_PROBE_OK = re.compile(rf'"(?:GET|HEAD) (?:{_PATHS})(?:\?[^" ]*)? HTTP/1\.[01]" 2')
+_PROBE_REQUEST = rf'"(?:GET|HEAD) (?:{_PATHS})(?:\?[^" ]*)? HTTP/'
+_PROBE = re.compile(_PROBE_REQUEST + r'[\d.]+" (?:2\d\d|304)')
+_PROBE_OK = re.compile(_PROBE_REQUEST + r'1\.[01]" 2')
 
 
 def count_ok_requests(text: str, start: int = 0, end: int | None = None) -> int:
