@@ -193,6 +193,21 @@ def test_kernel_and_driver_kinds_with_their_hints(line: str, kind: str, hint_wor
     assert hint_word in snap.failure.hint
 
 
+@pytest.mark.parametrize("exc", [
+    # ray/exceptions.py ActorUnavailableError: f"The actor {actor_id} is unavailable: {error_msg}", the
+    # message gRPC's: "failed to connect to all addresses; last error: UNKNOWN: ipv4:%s:%d: ..."
+    "ray.exceptions.ActorUnavailableError: The actor 0ebacbd567459902e2ad296216000000 is unavailable: The actor is temporarily unavailable: RpcError: RPC error: failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.2:10329: Failed to connect to remote host: Connection refused rpc_code: 1",
+    # ActorDiedError's base text with its context lines ("\tclass_name: ...", "\tip: ...")
+    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n\tclass_name: RayWorkerWrapper\n\tactor_id: 0ebacbd5\n\tpid: 8\n\tip: 10.0.0.2",
+])
+def test_a_ray_worker_actor_lost_is_worker_died_and_the_hint_names_its_address(exc: str) -> None:
+    head = f"{_EC} {_h('ERROR', '10:05:00', 'core.py:1')}"
+    body = "".join(f"{head}{part}\n" for part in exc.split("\n"))
+    snap = parse_log_text(_CTX + f"{head}EngineCore failed to start.\n" + body)
+    assert snap.failure is not None and snap.failure.kind == "worker_died", snap.failure
+    assert "Ray lost a vLLM worker actor on 10.0.0.2" in snap.failure.hint, snap.failure.hint
+
+
 def test_reasons_lines_are_part_of_the_message_and_the_hint() -> None:
     # mixed_precision/__init__.py: f"Failed to find a kernel that can implement the WNA16 linear layer. Reasons: \n"
     # + "\n".join(failure_reasons), each reason f" {kernel.__name__} cannot implement due to: {reason}"

@@ -148,6 +148,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("model_not_found", "does not appear to have a file named config.json"),
     _sig("worker_died", "died unexpectedly"),
     _sig("worker_died", "ActorDiedError"),
+    # Ray cannot reach an actor whose node went away (Ray stopped there, link down): gRPC's text names
+    # the address it tried, "... failed to connect to all addresses; last error: UNKNOWN: ipv4:A:port: ...".
+    _sig("worker_died", "ActorUnavailableError"),
     _sig("worker_died", "The actor died"),
     _sig("worker_died", "EngineDeadError"),
     _sig("worker_died", "worker died or was killed"),
@@ -355,6 +358,9 @@ def frames_stage(funcs: list[str]) -> str | None:
 
 
 _NODE_BUNDLE = re.compile(r"'node:([^']+)'")
+# The address of a Ray actor in Ray's errors: ActorDiedError lists "ip: A", gRPC's failure "ipv4:A:port".
+_ACTOR_ADDRESS = re.compile(r"\bip: (\d{1,3}(?:\.\d{1,3}){3})\b|\bipv4:(\d{1,3}(?:\.\d{1,3}){3}):")
+_RAY_ACTOR_LOST = ("ActorDiedError", "ActorUnavailableError", "The actor died")
 _GPU_BUNDLE = re.compile(r"'(GPU|NPU)': ([\d.]+)")
 
 _HINTS = {
@@ -465,6 +471,12 @@ _HINTS = {
         "segfault, NCCL abort); on the other node check `dmesg` and "
         "/tmp/ray/session_latest/logs/worker-*.err."
     ),
+    "worker_died_ray": (
+        "Ray lost a vLLM worker actor{on}: its node stopped answering Ray (Ray stopped or restarted "
+        "there, the node left the cluster, the link between the nodes dropped, or the worker was "
+        "killed). Run `ray status` on the head; on that node check that its Ray container is up, "
+        "`dmesg` for the OOM killer, and /tmp/ray/session_latest/logs/raylet.out."
+    ),
     "engine_timeout": (
         "The API server gave up waiting for the engine (VLLM_ENGINE_READY_TIMEOUT_S, 600 s by "
         "default), usually because weights are still loading: raise the timeout or pre-download the "
@@ -494,6 +506,8 @@ def hint_for(kind: str, message: str, stage: str, facts: dict[str, object]) -> s
         key = f"{kind}_disk"
     elif kind == "ip_mismatch" and "unique IP address" in message:
         key = "ip_mismatch_same_ip"
+    elif kind == "worker_died" and any(text in message for text in _RAY_ACTOR_LOST):
+        key = "worker_died_ray"
     elif kind == "oom" and ("memory pressure" in message or "running low on memory" in message):
         key = "oom_ray_monitor"
     elif kind == "no_gpu_on_node" and not _RAY_PLACEMENT_WORDS.search(message):
@@ -513,18 +527,26 @@ def hint_for(kind: str, message: str, stage: str, facts: dict[str, object]) -> s
         dev="NPU" if "NPU" in message else "GPU",
         seen=f" (Ray lists {seen} there, so the resource name does not match)" if seen else "",
         stage=stage,
+        on=_actor_on(message),
         eager=", or use --enforce-eager to skip CUDA-graph memory" if stage == "cuda_graphs" else "",
     )
     detail = continuation_detail(message)
-    if detail:
+    if detail and key != "worker_died_ray":  # Ray's context lines: the hint already names the address
         hint += f" vLLM says: {detail}"
     return hint
 
 
+def _actor_on(message: str) -> str:
+    m = _ACTOR_ADDRESS.search(message)
+    return f" on {m.group(1) or m.group(2)}" if m else ""
+
+
 # A message that announces detail on the lines after it: vLLM's "Failed to find a kernel that can implement
 # the WNA16 linear layer. Reasons: \n" + "\n".join(reasons), or a sentence ending in "please set" / "set" +
-# colon. The stage machine appends those lines to the message (see Timeline); the hint quotes them.
-_ANNOUNCES = re.compile(r"Reasons:\s*$|[Pp]lease set\b[^.]*$|:\s*$")
+# colon. Ray's ActorDiedError ("The actor died unexpectedly before finishing this task.") goes on with the
+# actor's context, one "\tkey: value" line each (class_name, actor_id, pid, ip). The stage machine appends
+# those lines to the message (see Timeline); the hint quotes them.
+_ANNOUNCES = re.compile(r"Reasons:\s*$|[Pp]lease set\b[^.]*$|:\s*$|ActorDiedError\)?: The actor died")
 
 
 def announces_detail(message: str) -> bool:
