@@ -40,12 +40,12 @@ from sparktui.domain.logs.line import (
 )
 from sparktui.domain.logs.rules import (
     ARGS_PAIR,
-    CONFIG_PAIR,
     RESTART_RULES,
     STAGE_INDEX,
     STAGES,
     STOP_BEFORE_READY,
     Rule,
+    config_pairs,
     convert,
     rules_for,
 )
@@ -92,6 +92,8 @@ _CONFIG_FACTS = {
     "kv_cache_dtype": "str",
     "distributed_executor_backend": "str",
 }
+# The config pairs the stage machine reads (_parse_pairs): the facts above and the model and eager mode.
+_PAIR_KEYS = ("model", "model_tag", "enforce_eager", *_CONFIG_FACTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,12 +497,14 @@ class Timeline:
             return
         if event == "config":
             self._facts.setdefault("vllm_version", m.group("v"))
-            self._parse_pairs(CONFIG_PAIR.findall(m.group("cfg")))
+            self._parse_pairs(config_pairs(m.group("cfg"), _PAIR_KEYS))
             self._touch(stage)
         elif event == "args":
             text = rec.message
-            self._parse_pairs(ARGS_PAIR.findall(text) + CONFIG_PAIR.findall(text.split("Namespace(", 1)[-1])
-                              if "Namespace(" in text else ARGS_PAIR.findall(text))
+            pairs = ARGS_PAIR.findall(text)
+            if "Namespace(" in text:
+                pairs += config_pairs(text.split("Namespace(", 1)[-1], _PAIR_KEYS)
+            self._parse_pairs(pairs)
             self._touch(stage)
         elif event == "ranks":
             self._ranks.add(int(m.group("r")))
