@@ -5,6 +5,7 @@ wakes the drain once and repaints its node."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from typing import Any
 
@@ -94,3 +95,42 @@ async def test_a_log_line_repaints_the_log_and_lays_out_nothing(monkeypatch: pyt
         assert log.max_scroll_y == before + 3          # the scroll range grew with the lines
         assert log.scroll_offset.y == log.max_scroll_y  # and the log still follows the end
         assert log.vertical_scrollbar.window_virtual_size == log.virtual_size.height
+
+
+async def test_stage_bars_keep_no_timers_and_a_countless_stage_sweeps_with_the_tick(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Textual's ProgressBar updates itself every second (for an ETA no stage row shows) and sweeps a bar
+    # without a total at 15 frames a second: during a start that was most of the frames drawn. A stage
+    # bar has no timer; a running stage without a count moves on in the frame the 1 s tick draws anyway.
+    from sparktui.ui.widgets.stage_bar import StageBar, _SweepBar
+    from tests.test_ui_panels import fed_timeline
+
+    app, backend = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(EngineChanged(EngineState.STARTING, timeline=fed_timeline("Memory profiling takes")))
+        await settle(pilot, app)
+        bars = list(app.query(StageBar))
+        assert len(bars) == 9
+        countless = [bar for bar in bars if bar.total is None]
+        assert countless, "a stage running without a count"
+        for bar in bars:
+            assert not [t for t in bar._timers if t._active.is_set()], bar.id
+            sweep = bar.query_one(_SweepBar)
+            assert sweep.auto_refresh is None
+            assert not [t for t in sweep._timers if t._active.is_set()]
+        swept: list[tuple[float, bool]] = []  # (when, a countless stage's bar)
+        original_refresh = Widget.refresh
+
+        def counting_refresh(self: Widget, *args: Any, **kwargs: Any) -> Widget:
+            if isinstance(self, _SweepBar):
+                swept.append((time.monotonic(), self.parent in countless))
+            return original_refresh(self, *args, **kwargs)
+
+        monkeypatch.setattr(Widget, "refresh", counting_refresh)
+        await asyncio.sleep(2.2)   # two ticks
+        await pilot.pause()
+        assert swept and all(countless_bar for _, countless_bar in swept), swept
+        # The refreshes come in the ticks' moments (a bar's update and its sweep), not at a rate of their own.
+        moments = [t for i, (t, _) in enumerate(swept) if i == 0 or t - swept[i - 1][0] > 0.3]
+        assert 2 <= len(moments) <= 3, swept

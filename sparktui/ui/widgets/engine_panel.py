@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import Button, Label, ProgressBar, Static
+from textual.widgets import Button, Label, Static
 
 from sparktui.domain.events import (
     EngineChanged,
@@ -26,6 +26,7 @@ from sparktui.domain.serving import ServingSnapshot
 from sparktui.ui import format as fmt
 from sparktui.ui.stages import FACT_CAPTIONS, STAGE_LABELS, STAGE_ORDER
 from sparktui.ui.widgets.sparkline import ScaledSparkline
+from sparktui.ui.widgets.stage_bar import StageBar
 from sparktui.ui.widgets.util import show
 
 #: What the panel shows before the backend has posted a timeline: every stage pending, no facts.
@@ -68,18 +69,19 @@ class StageRow(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label(STAGE_LABELS[self.stage], classes="stage-name")
-        yield ProgressBar(total=1, show_eta=False, show_percentage=False, classes="stage-bar")
+        yield StageBar(total=1, classes="stage-bar")
         yield Label("", classes="stage-info")
 
     def show(self, view: StageView, elapsed: float | None, stalled: float | None,
              skipped_as: str = "skipped") -> None:
-        bar = self.query_one(ProgressBar)
+        bar = self.query_one(StageBar)
         status = view.status
         if status == "running":
             if view.total:
                 bar.update(total=view.total, progress=view.done or 0)
             else:
                 bar.update(total=None)
+                bar.sweep()  # (called once a second during a start: the sweep's only clock)
         elif status in ("done", "failed"):
             total = view.total or 1
             bar.update(total=total, progress=view.done if (status == "failed" and view.done) else total)
