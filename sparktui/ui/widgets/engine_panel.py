@@ -117,8 +117,17 @@ class EngineFacts(Widget):
     def set(self, facts: Mapping[str, object], engine: EngineChanged) -> None:
         if facts == self._facts and engine == self._engine:
             return
+        width = self.size.width
+        before = self._text(width)
         self._facts, self._engine = dict(facts), engine
-        self.refresh(layout=True)
+        if not width:
+            self.refresh(layout=True)
+            return
+        # The engine changes with every stage a start moves through; the facts line much less often, and
+        # its height less often still: only a new height lays the screen out again.
+        after = self._text(width)
+        if after != before:
+            self.refresh(layout=_height(after) != _height(before))
 
     def _text(self, width: int) -> Text:
         return Text() if self._engine is None else facts_text(self._facts, self._engine, width)
@@ -127,8 +136,11 @@ class EngineFacts(Widget):
         return self._text(self.size.width)
 
     def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
-        text = self._text(width)
-        return text.plain.count("\n") + 1 if text.plain else 0
+        return _height(self._text(width))
+
+
+def _height(text: Text) -> int:
+    return text.plain.count("\n") + 1 if text.plain else 0
 
 
 class EnginePanel(Vertical):
