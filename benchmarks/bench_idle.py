@@ -7,9 +7,10 @@ serving. The previous way runs in the same run (``SparkApp.poll_always``: a 20 H
 re-rendered each second whether anything arrived or not).
 
 ``--testbed``: the SSH backend on the test bed (root; two hosts, real Ray, the stand-in engine started
-first and ready), idle only.
+first and ready), idle; with ``--start SECONDS`` also while the dashboard's own start (the `s` key) streams,
+the stand-in's start-up paced over SECONDS.
 
-    .venv/bin/python benchmarks/bench_idle.py [--demo | --testbed] [--idle 30]
+    .venv/bin/python benchmarks/bench_idle.py [--demo | --testbed [--start 40]] [--idle 30]
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def demo(idle: float) -> None:
               f"   ready {idle_cpu:5.1f} % {idle_rss:5.0f} MB   {loadavg()}", flush=True)
 
 
-def testbed(idle: float) -> int:
+def testbed(idle: float, start: float = 0.0) -> int:
     from sparktui.remote.cluster import close_cluster, open_cluster
     from sparktui.remote.engine import EngineController
     from sparktui.remote.engine_wait import wait_until_ready
@@ -156,6 +157,25 @@ def testbed(idle: float) -> int:
                 print(f"  {way:24}: ready {cpu:5.1f} % {rss:5.0f} MB   {loadavg()}", flush=True)
         finally:
             asyncio.run(down())
+        if start:
+            # The dashboard's own start (`s`), a stand-in replaying its recorded start-up over ~start s:
+            # the window covers preflight, Ray, and the log streaming through the stages.
+            slow = lifecycle_overrides(bed, pace=start)
+            slow["engine"]["ray_wait_timeout"] = 120.0
+            slow_path = bed.write_config(**slow)
+            print(f"Dashboard CPU and RSS while its own start streams (`s`; start-up over ~{start:.0f} s)")
+            for poll in (False, True):
+                d = Dashboard(["--config", str(slow_path)], poll)
+                try:
+                    time.sleep(12)   # connect, nothing running
+                    os.write(d.master, b"s")
+                    time.sleep(2)
+                    cpu, rss = d.window(start * 0.75)
+                finally:
+                    d.close()
+                    asyncio.run(down())
+                way = "previous (20 Hz poll)" if poll else "sparktui (event-driven)"
+                print(f"  {way:24}: start streaming {cpu:5.1f} % {rss:5.0f} MB   {loadavg()}", flush=True)
     return 0
 
 
@@ -164,9 +184,12 @@ def main() -> int:
     parser.add_argument("--testbed", action="store_true", help="the SSH backend on the test bed (root)")
     parser.add_argument("--demo", action="store_true", help="the demo (the default)")
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of the idle window")
+    parser.add_argument("--start", type=float, default=0.0, metavar="SECONDS",
+                        help="(--testbed) also measure the dashboard's own start, the stand-in's start-up "
+                        "paced over SECONDS (e.g. 40)")
     args = parser.parse_args()
     if args.testbed:
-        return testbed(args.idle)
+        return testbed(args.idle, args.start)
     demo(args.idle)
     return 0
 
