@@ -29,7 +29,7 @@ from textual.events import Key, Resize
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Button, Footer, Header, HelpPanel, Static
+from textual.widgets import Button, Footer, Header, Static
 from textual.worker import Worker
 
 from sparktui.config import UIConfig
@@ -785,7 +785,9 @@ class SparkApp(App[int]):
         self.screen.toggle_class("-log-full")
 
     def action_toggle_help(self) -> None:
-        if self.screen.query(HelpPanel):
+        # By its CSS type name: importing HelpPanel (Textual's Markdown, markdown-it) costs 3 MB of RSS
+        # for a panel most sessions never open; Textual imports it when it shows it.
+        if self.screen.query("HelpPanel"):
             self.action_hide_help_panel()
         else:
             self.action_show_help_panel()
