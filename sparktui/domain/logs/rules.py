@@ -321,11 +321,11 @@ def convert(value: str, kind: str) -> object:
     return value
 
 
-# ``key=value`` pairs of ``str(VllmConfig)`` and ``'key': value`` pairs of the non-default args dict.
-CONFIG_PAIR = re.compile(r"(?<![\w.])(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,\s)]+)")
-ARGS_PAIR = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,}\s]+)")
-# A config value alone, and what may not stand right before a config key (CONFIG_PAIR's lookbehind).
+# ``key=value`` pairs of ``str(VllmConfig)`` and ``'key': value`` pairs of the non-default args dict; a config
+# value alone, and what may not stand right before a config key (CONFIG_PAIR's lookbehind).
 _CONFIG_VALUE = re.compile(r"'(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,\s)]+")
+CONFIG_PAIR = re.compile(rf"(?<![\w.])(\w+)=({_CONFIG_VALUE.pattern})")
+ARGS_PAIR = re.compile(r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,}\s]+)")
 _BEFORE_KEY = re.compile(r"[\w.]")
 
 
