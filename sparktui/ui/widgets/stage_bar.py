@@ -18,7 +18,6 @@ from __future__ import annotations
 from rich.style import Style
 from textual import events
 from textual.app import ComposeResult, RenderResult
-from textual.renderables.bar import Bar as BarRenderable
 from textual.widgets import ProgressBar
 from textual.widgets._progress_bar import Bar
 
@@ -42,7 +41,7 @@ class _SweepBar(Bar):
             start = (at if at <= span else 2 * span - at) - lit
             end = start + lit
         style = self.get_component_rich_style("bar--indeterminate")
-        return BarRenderable(
+        return self.bar_renderable(
             highlight_range=(max(0.0, start), min(end, float(width))),
             highlight_style=Style.from_color(style.color),
             background_style=Style.from_color(style.bgcolor),
