@@ -113,13 +113,16 @@ class EngineFacts(Widget):
         super().__init__(**kwargs)
         self._facts: dict[str, object] = {}
         self._engine: EngineChanged | None = None
+        #: The text last made, and at which width: ``set`` compares with it, ``render`` and the layout's
+        #: height read it (each would make it again otherwise).
+        self._made: tuple[int, Text] | None = None
 
     def set(self, facts: Mapping[str, object], engine: EngineChanged) -> None:
         if facts == self._facts and engine == self._engine:
             return
         width = self.size.width
         before = self._text(width)
-        self._facts, self._engine = dict(facts), engine
+        self._facts, self._engine, self._made = dict(facts), engine, None
         if not width:
             self.refresh(layout=True)
             return
@@ -130,7 +133,11 @@ class EngineFacts(Widget):
             self.refresh(layout=_height(after) != _height(before))
 
     def _text(self, width: int) -> Text:
-        return Text() if self._engine is None else facts_text(self._facts, self._engine, width)
+        made = self._made
+        if made is None or made[0] != width:
+            text = Text() if self._engine is None else facts_text(self._facts, self._engine, width)
+            made = self._made = (width, text)
+        return made[1]
 
     def render(self) -> Text:
         return self._text(self.size.width)
