@@ -62,6 +62,11 @@ def _sig(kind: str, keyword: str, pattern: str | None = None) -> Signature:
     return Signature(kind, keyword, re.compile(pattern) if pattern else None)
 
 
+# Ray lost a worker actor: its ActorDiedError ("The actor died unexpectedly ..."), or, when Ray cannot reach
+# an actor whose node went away (Ray stopped there, link down), ActorUnavailableError, whose gRPC text names
+# the address it tried ("... last error: UNKNOWN: ipv4:A:port: ..."). A worker_died of these has its own hint.
+_RAY_ACTOR_LOST = ("ActorDiedError", "ActorUnavailableError", "The actor died")
+
 # Order matters: the first signature that matches wins.
 SIGNATURES: tuple[Signature, ...] = (
     _sig("port_in_use", "Address already in use"),
@@ -147,11 +152,7 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("model_not_found", "is not a valid model identifier"),
     _sig("model_not_found", "does not appear to have a file named config.json"),
     _sig("worker_died", "died unexpectedly"),
-    _sig("worker_died", "ActorDiedError"),
-    # Ray cannot reach an actor whose node went away (Ray stopped there, link down): gRPC's text names
-    # the address it tried, "... failed to connect to all addresses; last error: UNKNOWN: ipv4:A:port: ...".
-    _sig("worker_died", "ActorUnavailableError"),
-    _sig("worker_died", "The actor died"),
+    *(_sig("worker_died", keyword) for keyword in _RAY_ACTOR_LOST),
     _sig("worker_died", "EngineDeadError"),
     _sig("worker_died", "worker died or was killed"),
     # V0 multiproc_worker_utils: "Worker %s pid %s died, exit code: %s" (a negative code is the signal).
@@ -360,7 +361,6 @@ def frames_stage(funcs: list[str]) -> str | None:
 _NODE_BUNDLE = re.compile(r"'node:([^']+)'")
 # The address of a Ray actor in Ray's errors: ActorDiedError lists "ip: A", gRPC's failure "ipv4:A:port".
 _ACTOR_ADDRESS = re.compile(r"\bip: (\d{1,3}(?:\.\d{1,3}){3})\b|\bipv4:(\d{1,3}(?:\.\d{1,3}){3}):")
-_RAY_ACTOR_LOST = ("ActorDiedError", "ActorUnavailableError", "The actor died")
 _GPU_BUNDLE = re.compile(r"'(GPU|NPU)': ([\d.]+)")
 
 _HINTS = {
