@@ -1,6 +1,7 @@
 """The start plan on three test hosts (real sshd, real Ray, the stand-in engine): every worker's
-`ray start` runs at the same time as the others', and they begin once the head's GCS answers — before
-`ray start --head` has returned — while `vllm serve` waits for the head's start. Asserted from the step
+`ray start` runs at the same time as the others', and they begin once the head's GCS answers and lists the
+head's node (a worker that finds none sleeps two seconds) — before `ray start --head` has returned — while
+`vllm serve` waits for the head's start. Asserted from the step
 times the controller records (``EngineController.marks``), never against a time bound."""
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from tests.testbed import Testbed
 pytestmark = [pytest.mark.testbed, pytest.mark.ray]
 
 
-async def test_workers_start_in_parallel_once_the_gcs_answers(make_testbed: Callable[..., Testbed]) -> None:
+async def test_workers_start_in_parallel_once_the_gcs_lists_the_head(
+        make_testbed: Callable[..., Testbed]) -> None:
     bed = make_testbed(["spark1", "spark2", "spark3"])
     make_model_dirs(bed)
     config = lifecycle_config(bed, tensor_parallel_size=3)
@@ -37,8 +39,11 @@ async def test_workers_start_in_parallel_once_the_gcs_answers(make_testbed: Call
         assert w2[0] < w3[1] and w3[0] < w2[1], (w2, w3)
         head = span("ray start (head)", "spark1")
         gcs = span(GCS_STEP, "spark1")
-        # The workers were sent when the GCS answered, not when `ray start --head` returned …
+        # The workers were sent when the GCS answered with the head's node in it, not when `ray start --head`
+        # returned …
         assert gcs[1] <= min(w2[0], w3[0]), (gcs, w2, w3)
+        wait = next(s for s in view.steps if s.name == GCS_STEP)
+        assert any("head node registered after" in ln for ln in wait.output_tail), wait.output_tail
         # … and `vllm serve` only once it had.
         assert marks["serve_launch"] >= head[1]
     finally:

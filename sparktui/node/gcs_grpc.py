@@ -194,17 +194,22 @@ def _node(info: bytes) -> dict[str, Any]:
     return node
 
 
+def node_list(channel: Channel) -> list[dict[str, Any]]:
+    """Every node the GCS knows (``ray.nodes()``'s call), each as ``_node`` reads it."""
+    reply = channel.call("/ray.rpc.NodeInfoGcsService/GetAllNodeInfo", b"")
+    return [_node(value) for number, value in fields(reply) if number == NODE_LIST]
+
+
 def grpc_reading(host: str, port: int, timeout: float) -> dict[str, Any]:
     """The ``RAYPROBE`` document of ``sparktui/node/ray_probe.py`` (the same keys and meaning), read from
     the GCS at ``host:port``. Raises ``GrpcError`` or ``OSError``."""
     channel = Channel(host, port, timeout)
     try:
-        reply = channel.call("/ray.rpc.NodeInfoGcsService/GetAllNodeInfo", b"")
+        nodes = node_list(channel)
         meta = channel.call("/ray.rpc.InternalKVGcsService/InternalKVGet",
                             _bytes_field(1, b"CLUSTER_METADATA") + _bytes_field(2, b"cluster"))
     finally:
         channel.close()
-    nodes = [_node(value) for number, value in fields(reply) if number == NODE_LIST]
     value = dict(fields(meta)).get(KV_VALUE)
     try:
         version = json.loads(value)["ray_version"] if isinstance(value, bytes) else None

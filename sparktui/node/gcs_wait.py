@@ -1,5 +1,13 @@
-"""Runs on the Ray head's host: argv = HOST PORT TIMEOUT POLL. Exits 0, printing "gcs answered after N s",
-once a TCP connect to HOST:PORT succeeds; 1 (the last error on stderr) when TIMEOUT passes first."""
+"""Runs on the Ray head's host: argv = HOST PORT TIMEOUT POLL [head]. Exits 0, printing "gcs answered after
+N s", once a TCP connect to HOST:PORT succeeds — with ``head``, once the GCS also lists the head's node
+alive ("gcs answered after N s; head node registered after M s"); 1 (the last error on stderr) when
+TIMEOUT passes first.
+
+Why ``head``: a worker's ``ray start`` asks the GCS for the head's node (its temp dir) and, finding none,
+sleeps two seconds before it asks again (``get_all_node_info_until_retrieved``, Ray 2.x). Sent when the
+port first answers, a second before the head's raylet registers, a worker lost those two seconds on every
+start. Where the GCS cannot be read this way (token auth, a reply this reader does not know), the port's
+answer is taken as before."""
 
 from __future__ import annotations
 
@@ -7,9 +15,36 @@ import socket
 import sys
 import time
 
+from sparktui.node.gcs_grpc import Channel, GrpcError, node_list
+
+
+def _head_alive(channel: Channel) -> bool:
+    return any(n["is_head"] and n["alive"] for n in node_list(channel))
+
+
+def _wait_head(host: str, port: int, t0: float, limit: float, poll: float) -> str:
+    """Poll the node table on one connection until the head's node is alive: what to add to the line."""
+    try:
+        channel = Channel(host, port, max(1.0, limit - (time.monotonic() - t0)))
+    except OSError as exc:
+        return f" (head node not read: {exc})"
+    try:
+        while not _head_alive(channel):
+            if time.monotonic() - t0 > limit:
+                print(f"the head's node did not register with the gcs at {host}:{port} within {limit:.0f} s",
+                      file=sys.stderr)
+                sys.exit(1)
+            time.sleep(poll)
+    except (GrpcError, OSError) as exc:
+        return f" (head node not read: {exc})"
+    finally:
+        channel.close()
+    return f"; head node registered after {time.monotonic() - t0:.2f} s"
+
 
 def main(argv: list[str]) -> None:
     host, port, limit, poll = argv[0], int(argv[1]), float(argv[2]), float(argv[3])
+    head = argv[4:5] == ["head"]
     t0 = time.monotonic()
     while True:
         try:
@@ -21,7 +56,8 @@ def main(argv: list[str]) -> None:
                 sys.exit(1)
             time.sleep(poll)
             continue
-        print(f"gcs answered after {time.monotonic() - t0:.2f} s", flush=True)
+        answered = f"gcs answered after {time.monotonic() - t0:.2f} s"
+        print(answered + (_wait_head(host, port, t0, limit, poll) if head else ""), flush=True)
         return
 
 

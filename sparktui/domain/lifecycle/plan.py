@@ -380,9 +380,11 @@ def build_start_plan(
                            tuple(head_rt.wrap(_timeout(start_head, 90), tagged=True)), 100.0,
                            success_marker=RAY_STARTED)]
         if early_workers and config.workers:
-            # On the head's host (host network in both runtimes): its GCS port, as the workers will dial it.
+            # On the head's host (host network in both runtimes): its GCS, as the workers will dial it, until
+            # it lists the head's node (a worker's first question).
             head_steps.append(Step(GCS_STEP, head.name,
-                                   tuple(gcs_wait_argv(head.python, head.address, e.ray_port, 90)), 95.0,
+                                   tuple(gcs_wait_argv(head.python, head.address, e.ray_port, 90,
+                                                       head_node=True)), 95.0,
                                    success_marker="gcs answered"))
         phases.append(Phase("Ray head", tuple(head_steps),
                             done_when=GCS_STEP if len(head_steps) > 1 else None))
