@@ -92,3 +92,27 @@ def test_plan_renders_for_dry_run() -> None:
 def test_expected_gpus_split_tp_times_pp_over_nodes() -> None:
     cfg = host_config(tensor_parallel_size=2, pipeline_parallel_size=3)
     assert [e.gpus for e in P.expected_nodes(cfg)] == [2.0, 2.0, 2.0]
+
+
+def test_workers_join_when_the_head_node_is_in_the_gcs_with_rays_cli_imported_meanwhile() -> None:
+    """A worker's `ray start` goes out when the head's GCS port answers and waits there for the head's node
+    (Ray's CLI run in-process by the join script under `ray_python`); with a `ray_command` of the config's
+    own (a wrapper the script cannot run in-process) the head's wait includes the head's node instead."""
+    from sparktui.domain.lifecycle.gcs_wait import GCS_STEP, RAY_JOIN_PY
+
+    plan = P.build_start_plan(host_config(ray_python=["/venv/bin/python"]))
+    gcs = next(s for s in plan.phases[0].steps if s.name == GCS_STEP)
+    assert gcs.argv[-1] != "head"
+    worker = plan.phases[1].steps[0]
+    at = worker.argv.index(RAY_JOIN_PY)
+    assert worker.argv[at - 2 : at] == ("/venv/bin/python", "-c")
+    assert worker.argv[at + 1 : at + 3] == ("10.0.0.1", "6379")
+    assert worker.argv[at + 5 : at + 8] == ("/venv/bin/ray", "start", "--address")
+
+    wrapped = P.build_start_plan(host_config(ray_command=["/opt/ray-wrapper", "--quiet"]))
+    gcs = next(s for s in wrapped.phases[0].steps if s.name == GCS_STEP)
+    assert gcs.argv[-1] == "head"
+    worker = wrapped.phases[1].steps[0]
+    assert RAY_JOIN_PY not in worker.argv and "/opt/ray-wrapper" in worker.argv
+    serial = P.build_start_plan(host_config(), early_workers=False)
+    assert RAY_JOIN_PY not in serial.phases[1].steps[0].argv

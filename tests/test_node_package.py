@@ -19,7 +19,7 @@ from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.links import LinkFacts
 
 SCRIPTS = ["tagged", "facts", "ray_probe", "follow", "ray_logs", "read", "link", "lock", "model_info", "host",
-           "reach", "peer_reach", "gcs_wait", "status"]
+           "reach", "peer_reach", "gcs_wait", "ray_join", "status"]
 
 
 def run(tmp_path: Path, name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -239,3 +239,24 @@ def test_the_ray_watch_prints_a_reading_only_when_it_changed(tmp_path: Path) -> 
     assert len(every) == 5
     alive = [[n["alive"] for n in r["nodes"]] for r in changed]  # type: ignore[attr-defined]
     assert alive == [[True, True], [True, False]]   # the first reading, then the one that changed
+
+
+def test_ray_join_without_ray_in_its_python_waits_then_runs_the_configured_ray(tmp_path: Path) -> None:
+    """`engine.ray_python` without Ray (the config's `ray` runs on another Python): the join still waits for
+    the head's node (here: nothing listens, so it says it could not read it) and runs the configured `ray`
+    with the start's arguments in its place."""
+    fake_ray = tmp_path / "ray"
+    fake_ray.write_text('#!/bin/sh\necho "fake ray: $*"\n')
+    fake_ray.chmod(0o755)
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    # `-S`: no site-packages, so no Ray, whichever Python runs the tests.
+    res = subprocess.run([sys.executable, "-I", "-S", "-c", node.source("ray_join"), "127.0.0.1", str(port),
+                          "5", "0.05", str(fake_ray), "start", "--address", f"127.0.0.1:{port}"],
+                         cwd=cwd, capture_output=True, text=True, timeout=60, check=True)
+    assert "no Ray in this Python" in res.stderr
+    assert "ray_join: head node not read" in res.stdout
+    assert res.stdout.rstrip().endswith(f"fake ray: start --address 127.0.0.1:{port}")

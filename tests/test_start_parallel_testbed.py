@@ -1,7 +1,7 @@
 """The start plan on three test hosts (real sshd, real Ray, the stand-in engine): every worker's
-`ray start` runs at the same time as the others', and they begin once the head's GCS answers and lists the
-head's node (a worker that finds none sleeps two seconds) — before `ray start --head` has returned — while
-`vllm serve` waits for the head's start. Asserted from the step
+`ray start` runs at the same time as the others', and they begin once the head's GCS answers — before
+`ray start --head` has returned — each sending its start once the GCS lists the head's node (a worker that
+finds none sleeps two seconds), while `vllm serve` waits for the head's start. Asserted from the step
 times the controller records (``EngineController.marks``), never against a time bound."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests.testbed import Testbed
 pytestmark = [pytest.mark.testbed, pytest.mark.ray]
 
 
-async def test_workers_start_in_parallel_once_the_gcs_lists_the_head(
+async def test_workers_start_in_parallel_once_the_gcs_answers(
         make_testbed: Callable[..., Testbed]) -> None:
     bed = make_testbed(["spark1", "spark2", "spark3"])
     make_model_dirs(bed)
@@ -39,11 +39,12 @@ async def test_workers_start_in_parallel_once_the_gcs_lists_the_head(
         assert w2[0] < w3[1] and w3[0] < w2[1], (w2, w3)
         head = span("ray start (head)", "spark1")
         gcs = span(GCS_STEP, "spark1")
-        # The workers were sent when the GCS answered with the head's node in it, not when `ray start --head`
-        # returned …
+        # The workers were sent when the GCS answered, not when `ray start --head` returned, and each waited
+        # for the head's node in it (Ray's CLI imported meanwhile) …
         assert gcs[1] <= min(w2[0], w3[0]), (gcs, w2, w3)
-        wait = next(s for s in view.steps if s.name == GCS_STEP)
-        assert any("head node registered after" in ln for ln in wait.output_tail), wait.output_tail
+        for worker in (s for s in view.steps if s.name == "ray start (worker)"):
+            assert any("ray_join: Ray's CLI in" in ln and "head node registered after" in ln
+                       for ln in worker.output_tail), worker.output_tail
         # … and `vllm serve` only once it had.
         assert marks["serve_launch"] >= head[1]
     finally:

@@ -219,3 +219,23 @@ def grpc_reading(host: str, port: int, timeout: float) -> dict[str, Any]:
         raise GrpcError("no nodes, or no Ray version, in the GCS's answer")
     return {"ray_version": str(version), "t": time.time(), "nodes": nodes,
             "gpu_total": sum(n["gpu"] for n in nodes if n["alive"]), "via": "grpc"}
+
+
+def head_node_wait(host: str, port: int, t0: float, limit: float, poll: float) -> str:
+    """Poll the GCS's node table on one connection until it lists the head's node alive, at most until
+    ``limit`` s after ``t0`` (``time.monotonic``): what to say of it ("head node registered after N s", or
+    why it was not read or not seen). It never raises: a reader that cannot tell only costs the wait."""
+    try:
+        channel = Channel(host, port, max(1.0, limit - (time.monotonic() - t0)))
+    except OSError as exc:
+        return f"head node not read: {exc}"
+    try:
+        while not any(n["is_head"] and n["alive"] for n in node_list(channel)):
+            if time.monotonic() - t0 > limit:
+                return f"the head's node not in the gcs within {limit:.0f} s"
+            time.sleep(poll)
+    except (GrpcError, OSError) as exc:
+        return f"head node not read: {exc}"
+    finally:
+        channel.close()
+    return f"head node registered after {time.monotonic() - t0:.2f} s"

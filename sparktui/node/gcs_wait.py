@@ -5,9 +5,10 @@ TIMEOUT passes first.
 
 Why ``head``: a worker's ``ray start`` asks the GCS for the head's node (its temp dir) and, finding none,
 sleeps two seconds before it asks again (``get_all_node_info_until_retrieved``, Ray 2.x). Sent when the
-port first answers, a second before the head's raylet registers, a worker lost those two seconds on every
-start. Where the GCS cannot be read this way (token auth, a reply this reader does not know), the port's
-answer is taken as before."""
+port first answers, a second before the head's raylet registers, a worker lost those two seconds. (The
+plan's own workers wait for the head's node themselves, ``ray_join``; this is for a ``ray_command`` of the
+config's own.) Where the GCS cannot be read this way (token auth, a reply this reader does not know), the
+port's answer is taken as before."""
 
 from __future__ import annotations
 
@@ -15,31 +16,7 @@ import socket
 import sys
 import time
 
-from sparktui.node.gcs_grpc import Channel, GrpcError, node_list
-
-
-def _head_alive(channel: Channel) -> bool:
-    return any(n["is_head"] and n["alive"] for n in node_list(channel))
-
-
-def _wait_head(host: str, port: int, t0: float, limit: float, poll: float) -> str:
-    """Poll the node table on one connection until the head's node is alive: what to add to the line."""
-    try:
-        channel = Channel(host, port, max(1.0, limit - (time.monotonic() - t0)))
-    except OSError as exc:
-        return f" (head node not read: {exc})"
-    try:
-        while not _head_alive(channel):
-            if time.monotonic() - t0 > limit:
-                print(f"the head's node did not register with the gcs at {host}:{port} within {limit:.0f} s",
-                      file=sys.stderr)
-                sys.exit(1)
-            time.sleep(poll)
-    except (GrpcError, OSError) as exc:
-        return f" (head node not read: {exc})"
-    finally:
-        channel.close()
-    return f"; head node registered after {time.monotonic() - t0:.2f} s"
+from sparktui.node.gcs_grpc import head_node_wait
 
 
 def main(argv: list[str]) -> None:
@@ -57,7 +34,7 @@ def main(argv: list[str]) -> None:
             time.sleep(poll)
             continue
         answered = f"gcs answered after {time.monotonic() - t0:.2f} s"
-        print(answered + (_wait_head(host, port, t0, limit, poll) if head else ""), flush=True)
+        print(answered + ("; " + head_node_wait(host, port, t0, limit, poll) if head else ""), flush=True)
         return
 
 

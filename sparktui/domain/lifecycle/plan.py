@@ -18,7 +18,14 @@ from sparktui.config import NodeConfig, SparkConfig
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.discovery import Discovery
-from sparktui.domain.lifecycle.gcs_wait import GCS_STEP, GCS_WAIT_PY, gcs_wait_argv
+from sparktui.domain.lifecycle.gcs_wait import (
+    GCS_STEP,
+    GCS_WAIT_PY,
+    RAY_JOIN_PY,
+    gcs_wait_argv,
+    is_plain_ray,
+    ray_join_argv,
+)
 from sparktui.domain.lifecycle.ray_state import ExpectedNode
 
 #: ``ray start``'s success line (with exit status 0), the same in Ray 2.9 … 2.60.
@@ -100,7 +107,7 @@ _SCRIPT_NAMES = {
     S.DETACHED_STATE_SH: "<detached-state.sh>", S.TAGGED_PY: "<tagged.py>", S.FACTS_PY: "<facts.py>",
     S.RAY_PROBE_PY: "<ray-probe.py>", S.FOLLOW_PY: "<follow.py>", S.RAY_LOGS_PY: "<ray-logs.py>",
     S.READ_PY: "<read.py>", S.DROP_CACHES_SH: "<drop-caches.sh>", S.LINK_PY: "<link.py>",
-    S.LOCK_PY: "<lock.py>", GCS_WAIT_PY: "<gcs-wait.py>",
+    S.LOCK_PY: "<lock.py>", GCS_WAIT_PY: "<gcs-wait.py>", RAY_JOIN_PY: "<ray-join.py>",
 }
 
 
@@ -379,12 +386,15 @@ def build_start_plan(
         head_steps = [Step("ray start (head)", head.name,
                            tuple(head_rt.wrap(_timeout(start_head, 90), tagged=True)), 100.0,
                            success_marker=RAY_STARTED)]
+        # Early workers wait for the head's node in the GCS themselves, Ray's CLI imported meanwhile (a
+        # worker that finds none sleeps 2 s): only the plain `ray` can be run that way (gcs_wait.py).
+        joined = early_workers and is_plain_ray(e.ray_command)
         if early_workers and config.workers:
-            # On the head's host (host network in both runtimes): its GCS, as the workers will dial it, until
-            # it lists the head's node (a worker's first question).
+            # On the head's host (host network in both runtimes): its GCS port, as the workers will dial it;
+            # for workers that cannot wait themselves, until it lists the head's node too.
             head_steps.append(Step(GCS_STEP, head.name,
                                    tuple(gcs_wait_argv(head.python, head.address, e.ray_port, 90,
-                                                       head_node=True)), 95.0,
+                                                       head_node=not joined)), 95.0,
                                    success_marker="gcs answered"))
         phases.append(Phase("Ray head", tuple(head_steps),
                             done_when=GCS_STEP if len(head_steps) > 1 else None))
@@ -393,6 +403,8 @@ def build_start_plan(
             rt = rts[node.name]
             cmd = A.ray_start_worker(e.ray_command, head.address, e.ray_port, node.address,
                                      _ray_args(config, False))
+            if joined:
+                cmd = ray_join_argv(e.ray_python, head.address, e.ray_port, e.ray_wait_timeout, cmd)
             # `ray start --address` to an unreachable head retries for ~14 min (Ray 2.60): bound it.
             steps.append(Step("ray start (worker)", node.name,
                               tuple(rt.wrap(_timeout(cmd, e.ray_wait_timeout), tagged=True)),
