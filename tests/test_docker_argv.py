@@ -79,7 +79,9 @@ def test_ray_and_vllm_run_through_docker_exec() -> None:
                                    "--object-store-memory", str(4 * 1024**3)]
     worker = next(s for s in plan.steps if s.name == "ray start (worker)")
     assert list(worker.argv[:3]) == ["docker", "exec", "lab-ray-spark2"]
-    assert list(worker.argv[7:]) == ["ray", "start", "--address", "192.168.100.10:6379",
+    # (through the join script under the container's python3: see test_lifecycle_plan)
+    assert list(worker.argv[7:9]) == ["python3", "-c"]
+    assert list(worker.argv[14:]) == ["ray", "start", "--address", "192.168.100.10:6379",
                                      "--node-ip-address", "192.168.100.11", "--disable-usage-stats",
                                      "--object-store-memory", str(4 * 1024**3)]
     serve = next(s for s in plan.steps if s.name == "vllm serve")

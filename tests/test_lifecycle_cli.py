@@ -28,7 +28,9 @@ def test_dry_run_prints_every_command_and_touches_nothing() -> None:
     text = out.stdout
     assert text.index("# sparktui stop") < text.index("# sparktui start")
     assert "docker run -d --name sparktui-ray-head --init --network host" in text
-    assert "docker exec sparktui-ray-spark2 timeout -k 5 120 ray start --address 192.168.100.10:6379" in text
+    # (the worker's start through the join script: it waits for the head's node in the GCS, then runs it)
+    assert ("docker exec sparktui-ray-spark2 timeout -k 5 120 python3 -c '<ray-join.py>' 192.168.100.10 6379 "
+            "120 0.05 ray start --address 192.168.100.10:6379") in text
     assert "--distributed-executor-backend ray" in text and "docker rm -f sparktui-ray-spark2" in text
 
 
