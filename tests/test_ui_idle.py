@@ -97,6 +97,54 @@ async def test_a_log_line_repaints_the_log_and_lays_out_nothing(monkeypatch: pyt
         assert log.vertical_scrollbar.window_virtual_size == log.virtual_size.height
 
 
+async def test_a_steps_progress_repaints_the_step_list_and_lays_out_only_a_new_height(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A start's step list changes with every step that begins or ends, its height rarely (the window keeps
+    # its length): a layout of the whole screen cost a streaming start more than its frames did.
+    from sparktui.domain.events import OperationChanged, OperationView, StepStatus, StepView
+
+    def op(done: int, message: str = "") -> OperationView:
+        steps = tuple(StepView(f"step {i}", "spark1", StepStatus.OK if i < done else
+                               StepStatus.RUNNING if i == done else StepStatus.PENDING,
+                               1.0 if i < done else None, message if i == done else "")
+                      for i in range(14))
+        return OperationView("start", steps)
+
+    app, backend = make_app()
+    layouts: Counter[str] = Counter()
+    original_refresh = Widget.refresh
+
+    def counting_refresh(self: Widget, *args: Any, layout: bool = False, **kwargs: Any) -> Widget:
+        if layout:
+            layouts[type(self).__name__ + ("#" + self.id if self.id else "")] += 1
+        return original_refresh(self, *args, layout=layout, **kwargs)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(OperationChanged(op(7)), EngineChanged(EngineState.STARTING))
+        await settle(pilot, app)
+        await asyncio.sleep(0.3)
+        await pilot.pause()
+        backend.post(OperationChanged(op(8)))   # (the list's height is known once it has been laid out)
+        await asyncio.sleep(0.3)
+        await pilot.pause()
+        box = app.query_one("#operation-steps")
+        height = box.size.height
+        monkeypatch.setattr(Widget, "refresh", counting_refresh)
+        for done in (9, 10):
+            backend.post(OperationChanged(op(done)))
+            await asyncio.sleep(0.2)
+            await pilot.pause()
+        assert "⟳ step 10" in str(box.render()) and box.size.height == height
+        assert not layouts["Static#operation-steps"], layouts
+        # A step whose message wraps onto more lines: a new height, and the screen is laid out for it.
+        backend.post(OperationChanged(op(10, "waiting for the GCS " * 12)))
+        await asyncio.sleep(0.3)
+        await pilot.pause()
+        assert layouts["Static#operation-steps"] == 1, layouts
+        assert "waiting for the GCS" in str(box.render())
+
+
 async def test_stage_bars_keep_no_timers_and_a_countless_stage_sweeps_with_the_tick(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Textual's ProgressBar updates itself every second (for an ETA no stage row shows) and sweeps a bar

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.css.styles import RulesMap
 from textual.widget import Widget
 from textual.widgets import Button, Label, Static
 
@@ -156,6 +158,8 @@ class EnginePanel(Vertical):
         #: When each stage was first seen running, on the dashboard's clock, so a running stage's time keeps
         #: counting between log lines (the log's own times only move when a line arrives).
         self._running_since: dict[str, float] = {}
+        #: The operation's step list's height at its width when last shown (None: not known, or not laid out).
+        self._operation_height: int | None = None
 
     def elapsed(self, view: StageView, now: float) -> float | None:
         if view.status == "running":
@@ -292,7 +296,14 @@ class EnginePanel(Vertical):
         remaining = len(steps) - (current + 2)
         if remaining > 0:
             t.append(f"\n   … {remaining} more", style="dim")
-        show(box, t)
+        # Each step's progress changes the text, rarely its height (the window keeps its length): only a new
+        # height lays the screen out again (a layout costs a start's dashboard more than the frame itself).
+        width = box.content_region.width
+        # (measured as Textual measures the box for its layout)
+        rules = cast("RulesMap", box.styles)   # (what Textual itself passes, typed as the rules it reads)
+        height = Content.from_rich_text(t).get_height(rules, width) if width else None
+        show(box, t, layout=height is None or height != self._operation_height)
+        self._operation_height = height
 
 
 def eta_text(views: list[StageView], running: StageView | None, elapsed: float | None,
