@@ -1,4 +1,4 @@
-"""Waiting for the Ray head's GCS: the workers' `ray start` goes out as soon as the head's node is in it.
+"""Waiting for the Ray head's GCS: the workers' `ray start` goes out as soon as its port answers.
 
 `ray start --head` returns only after the raylet, the log monitor and the rest are up (~4 s on a Spark),
 while the GCS — all a worker needs to join — answers a second or two in, and lists the head's node soon
@@ -29,7 +29,6 @@ GCS_POLL = 0.05
 #: ``sparktui/node/gcs_wait.py`` and ``sparktui/node/ray_join.py`` (their argv and output are said there).
 GCS_WAIT_PY = source("gcs_wait")
 RAY_JOIN_PY = source("ray_join")
-
 
 
 def gcs_wait_argv(python: Sequence[str] | str, host: str, port: int, timeout: float, *,
