@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.content import Content
-from textual.css.styles import RulesMap
 from textual.widget import Widget
 from textual.widgets import Button, Label, Static
 
@@ -158,8 +156,6 @@ class EnginePanel(Vertical):
         #: When each stage was first seen running, on the dashboard's clock, so a running stage's time keeps
         #: counting between log lines (the log's own times only move when a line arrives).
         self._running_since: dict[str, float] = {}
-        #: The operation's step list's height at its width when last shown (None: not known, or not laid out).
-        self._operation_height: int | None = None
 
     def elapsed(self, view: StageView, now: float) -> float | None:
         if view.status == "running":
@@ -298,12 +294,7 @@ class EnginePanel(Vertical):
             t.append(f"\n   … {remaining} more", style="dim")
         # Each step's progress changes the text, rarely its height (the window keeps its length): only a new
         # height lays the screen out again (a layout costs a start's dashboard more than the frame itself).
-        width = box.content_region.width
-        # (measured as Textual measures the box for its layout)
-        rules = cast("RulesMap", box.styles)   # (what Textual itself passes, typed as the rules it reads)
-        height = Content.from_rich_text(t).get_height(rules, width) if width else None
-        show(box, t, layout=height is None or height != self._operation_height)
-        self._operation_height = height
+        show(box, t, layout="height")
 
 
 def eta_text(views: list[StageView], running: StageView | None, elapsed: float | None,
@@ -426,9 +417,7 @@ class ServingView(Vertical):
             t.append(smoke)
         box = self.query_one("#serving-text", Static)
         # New figures every scrape: a repaint of this box, and a reflow only when its height changes.
-        shown = getattr(box, "_sparktui_shown", None)
-        relayout = not isinstance(shown, Text) or shown.plain.count("\n") != t.plain.count("\n")
-        show(box, t, layout=relayout)
+        show(box, t, layout="height")
 
 
 def _ms(seconds: float | None) -> str:
