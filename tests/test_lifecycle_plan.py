@@ -6,6 +6,7 @@ from typing import Any
 
 from sparktui.config import SparkConfig, parse_config
 from sparktui.domain.lifecycle import plan as P
+from sparktui.domain.lifecycle.gcs_wait import GCS_STEP, RAY_JOIN_PY
 from sparktui.domain.lifecycle.plan import StepKind
 
 
@@ -98,8 +99,6 @@ def test_workers_join_when_the_head_node_is_in_the_gcs_with_rays_cli_imported_me
     """A worker's `ray start` goes out when the head's GCS port answers and waits there for the head's node
     (Ray's CLI run in-process by the join script under `ray_python`); with a `ray_command` of the config's
     own (a wrapper the script cannot run in-process) the head's wait includes the head's node instead."""
-    from sparktui.domain.lifecycle.gcs_wait import GCS_STEP, RAY_JOIN_PY
-
     plan = P.build_start_plan(host_config(ray_python=["/venv/bin/python"]))
     gcs = next(s for s in plan.phases[0].steps if s.name == GCS_STEP)
     assert gcs.argv[-1] != "head"
