@@ -23,6 +23,10 @@ the real start-ups 01, 02, 05a, 06a, 09, 12, 04 and 10 back to back (config dump
 tracebacks with a header on every line, NCCL INFO, shard and CUDA-graph bars, Ray-relayed copies), repeated;
 each repeat is a new start for the stage machine.
 
+The scan and the rules run on RE2 (google-re2) where it is installed; ``--mix dense`` also runs the fast
+path on Python's ``re`` alone (``SPARKTUI_REGEX=re``, a second process: the engine is chosen at import),
+the fallback where RE2 has no wheel.
+
 Times are best-of-N wall seconds and, beside them, CPU seconds of this process (``time.process_time``):
 on a shared machine the CPU figure is the one to compare.
 
@@ -32,13 +36,17 @@ Run: ``taskset -c 0 .venv/bin/python benchmarks/bench_logparse.py [--mix dense]`
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from sparktui.domain.logs import LineSplitter, LogReader, Timeline, parse_line
 from sparktui.domain.logs.failures import SIGNATURES
+from sparktui.domain.logs.keywords import ENGINES
 from sparktui.domain.logs.rules import RULES
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "vllm-logs"
@@ -83,7 +91,7 @@ def build_dense(total_lines: int) -> tuple[bytes, int]:
 def run_fast(data: bytes) -> Timeline:
     splitter, timeline = LineSplitter(), Timeline()
     for i in range(0, len(data), CHUNK):
-        timeline.feed_text(splitter.feed_block(data[i : i + CHUNK]))
+        timeline.feed_bytes(splitter.feed_raw(data[i : i + CHUNK]))
     timeline.feed_lines(splitter.flush())
     return timeline
 
@@ -148,7 +156,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--mix", choices=("serving", "dense"), default="serving",
                         help="serving: a start-up then a serving flood; dense: start-ups and failures only")
+    parser.add_argument("--fast-only", action="store_true", help="only the fast path (its CPU lines/s)")
     args = parser.parse_args()
+    if args.fast_only:
+        data = build_dense(args.lines)[0] if args.mix == "dense" else build_log(args.lines)[0]
+        _time(run_fast, data, args.repeat)
+        print(round(data.count(b"\n") / CPU["run_fast"]))
+        return
 
     if args.mix == "dense":
         data, unit = build_dense(args.lines)
@@ -163,6 +177,7 @@ def main() -> None:
         print(f"log: {n:,} lines, {len(data) / 1e6:.1f} MB "
               f"({startup_lines:,} startup lines from 02, then serving)")
 
+    print(f"engine: {ENGINES[0]}")
     results: dict[str, float] = {}
     for name, fn in (("fast", run_fast), ("records", run_records), ("live", run_live)):
         secs, tl = _time(fn, data, args.repeat if name != "live" else 1)
@@ -171,6 +186,14 @@ def main() -> None:
         cpu = CPU[fn.__name__]
         print(f"{name:8s} {n / secs:>12,.0f} lines/s  ({secs:.3f} s; CPU {cpu:.3f} s = "
               f"{n / cpu:,.0f} lines/CPU-s)  outcome={snap.outcome}")
+
+    if args.mix == "dense" and ENGINES[0] == "re2":
+        fallback = subprocess.run(
+            [sys.executable, __file__, "--mix", "dense", "--lines", str(args.lines), "--repeat", str(args.repeat),
+             "--fast-only"], env={**os.environ, "SPARKTUI_REGEX": "re"}, capture_output=True, text=True,
+            check=True)
+        print(f"{'fast, re':8s} {int(fallback.stdout.split()[-1]):>12,} lines/CPU-s  (Python's re alone, "
+              "no RE2: the fallback)")
 
     naive_data = b"".join(data.splitlines(keepends=True)[: args.naive_lines])
     nn = naive_data.count(b"\n")

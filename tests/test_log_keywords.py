@@ -4,12 +4,13 @@ and on the real logs)."""
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
 import pytest
 
-from sparktui.domain.logs.keywords import KeywordFinder, covers, greedy_cover, weight
+from sparktui.domain.logs.keywords import ENGINES, KeywordFinder, covers, greedy_cover, weight
 from sparktui.domain.logs.rules import (
     RULE_ENTRY_CHARS,
     RULE_KEYWORDS,
@@ -23,9 +24,10 @@ ROOT = Path(__file__).parent
 LOGS = sorted([*(ROOT / "data" / "vllm-logs").glob("*.txt"), *(ROOT / "public_logs").glob("*.log")])
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("keywords", [RULE_KEYWORDS, STARTUP_KEYWORDS], ids=["rules", "startup"])
-def test_finds_what_in_finds_on_keyword_pieces(keywords: tuple[str, ...]) -> None:
-    finder = KeywordFinder(keywords)
+def test_finds_what_in_finds_on_keyword_pieces(keywords: tuple[str, ...], engine: str) -> None:
+    finder = KeywordFinder(keywords, engine=engine)
     rnd = random.Random(11)
     words = list(keywords)
     # Keywords whole, cut short at either end, and glued in any order: overlaps, one inside another, a
@@ -37,20 +39,30 @@ def test_finds_what_in_finds_on_keyword_pieces(keywords: tuple[str, ...]) -> Non
         assert finder.find(text) == {kw for kw in words if kw in text}, repr(text)
 
 
-def test_finds_what_in_finds_on_every_line_of_the_real_logs() -> None:
-    finder = KeywordFinder(RULE_KEYWORDS)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_finds_what_in_finds_on_every_line_of_the_real_logs(engine: str) -> None:
+    finder = KeywordFinder(RULE_KEYWORDS, engine=engine)
     assert len(LOGS) > 40
     for path in LOGS:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             assert finder.find(line) == {kw for kw in RULE_KEYWORDS if kw in line}, line
 
 
-def test_small_sets_and_shared_tails() -> None:
-    finder = KeywordFinder(["tensor_parallel_size", "pipeline_parallel_size", "size", "died", "died, exit"])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_small_sets_and_shared_tails(engine: str) -> None:
+    finder = KeywordFinder(["tensor_parallel_size", "pipeline_parallel_size", "size", "died", "died, exit"],
+                           engine=engine)
     assert finder.find("pipeline_parallel_size=2") == {"pipeline_parallel_size", "size"}
     assert finder.find("xtensor_parallel_size") == {"tensor_parallel_size", "size"}
     assert finder.find("Worker died, exit code 1") == {"died", "died, exit"}
     assert finder.find("") == set()
+    assert finder.find("size\udcff died") == {"size", "died"}  # (a lone surrogate: text no codec made)
+
+
+def test_re2_is_the_engine_where_it_is_installed() -> None:
+    """google-re2 is a dependency: the bulk scan and the rules run on it (Python's re is the fallback for a
+    platform it has no wheel for; ``SPARKTUI_REGEX=re`` asks for it)."""
+    assert ENGINES == (("re",) if os.environ.get("SPARKTUI_REGEX") == "re" else ("re2", "re"))
 
 
 @pytest.mark.parametrize(("keywords", "chars"), [(STARTUP_KEYWORDS, STARTUP_ENTRY_CHARS),

@@ -1,22 +1,39 @@
-"""Finding literal keywords in text by one regex pass, at C speed.
+"""Finding literal keywords in text at C speed: with RE2 (google-re2) where it is installed, else by one
+Python regex pass over a trie.
 
-``str.find`` runs at ~1 ns a character on text that holds a non-ASCII character (a bar's "█" makes a block
-two bytes a character), so one pass per keyword costs ~1 ns a character per keyword; even on ASCII, 20 of
-them cost twice what one regex does. One regex instead: every keyword is a branch of one trie, entered at
-one of its characters (:func:`entries`: the regex only stops where one of a dozen uncommon characters is)
-with a lookbehind that checks the whole keyword. Two shapes are built from it:
+RE2 runs a keyword alternation as a DFA, a few table steps a byte whatever the number of keywords, and an
+``RE2::Set`` says every keyword a text holds in one call. Python's ``re`` tries an alternation at every
+position; ``str.find`` runs at ~1 ns a character on text that holds a non-ASCII character (a bar's "█"
+makes a block two bytes a character), so one pass per keyword costs ~1 ns a character per keyword; even on
+ASCII, 20 of them cost twice what one regex does. Without RE2 the keywords are therefore one trie, entered
+at one of its characters (:func:`entries`: the regex only stops where one of a dozen uncommon characters
+is) with a lookbehind that checks the whole keyword. Each engine builds two shapes:
 
-* :func:`line_regex`: the first keyword of a line and the rest of that line (the bulk scan: a line matters
-  or not);
+* :func:`line_regex` / :func:`re2_line_regex`: the first keyword of a line (the bulk scan: a line
+  matters or not), on the log's bytes;
 * :class:`KeywordFinder`: every keyword a text holds, exactly what ``kw in text`` says of each (the rules:
-  which of them a message can match)."""
+  which of them a message can match).
+
+Both engines find the same: ``tests/test_log_keywords.py`` and ``tests/test_log_scan.py`` run each on
+keyword pieces and on every line of the real logs."""
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Iterable
 from typing import Any
+
+try:
+    import re2
+except ImportError:  # (no wheel for this platform: Python's re does the same, about 1.3x slower overall)
+    re2 = None
+
+#: The engines, the default first: "re2" where google-re2 is installed, and Python's "re", always.
+#: ``SPARKTUI_REGEX=re`` leaves RE2 out (to compare, or to rule it out).
+ENGINES: tuple[str, ...] = (("re2", "re") if re2 is not None and os.environ.get("SPARKTUI_REGEX") != "re"
+                            else ("re",))
 
 # How often each character occurs in vLLM logs, per 100,000 characters: counted over the 58 logs of
 # tests/data/vllm-logs and tests/public_logs (1.5 M characters; ``benchmarks/keyword_entries.py`` counts them
@@ -104,39 +121,75 @@ def _trie(keywords: tuple[str, ...], at: list[int], guarded: frozenset[str] = fr
 
 @functools.cache
 def line_regex(keywords: tuple[str, ...], guarded: frozenset[str] = frozenset(), guard: str = "",
-               chars: str = "") -> tuple[re.Pattern[str], dict[str, tuple[str, ...]]]:
-    """The keywords' trie as one regex, then the rest of the line, and what the match's first group (a
-    keyword from its entry on) may stand for: the keywords with that tail, those of ``guarded`` last. A
-    keyword of ``guarded`` matches only where the lookahead ``guard`` holds after it. The rest of the line is
-    part of the match so that ``finditer`` goes on at the next line by itself. (One group, not one per
-    keyword: 155 groups made every try a third slower.) ``chars``: see :func:`entries`."""
+               chars: str = "") -> tuple[re.Pattern[bytes], dict[bytes, tuple[str, ...]]]:
+    """The keywords' trie as one regex on UTF-8 bytes, then the rest of the line, and what the match's
+    first group (a keyword from its entry on) may stand for: the keywords with that tail, those of
+    ``guarded`` last. A keyword of ``guarded`` matches only where the lookahead ``guard`` holds after it.
+    The rest of the line is part of the match so that ``finditer`` goes on at the next line by itself.
+    (One group, not one per keyword: 155 groups made every try a third slower.) ``chars``: see
+    :func:`entries`."""
     at = entries(keywords, chars)
-    pattern = re.compile(f"({_branch(_trie(keywords, at, guarded, guard))})[^\\n]*")
-    return pattern, {tail: tuple(sorted(kws, key=lambda kw: kw in guarded))
-                     for tail, kws in _tails(keywords, at).items()}
+    pattern = f"({_branch(_trie(keywords, at, guarded, guard))})[^\\n]*"
+    return re.compile(pattern.encode()), {
+        tail.encode(): tuple(sorted(kws, key=lambda kw: kw in guarded))
+        for tail, kws in _tails(keywords, at).items()}
 
 
-def matched(text: str, m: re.Match[str], tails: dict[str, tuple[str, ...]]) -> str:
+def matched(data: bytes, m: re.Match[bytes], tails: dict[bytes, tuple[str, ...]]) -> str:
     """The keyword a match of :func:`line_regex` found (of those with its tail, the one that ends there; a
     guarded one only when nothing else does)."""
     kws = tails[m.group(1)]
     if len(kws) == 1:
         return kws[0]
     end = m.end(1)
-    return next((kw for kw in kws if text.startswith(kw, end - len(kw))), kws[-1])
+    return next((kw for kw in kws if data.endswith(kw.encode(), 0, end)), kws[-1])
+
+
+def _re2_options() -> Any:
+    """Byte semantics (Latin-1: a byte is a character), as Python's ``re`` on bytes: invalid UTF-8 in a
+    log matches a negated class as any other byte does."""
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    return options
+
+
+def _re2_literal(keyword: str) -> bytes:
+    return b"".join(b"\\x%02x" % byte for byte in keyword.encode())
+
+
+@functools.cache
+def re2_line_regex(keywords: tuple[str, ...], guarded: frozenset[str] = frozenset(),
+                   guard: bytes = b"") -> tuple[Any, dict[bytes, str]]:
+    """The keywords as one RE2 alternation on UTF-8 bytes (a keyword of ``guarded`` followed by ``guard``,
+    which RE2 cannot look ahead for: it consumes what it checks) and what a match's text stands for. A
+    search gives the leftmost keyword of the text; a guarded one's match runs on past it, and is known by
+    its start."""
+    alternation = b"|".join(_re2_literal(kw) + (guard if kw in guarded else b"") for kw in keywords)
+    regex = re2.compile(alternation, _re2_options())._regexp
+    return regex, {kw.encode(): kw for kw in keywords}
 
 
 class KeywordFinder:
-    """Every keyword of a fixed set that a text holds (:meth:`find`), by one regex pass.
+    """Every keyword of a fixed set that a text holds (:meth:`find`): one ``RE2::Set`` match, or one Python
+    regex pass (``engine="re"``).
 
-    The regex consumes only a keyword's entry character and looks ahead for the rest, so every place an
+    The Python regex consumes only a keyword's entry character and looks ahead for the rest, so every place an
     entry character is gets tried: no match hides a keyword that starts inside it. At one place only one
     path of the trie is reported, so the keywords that could have been found at that same place instead
     (those entered at the same character whose letters agree with the found one's where they overlap) are
     checked there with ``startswith``."""
 
-    def __init__(self, keywords: Iterable[str], chars: str = "") -> None:
+    def __init__(self, keywords: Iterable[str], chars: str = "", engine: str = ENGINES[0]) -> None:
         kws = tuple(dict.fromkeys(keywords))
+        self._keywords = kws
+        self._set: Any = None
+        if engine == "re2":
+            keyword_set = re2.Set.SearchSet(_re2_options())
+            for kw in kws:
+                keyword_set.Add(_re2_literal(kw))
+            keyword_set.Compile()
+            self._set = keyword_set._set  # (the binding itself: its wrapper's Match costs a call more)
+            return
         at = entries(kws, chars)
         roots = _trie(kws, at)   # first level: the entry characters
         firsts = sorted(roots)
@@ -153,6 +206,9 @@ class KeywordFinder:
 
     def find(self, text: str) -> set[str]:
         """The keywords ``text`` holds."""
+        if self._set is not None:
+            kws = self._keywords
+            return {kws[i] for i in self._set.Match(text.encode("utf-8", "surrogatepass"))}
         found: set[str] = set()
         chars, at_place = self._chars, self._at_place
         for m in self._pattern.finditer(text):

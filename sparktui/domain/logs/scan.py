@@ -1,18 +1,19 @@
-"""The bulk scan: which lines of a block of text can still matter to the stage machine, found without
-splitting or parsing the block.
+"""The bulk scan: which lines of a block of a log's bytes can still matter to the stage machine, found
+without decoding, splitting or parsing the block.
 
 Every keyword of the rules (:mod:`.rules`) belongs to an anchor, and a line matters when an anchor takes
 it (:func:`line_keyword`: the rule, one line at a time). A block is scanned for those lines by one regex
-pass over a trie of the keywords that can still matter (:func:`regex_lines`): every start-up keyword
-before "ready", the few serving-time ones after it. A run of updates of one tqdm bar on consecutive
-candidate lines is cut to its last update."""
+(:func:`regex_lines`: RE2's DFA where it is installed, else a Python regex over a trie) of the keywords
+that can still matter: every start-up keyword before "ready", the few serving-time ones after it. Only the
+lines found are decoded. A run of updates of one tqdm bar on consecutive candidate lines is cut to its
+last update."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
 
-from sparktui.domain.logs.keywords import line_regex, matched
+from sparktui.domain.logs.keywords import ENGINES, line_regex, matched, re2_line_regex
 from sparktui.domain.logs.line import split_glued, strip_ansi
 from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
 from sparktui.domain.logs.rules import (
@@ -58,9 +59,15 @@ def _level_takes(text: str, at: int, end: int) -> bool:
     """A level keyword at ``at`` takes its line (ending at ``end``) unless the first "] " after it opens
     indented code: ``ERROR MM-DD hh:mm:ss [file:N]   <indented>`` is a traceback's code, carets or frame,
     printed with the header on every line (logger.exception). Only its frames, pydantic details and
-    "Reasons:" lines matter, and other keywords find those. (``_INDENTED_AFTER`` is this rule as a regex.)"""
+    "Reasons:" lines matter, and other keywords find those. (``_INDENTED_AFTER`` and ``_NOT_INDENTED``
+    are this rule as regexes; :func:`_level_takes_bytes` on a block's bytes.)"""
     j = text.find("] ", at, end)
     return j == -1 or text[j + 2 : j + 4] != "  "
+
+
+def _level_takes_bytes(data: bytes, at: int, end: int) -> bool:
+    j = data.find(b"] ", at, end)
+    return j == -1 or data[j + 2 : j + 4] != b"  "
 
 
 def bar_key(line: str) -> str | None:
@@ -93,6 +100,10 @@ def relayed_bar_key(line: str) -> tuple[str, str] | None:
 # three spaces; :func:`_level_takes` as a regex). Its alternatives exclude each other at their first
 # character, so it runs in linear time.
 _INDENTED_AFTER = r"(?:[^\]\n]|\](?! ))*\]   "
+# The same rule for RE2, which has no lookahead: what may follow a level keyword that takes its line, read up
+# to the end of the line or to the first "] " and the two characters after it that tell. Runs of "]" are
+# read whole, so that the "] " found is the first one.
+_NOT_INDENTED = rb"(?:[^\]\n]|\]+[^ \n\]])*(?:\]*(?m:$)|\]+  ?(?:[^ \n]|(?m:$)))"
 
 
 def line_keyword(line: str, groups: dict[str, tuple[str, ...]]) -> str | None:
@@ -116,21 +127,48 @@ def line_keyword(line: str, groups: dict[str, tuple[str, ...]]) -> str | None:
 
 
 class _Scanner:
-    """The regexes of one keyword set (built once: a set is one of this module's constants)."""
+    """The regexes of one keyword set, for each engine (built once: a set is one of this module's
+    constants)."""
 
     def __init__(self, groups: dict[str, tuple[str, ...]]) -> None:
         keywords = tuple(kw for group in groups.values() for kw in group)
         chars = _ENTRY_CHARS.get(id(groups), "")
         self.levels = tuple(a for a in _LEVEL_ANCHORS if a in groups)
+        self.level_bytes = tuple((level.encode(), level) for level in self.levels)
         assert all(groups[a] == (a,) for a in self.levels)  # a level anchor stands for itself alone
+        others = tuple(kw for kw in keywords if kw not in self.levels)
         self.pattern, self.tails = line_regex(keywords, frozenset(self.levels), f"(?!{_INDENTED_AFTER})",
                                               chars)
-        self.others, self.other_tails = line_regex(tuple(kw for kw in keywords if kw not in self.levels),
-                                                   chars=chars)
+        self.others, self.other_tails = line_regex(others, chars=chars)
+        if "re2" in ENGINES:
+            self.re2, self.re2_keywords = re2_line_regex(keywords, frozenset(self.levels), _NOT_INDENTED)
+            self.re2_others, _ = re2_line_regex(others)
+
+    def first_other(self, data: bytes, start: int, end: int, engine: str) -> str | None:
+        """The first keyword of the line ``data[start:end]`` that is no level."""
+        if engine == "re2":
+            ((s, e),) = self.re2_others.Match(_UNANCHORED, data, start, end)
+            return None if s == -1 else self.re2_keywords[data[s:e]]
+        m = self.others.search(data, start, end)
+        return None if m is None else matched(data, m, self.other_tails)
+
+    def judged_by_levels(self, data: bytes, start: int, end: int, engine: str) -> str | None:
+        """A line where a level keyword was found past its first place: the levels' first places judge
+        it, then the other keywords."""
+        for level_b, level in self.level_bytes:
+            at = data.find(level_b, start, end)
+            if at != -1 and _level_takes_bytes(data, at, end):
+                return level
+        return self.first_other(data, start, end, engine)
 
 
 # The entry characters found for the two sets (rules.py; any other set is covered greedily).
 _ENTRY_CHARS = {id(STARTUP_GROUPS): STARTUP_ENTRY_CHARS, id(SERVING_GROUPS): SERVING_ENTRY_CHARS}
+_UNANCHORED = None  # RE2's unanchored search (set below, with RE2)
+if "re2" in ENGINES:
+    import re2 as _re2
+
+    _UNANCHORED = _re2._Anchor.UNANCHORED
 
 
 _SCANNERS: dict[int, tuple[dict[str, tuple[str, ...]], _Scanner]] = {}
@@ -143,51 +181,73 @@ def _scanner(groups: dict[str, tuple[str, ...]]) -> _Scanner:
     return known[1]
 
 
-def regex_lines(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
-                hi: int | None = None) -> Iterator[tuple[int, int, str]]:
-    """(line start, line end, a keyword in it) for every line of ``text[lo:hi]`` that :func:`line_keyword`
-    takes, in order, by one regex pass (lazily: a reader that stops early has the rest unscanned). A line's
-    keyword is the first one found in it, not always the one the anchor order would give (both are in the
-    line: the caller only asks whether one is in the message). A level ("ERROR") takes a line as
-    :func:`line_keyword` says, at its first place in the line and only where no logger.exception's indented
-    code follows: the regex itself skips the places code follows (such a line of a traceback costs nothing
-    here), and a level found past its first place has the line judged by the levels' first places and a
-    second regex, of the other keywords."""
+def regex_lines(data: bytes, groups: dict[str, tuple[str, ...]], lo: int = 0, hi: int | None = None,
+                engine: str = ENGINES[0]) -> Iterator[tuple[int, int, str]]:
+    """(line start, line end, a keyword in it) for every line of ``data[lo:hi]`` (a log's bytes) that
+    :func:`line_keyword` takes, in order, by one regex pass (lazily: a reader that stops early has the rest
+    unscanned). A line's keyword is the first one found in it, not always the one the anchor order would
+    give (both are in the line: the caller only asks whether one is in the message). A level ("ERROR")
+    takes a line as :func:`line_keyword` says, at its first place in the line and only where no
+    logger.exception's indented code follows: the regex itself skips the places code follows (such a line
+    of a traceback costs nothing here), and a level found past its first place has the line judged by the
+    levels' first places and a second regex, of the other keywords. ``engine``: "re2" (RE2's DFA) or "re"
+    (Python's, over a trie); they find the same lines."""
     sc = _scanner(groups)
+    end_at = len(data) if hi is None else hi
+    if engine == "re2":
+        return _re2_lines(data, sc, lo, end_at)
+    return _re_lines(data, sc, lo, end_at)
+
+
+def _re2_lines(data: bytes, sc: _Scanner, lo: int, hi: int) -> Iterator[tuple[int, int, str]]:
+    # One RE2 search per line found, from the start of the next line: the DFA skips what matters not.
+    search, keywords, levels = sc.re2.Match, sc.re2_keywords, sc.levels
+    find, rfind = data.find, data.rfind
+    pos = lo
+    while pos < hi:
+        ((s, e),) = search(_UNANCHORED, data, pos, hi)
+        if s == -1:
+            return
+        start = rfind(b"\n", lo, s) + 1 or lo
+        end = find(b"\n", s, hi)
+        if end == -1:
+            end = hi
+        kw = keywords.get(data[s:e])
+        if kw is None:  # a level, its match run on past it (its guard)
+            kw = next(level for level_b, level in sc.level_bytes if data.startswith(level_b, s))
+        if kw in levels and find(kw.encode(), start, s) != -1:
+            kw = sc.judged_by_levels(data, start, end, "re2")  # (its first place has indented code after it)
+        if kw is not None:
+            yield start, end, kw
+        pos = end + 1
+
+
+def _re_lines(data: bytes, sc: _Scanner, lo: int, hi: int) -> Iterator[tuple[int, int, str]]:
     levels, tails = sc.levels, sc.tails
-    find, rfind = text.find, text.rfind
-    for m in sc.pattern.finditer(text, lo, len(text) if hi is None else hi):
-        start = rfind("\n", lo, m.start()) + 1 or lo
+    find, rfind = data.find, data.rfind
+    for m in sc.pattern.finditer(data, lo, hi):
+        start = rfind(b"\n", lo, m.start()) + 1 or lo
         end = m.end()
         kws = tails[m.group(1)]
-        kw: str | None = kws[0] if len(kws) == 1 else matched(text, m, tails)
-        if kw in levels and find(kw, start, m.end(1) - len(kw)) != -1:
-            kw = None  # (its first place in the line has indented code after it)
-            for level in levels:
-                at = find(level, start, end)
-                if at != -1 and _level_takes(text, at, end):
-                    kw = level
-                    break
-            if kw is None:
-                m2 = sc.others.search(text, start, end)
-                if m2 is not None:
-                    kw = matched(text, m2, sc.other_tails)
+        kw: str | None = kws[0] if len(kws) == 1 else matched(data, m, tails)
+        if kw in levels and find(kw.encode(), start, m.end(1) - len(kw)) != -1:
+            kw = sc.judged_by_levels(data, start, end, "re")  # (its first place has indented code after it)
         if kw is not None:
             yield start, end, kw
 
 
-def candidate_lines(text: str, groups: dict[str, tuple[str, ...]], lo: int = 0,
-                    hi: int | None = None) -> Iterator[tuple[int, str, str]]:
-    """(end offset, line, a keyword in it) of every line of ``text[lo:hi]`` (whole lines) holding a keyword
-    that can still matter, in order (:func:`regex_lines`; for the 20 serving anchors too: 2x faster than
-    their ``str.find`` passes, ASCII or not). A run of updates of one tqdm bar on consecutive candidate lines
-    keeps its last update. Lazy: a line is given once the lines after it can no longer take its place (three
-    on), so a reader that stops early (the start reached "ready": the rest is read for the serving keywords)
-    leaves the rest unread."""
+def candidate_lines(data: bytes, groups: dict[str, tuple[str, ...]], lo: int = 0, hi: int | None = None,
+                    engine: str = ENGINES[0]) -> Iterator[tuple[int, str, str]]:
+    """(end offset, line, a keyword in it) of every line of ``data[lo:hi]`` (a log's bytes, whole lines)
+    holding a keyword that can still matter, in order (:func:`regex_lines`), each line decoded (invalid
+    UTF-8 becomes U+FFFD, as :class:`~.stream.LineSplitter` does). A run of updates of one tqdm bar on
+    consecutive candidate lines keeps its last update. Lazy: a line is given once the lines after it can no
+    longer take its place (three on), so a reader that stops early (the start reached "ready": the rest is
+    read for the serving keywords) leaves the rest unread."""
     out: list[tuple[int, str, str]] = []
     keys: list[str | tuple[str, str] | None] = []  # each held line's bar key (see below)
-    for start, end, kw in regex_lines(text, groups, lo, hi):
-        line = text[start:end]
+    for start, end, kw in regex_lines(data, groups, lo, hi, engine):
+        line = data[start:end].decode("utf-8", "replace")
         # (Most lines are no bar: the two tests inline spare them the calls.)
         bar: str | tuple[str, str] | None = bar_key(line) if line[-1:] == "]" else None
         if bar is None and "%" in line and "pid=" in line:

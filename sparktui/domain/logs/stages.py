@@ -28,7 +28,7 @@ from typing import Any
 from sparktui.domain.durations import format_duration
 from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs import nccl
-from sparktui.domain.logs.access import count_ok_requests
+from sparktui.domain.logs.access import count_ok_requests, count_ok_requests_bytes
 from sparktui.domain.logs.clock import NodeClock
 from sparktui.domain.logs.failure_tracker import TRACEBACK_NOISE, FailureTracker, Found
 from sparktui.domain.logs.line import (
@@ -295,18 +295,23 @@ class Timeline:
         return record
 
     def feed_text(self, text: str, now: float | None = None) -> None:
-        """Bulk path: a block of complete lines. Lines that contain none of the keywords that can still
-        matter are skipped by a scan of the whole block (:mod:`.scan`: one C-level regex pass), without being
-        split or parsed; a record that only animates a bar is parsed once per physical line, not per update.
+        """Bulk path: a block of complete lines (:meth:`feed_bytes`, on its UTF-8)."""
+        self.feed_bytes(text.encode("utf-8", "surrogatepass"), now)
 
-        The block is scanned in pieces of about :data:`SCAN_PIECE` characters (cut at a line end), each for
-        the keywords of where the start is: the few serving-time keywords once it is serving or stopped (the
+    def feed_bytes(self, data: bytes, now: float | None = None) -> None:
+        """Bulk path: a block of complete lines, as a log's bytes (:meth:`.LineSplitter.feed_raw`). Lines
+        that contain none of the keywords that can still matter are skipped by a scan of the whole block
+        (:mod:`.scan`: one C-level regex pass), without being decoded, split or parsed; a record that only
+        animates a bar is parsed once per physical line, not per update.
+
+        The block is scanned in pieces of about :data:`SCAN_PIECE` bytes (cut at a line end), each for the
+        keywords of where the start is: the few serving-time keywords once it is serving or stopped (the
         serving flood), else every start-up keyword. A line that moves the start from one to the other ends
         the piece there, and the rest is read for the other set. A serving piece doubles after each one that
         stays serving, so a serving flood is read in a few pieces."""
         if now is not None:
             self._now = now
-        size = len(text)
+        size = len(data)
         pos = 0
         serving_piece = SCAN_PIECE  # doubled after each piece that stays serving (a flood: few pieces)
         while pos < size:
@@ -314,15 +319,15 @@ class Timeline:
             if size - pos <= piece * 3 // 2:
                 cut = size
             else:
-                cut = text.find("\n", pos + piece)
+                cut = data.find(b"\n", pos + piece)
                 if cut == -1:
                     cut = size
-            stop = self._feed_piece(text, pos, cut)
+            stop = self._feed_piece(data, pos, cut)
             pos = stop if stop is not None else cut + 1
             serving_piece = serving_piece * 2 if self._outcome in _SERVING and stop is None else SCAN_PIECE
 
-    def _feed_piece(self, text: str, lo: int, hi: int) -> int | None:
-        """One piece of a block (``text[lo:hi]``, whole lines, read in place), scanned once: for the serving
+    def _feed_piece(self, data: bytes, lo: int, hi: int) -> int | None:
+        """One piece of a block (``data[lo:hi]``, whole lines, read in place), scanned once: for the serving
         keywords when it starts serving or stopped, else for every start-up keyword. A line that moves the
         start across (ready, a stop, a new start after them) or out of "ready" ends the piece: where the rest
         begins is returned, for the caller to go on with. Requests are counted while ready, in log order:
@@ -331,10 +336,10 @@ class Timeline:
         serving = self._outcome in _SERVING
         counting = self._bulk_counting = self._outcome == "ready"
         groups = SERVING_GROUPS if serving else STARTUP_GROUPS
-        counted = lo  # (counting) the requests of text[lo:counted] are counted
-        for end, line, kw in candidate_lines(text, groups, lo, hi):
+        counted = lo  # (counting) the requests of data[lo:counted] are counted
+        for end, line, kw in candidate_lines(data, groups, lo, hi):
             if counting:
-                self._requests_served += count_ok_requests(text, counted, end + 1)
+                self._requests_served += count_ok_requests_bytes(data, counted, end + 1)
                 counted = end + 1
             if "\x1b" in line:
                 line = strip_ansi(line)
@@ -355,14 +360,14 @@ class Timeline:
                 self._bulk_counting = False
                 return end + 1
         if counting:
-            self._requests_served += count_ok_requests(text, counted, hi)
+            self._requests_served += count_ok_requests_bytes(data, counted, hi)
         self._bulk_counting = False
         return None
 
     def feed_lines(self, lines: list[str], now: float | None = None) -> None:
         """Bulk path for a list of records (e.g. from :meth:`LineSplitter.feed`)."""
         if lines:
-            self.feed_text("\n".join(lines), now)
+            self.feed_bytes("\n".join(lines).encode("utf-8", "surrogatepass"), now)
 
     # --- one record --------------------------------------------------------------------------------
     def _apply(self, rec: LogRecord) -> None:

@@ -47,17 +47,22 @@ class LineSplitter:
     def feed_block(self, data: bytes) -> str:
         """Like :meth:`feed`, but return the completed text as one string (bulk readers split it
         themselves; this saves building a list of a million strings)."""
+        return self.feed_raw(data).decode("utf-8", "replace")
+
+    def feed_raw(self, data: bytes) -> bytes:
+        """Like :meth:`feed_block`, but the completed lines as bytes, undecoded (the bulk scan reads the
+        bytes and decodes only the lines it keeps: :meth:`.Timeline.feed_bytes`)."""
         if not data:
-            return ""
+            return b""
         if self._swallow_lf:
             self._swallow_lf = False
             if data[:1] == b"\n":
                 data = data[1:]
-        head = ""
+        head = b""
         if self._discarding:
             cut = _first_boundary(data)
             if cut == -1:
-                return ""
+                return b""
             self._discarding = False
             data = data[cut:]
         buf = self._buf
@@ -65,7 +70,7 @@ class LineSplitter:
         last = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
         if last == -1:
             if len(buf) > self.max_record_bytes:
-                head = bytes(buf[: self.max_record_bytes]).decode("utf-8", "replace") + "\n"
+                head = bytes(buf[: self.max_record_bytes]) + b"\n"
                 buf.clear()
                 self._discarding = True
                 self.truncated_records += 1
@@ -75,11 +80,11 @@ class LineSplitter:
         if block.endswith(b"\r"):
             self._swallow_lf = True
         if len(buf) > self.max_record_bytes:  # the unfinished tail is already too long
-            head = bytes(buf[: self.max_record_bytes]).decode("utf-8", "replace") + "\n"
+            head = bytes(buf[: self.max_record_bytes]) + b"\n"
             buf.clear()
             self._discarding = True
             self.truncated_records += 1
-        return block.decode("utf-8", "replace") + head
+        return block + head
 
     def flush(self) -> list[str]:
         """End of stream: whatever is buffered is the last record."""

@@ -15,7 +15,7 @@ def timeline_from_bytes(data: bytes, expected_nodes: int | None = None) -> Timel
     timeline = Timeline(expected_nodes)
     splitter = LineSplitter()
     for i in range(0, len(data), _CHUNK):
-        timeline.feed_text(splitter.feed_block(data[i : i + _CHUNK]))
+        timeline.feed_bytes(splitter.feed_raw(data[i : i + _CHUNK]))
     timeline.feed_lines(splitter.flush())
     return timeline.snapshot()
 
