@@ -339,14 +339,19 @@ _COMMON = re.compile(
 
 
 def _parse_common(text: str) -> LogRecord | None:
-    """:func:`_parse` for the commonest records (``_COMMON``), or None for any other (ANSI colour, ``\\r``
-    updates, a line end, Ray's repeat count: the general reader's)."""
+    """:func:`_parse` for the commonest records (``_COMMON``), Ray's repeat count after them included, or
+    None for any other (ANSI colour, ``\\r`` updates, a line end: the general reader's)."""
     m = _COMMON.match(text)
-    if m is None or "\x1b" in text or "\r" in text or text[-1:] == "\n" or "across cluster]" in text:
+    if m is None or "\x1b" in text or "\r" in text or text[-1:] == "\n":
         return None
     name, pid, time = m["name"], m["pid"], m["time"]
-    return _record(text, text[m.end():], m["level"], time, seconds_in_year(time), name,
-                   m["ip"] or None, int(pid) if pid is not None else None, 0, False, m["file"], None,
+    message, repeat = text[m.end():], 0
+    if "across cluster]" in message:
+        m3 = _REPEAT.search(message)
+        if m3 is not None:
+            repeat, message = int(m3["n"]), message[: m3.start()]
+    return _record(text, message, m["level"], time, seconds_in_year(time), name,
+                   m["ip"] or None, int(pid) if pid is not None else None, repeat, False, m["file"], None,
                    name is not None, None)
 
 

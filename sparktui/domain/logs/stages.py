@@ -474,15 +474,17 @@ class Timeline:
             value = m.group(group) if m is not None else None
             if value is None:
                 continue
-            with contextlib.suppress(ValueError):
+            try:
                 new = convert(value, kind)
-                old = self._facts.get(key)
-                if old is None or mode == "last":
-                    self._facts[key] = new
-                elif mode == "max" and isinstance(new, float | int) and isinstance(old, float | int):
-                    self._facts[key] = max(old, new)
-                elif mode == "min" and isinstance(new, float | int) and isinstance(old, float | int):
-                    self._facts[key] = min(old, new)
+            except ValueError:
+                continue  # (a figure the format string promised that is none: the fact stays unknown)
+            old = self._facts.get(key)
+            if old is None or mode == "last":
+                self._facts[key] = new
+            elif mode == "max" and isinstance(new, float | int) and isinstance(old, float | int):
+                self._facts[key] = max(old, new)
+            elif mode == "min" and isinstance(new, float | int) and isinstance(old, float | int):
+                self._facts[key] = min(old, new)
         event, stage = rule.event, rule.stage
         if event == "fact":
             return
