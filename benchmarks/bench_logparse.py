@@ -188,10 +188,10 @@ def main() -> None:
               f"{n / cpu:,.0f} lines/CPU-s)  outcome={snap.outcome}")
 
     if args.mix == "dense" and ENGINES[0] == "re2":
-        fallback = subprocess.run(
-            [sys.executable, __file__, "--mix", "dense", "--lines", str(args.lines), "--repeat", str(args.repeat),
-             "--fast-only"], env={**os.environ, "SPARKTUI_REGEX": "re"}, capture_output=True, text=True,
-            check=True)
+        argv = [sys.executable, __file__, "--mix", "dense", "--lines", str(args.lines), "--repeat",
+                str(args.repeat), "--fast-only"]
+        fallback = subprocess.run(argv, env={**os.environ, "SPARKTUI_REGEX": "re"}, capture_output=True,
+                                  text=True, check=True)
         print(f"{'fast, re':8s} {int(fallback.stdout.split()[-1]):>12,} lines/CPU-s  (Python's re alone, "
               "no RE2: the fallback)")
 
