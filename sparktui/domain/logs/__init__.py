@@ -16,12 +16,14 @@ Stream layer (:mod:`.stream`)
     ``LineSplitter(max_record_bytes=65536)``: ``feed(bytes) -> list[str]`` complete records (``\\n``,
     ``\\r\\n`` and ``\\r`` end a record, so CUDA-graph capture animates live; a line without end is cut at
     the cap, the rest dropped; invalid UTF-8 replaced), ``feed_block(bytes) -> str`` (same, one string),
-    ``flush()``. ``LogReader``: ``feed(bytes) -> list[LogRecord]`` (splitter + line layer; a bar relayed
-    by Ray as ``<prefix>\\n<bar>`` keeps its prefix). ``LogIngest``: a followed log, ``feed(bytes, now)``
-    (every line into its ``timeline``) and ``take_records(now)`` (what to show, rate-bounded).
+    ``feed_raw(bytes) -> bytes`` (same, undecoded: for ``Timeline.feed_bytes``), ``flush()``.
+    ``LogReader``: ``feed(bytes) -> list[LogRecord]`` (splitter + line layer; a bar relayed by Ray as
+    ``<prefix>\\n<bar>`` keeps its prefix). ``LogIngest``: a followed log, ``feed(bytes, now)`` (every line
+    into its ``timeline``) and ``take_records(now)`` (what to show, rate-bounded).
 Stage machine (:mod:`.stages`)
-    ``Timeline(expected_nodes=None)``: ``feed(record, now=None)``, ``feed_text(text, now=None)`` and
-    ``feed_lines(lines, now=None)`` (bulk, fast path), ``snapshot(now=None) -> TimelineSnapshot``,
+    ``Timeline(expected_nodes=None)``: ``feed(record, now=None)``, ``feed_bytes(data, now=None)``,
+    ``feed_text(text, now=None)`` and ``feed_lines(lines, now=None)`` (bulk, fast path: the scan reads
+    bytes), ``snapshot(now=None) -> TimelineSnapshot``,
     ``to_json()``, ``stall_seconds(now=None)`` (seconds since the running stage last moved),
     ``waiting_for()``. ``now`` is the wall clock (``time.time()``).
     ``TimelineSnapshot``: ``outcome`` (``ready|failed|incomplete``), ``vllm_version``, ``model``,
