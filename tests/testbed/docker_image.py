@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import inspect
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -165,7 +166,7 @@ def _build_rootfs(work: Path, log: Path, progress: bool) -> None:
     inside = rootfs / "tmp" / "wheels"
     shutil.copytree(wheels, inside)
     install = (f"python3 -m venv {VENV} && {VENV}/bin/pip install -q --no-index --find-links /tmp/wheels "
-               + " ".join(f"'{r}'" for r in requirements()))
+               + " ".join(shlex.quote(r) for r in requirements()))  # (a marker holds quotes of its own)
     _run(["unshare", "--mount", "sh", "-c",
           'mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" && '
           'exec env -i PATH=/usr/bin:/bin /usr/sbin/chroot "$1" sh -c "$2"', "sh", str(rootfs), install],
