@@ -21,8 +21,7 @@ _PROBE = re.compile(_PROBE_REQUEST + r'[\d.]+" (?:2\d\d|304)')
 _PROBE_OK = re.compile(_PROBE_REQUEST + r'1\.[01]" 2')
 
 
-_OK = ('HTTP/1.1" 2', 'HTTP/1.0" 2')
-_OK_BYTES = tuple(needle.encode() for needle in _OK)
+_OK = (b'HTTP/1.1" 2', b'HTTP/1.0" 2')
 _PROBE_OK_BYTES = re.compile(_PROBE_OK.pattern.encode())
 
 
@@ -30,17 +29,13 @@ def count_ok_requests(text: str, start: int = 0, end: int | None = None) -> int:
     """Requests served in ``text[start:end]``: uvicorn access-log lines with a 2xx status
     (``"POST /v1/chat/completions HTTP/1.1" 200 OK``), monitoring probes (:func:`is_probe_request`) not
     counted."""
-    stop = len(text) if end is None else end
-    ok = text.count(_OK[0], start, stop) + text.count(_OK[1], start, stop)
-    if not ok:
-        return 0
-    return ok - len(_PROBE_OK.findall(text, start, stop))
+    return count_ok_requests_bytes(text[start:end].encode("utf-8", "surrogatepass"))
 
 
 def count_ok_requests_bytes(data: bytes, start: int = 0, end: int | None = None) -> int:
-    """:func:`count_ok_requests` in a log's bytes (the bulk scan's blocks)."""
+    """:func:`count_ok_requests` in a log's bytes (the bulk scan's blocks, read in place)."""
     stop = len(data) if end is None else end
-    ok = data.count(_OK_BYTES[0], start, stop) + data.count(_OK_BYTES[1], start, stop)
+    ok = data.count(_OK[0], start, stop) + data.count(_OK[1], start, stop)
     if not ok:
         return 0
     return ok - len(_PROBE_OK_BYTES.findall(data, start, stop))
