@@ -367,7 +367,7 @@ class Timeline:
     def feed_lines(self, lines: list[str], now: float | None = None) -> None:
         """Bulk path for a list of records (e.g. from :meth:`LineSplitter.feed`)."""
         if lines:
-            self.feed_bytes("\n".join(lines).encode("utf-8", "surrogatepass"), now)
+            self.feed_text("\n".join(lines), now)
 
     # --- one record --------------------------------------------------------------------------------
     def _apply(self, rec: LogRecord) -> None:
