@@ -34,6 +34,8 @@ except ImportError:  # (no wheel for this platform: Python's re does the same, a
 #: ``SPARKTUI_REGEX=re`` leaves RE2 out (to compare, or to rule it out).
 ENGINES: tuple[str, ...] = (("re2", "re") if re2 is not None and os.environ.get("SPARKTUI_REGEX") != "re"
                             else ("re",))
+#: RE2's unanchored search, for a :func:`re2_line_regex` regex's ``Match`` (None without RE2).
+RE2_UNANCHORED: Any = re2._Anchor.UNANCHORED if re2 is not None else None
 
 # How often each character occurs in vLLM logs, per 100,000 characters: counted over the 58 logs of
 # tests/data/vllm-logs and tests/public_logs (1.5 M characters; ``benchmarks/keyword_entries.py`` counts them

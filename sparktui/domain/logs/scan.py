@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from sparktui.domain.logs.keywords import ENGINES, line_regex, matched, re2_line_regex
+from sparktui.domain.logs.keywords import ENGINES, RE2_UNANCHORED, line_regex, matched, re2_line_regex
 from sparktui.domain.logs.line import split_glued, strip_ansi
 from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
 from sparktui.domain.logs.rules import (
@@ -133,21 +133,20 @@ class _Scanner:
     def __init__(self, groups: dict[str, tuple[str, ...]]) -> None:
         keywords = tuple(kw for group in groups.values() for kw in group)
         chars = _ENTRY_CHARS.get(id(groups), "")
-        self.levels = tuple(a for a in _LEVEL_ANCHORS if a in groups)
-        self.level_bytes = tuple((level.encode(), level) for level in self.levels)
-        assert all(groups[a] == (a,) for a in self.levels)  # a level anchor stands for itself alone
-        others = tuple(kw for kw in keywords if kw not in self.levels)
-        self.pattern, self.tails = line_regex(keywords, frozenset(self.levels), f"(?!{_INDENTED_AFTER})",
-                                              chars)
+        levels = frozenset(a for a in _LEVEL_ANCHORS if a in groups)
+        assert all(groups[a] == (a,) for a in levels)  # a level anchor stands for itself alone
+        self.level_bytes = {level: level.encode() for level in sorted(levels)}  # (the levels, and as bytes)
+        others = tuple(kw for kw in keywords if kw not in levels)
+        self.pattern, self.tails = line_regex(keywords, levels, f"(?!{_INDENTED_AFTER})", chars)
         self.others, self.other_tails = line_regex(others, chars=chars)
         if "re2" in ENGINES:
-            self.re2, self.re2_keywords = re2_line_regex(keywords, frozenset(self.levels), _NOT_INDENTED)
+            self.re2, self.re2_keywords = re2_line_regex(keywords, levels, _NOT_INDENTED)
             self.re2_others, _ = re2_line_regex(others)
 
     def first_other(self, data: bytes, start: int, end: int, engine: str) -> str | None:
         """The first keyword of the line ``data[start:end]`` that is no level."""
         if engine == "re2":
-            ((s, e),) = self.re2_others.Match(_UNANCHORED, data, start, end)
+            ((s, e),) = self.re2_others.Match(RE2_UNANCHORED, data, start, end)
             return None if s == -1 else self.re2_keywords[data[s:e]]
         m = self.others.search(data, start, end)
         return None if m is None else matched(data, m, self.other_tails)
@@ -155,7 +154,7 @@ class _Scanner:
     def judged_by_levels(self, data: bytes, start: int, end: int, engine: str) -> str | None:
         """A line where a level keyword was found past its first place: the levels' first places judge
         it, then the other keywords."""
-        for level_b, level in self.level_bytes:
+        for level, level_b in self.level_bytes.items():
             at = data.find(level_b, start, end)
             if at != -1 and _level_takes_bytes(data, at, end):
                 return level
@@ -164,11 +163,6 @@ class _Scanner:
 
 # The entry characters found for the two sets (rules.py; any other set is covered greedily).
 _ENTRY_CHARS = {id(STARTUP_GROUPS): STARTUP_ENTRY_CHARS, id(SERVING_GROUPS): SERVING_ENTRY_CHARS}
-_UNANCHORED = None  # RE2's unanchored search (set below, with RE2)
-if "re2" in ENGINES:
-    import re2 as _re2
-
-    _UNANCHORED = _re2._Anchor.UNANCHORED
 
 
 _SCANNERS: dict[int, tuple[dict[str, tuple[str, ...]], _Scanner]] = {}
@@ -201,11 +195,11 @@ def regex_lines(data: bytes, groups: dict[str, tuple[str, ...]], lo: int = 0, hi
 
 def _re2_lines(data: bytes, sc: _Scanner, lo: int, hi: int) -> Iterator[tuple[int, int, str]]:
     # One RE2 search per line found, from the start of the next line: the DFA skips what matters not.
-    search, keywords, levels = sc.re2.Match, sc.re2_keywords, sc.levels
+    search, keywords, level_bytes = sc.re2.Match, sc.re2_keywords, sc.level_bytes
     find, rfind = data.find, data.rfind
     pos = lo
     while pos < hi:
-        ((s, e),) = search(_UNANCHORED, data, pos, hi)
+        ((s, e),) = search(RE2_UNANCHORED, data, pos, hi)
         if s == -1:
             return
         start = rfind(b"\n", lo, s) + 1 or lo
@@ -214,8 +208,8 @@ def _re2_lines(data: bytes, sc: _Scanner, lo: int, hi: int) -> Iterator[tuple[in
             end = hi
         kw = keywords.get(data[s:e])
         if kw is None:  # a level, its match run on past it (its guard)
-            kw = next(level for level_b, level in sc.level_bytes if data.startswith(level_b, s))
-        if kw in levels and find(kw.encode(), start, s) != -1:
+            kw = next(level for level, level_b in level_bytes.items() if data.startswith(level_b, s))
+        if kw in level_bytes and find(level_bytes[kw], start, s) != -1:
             kw = sc.judged_by_levels(data, start, end, "re2")  # (its first place has indented code after it)
         if kw is not None:
             yield start, end, kw
@@ -223,14 +217,14 @@ def _re2_lines(data: bytes, sc: _Scanner, lo: int, hi: int) -> Iterator[tuple[in
 
 
 def _re_lines(data: bytes, sc: _Scanner, lo: int, hi: int) -> Iterator[tuple[int, int, str]]:
-    levels, tails = sc.levels, sc.tails
+    level_bytes, tails = sc.level_bytes, sc.tails
     find, rfind = data.find, data.rfind
     for m in sc.pattern.finditer(data, lo, hi):
         start = rfind(b"\n", lo, m.start()) + 1 or lo
         end = m.end()
         kws = tails[m.group(1)]
         kw: str | None = kws[0] if len(kws) == 1 else matched(data, m, tails)
-        if kw in levels and find(kw.encode(), start, m.end(1) - len(kw)) != -1:
+        if kw in level_bytes and find(level_bytes[kw], start, m.end(1) - len(kw)) != -1:
             kw = sc.judged_by_levels(data, start, end, "re")  # (its first place has indented code after it)
         if kw is not None:
             yield start, end, kw
