@@ -654,7 +654,9 @@ class StandinEngine:
                         )
                     )
             self._sleep_until(start + at)
-            last_heartbeat = max(last_heartbeat, time.monotonic())
+            # The schedule, not the clock, decides the heartbeats: on a loaded machine lines print late,
+            # and counting from the moment they did would shrink the gaps the heartbeats fill.
+            last_heartbeat = max(last_heartbeat, start + at)
             if index == a.weights_start:
                 in_weights = True
             if a.weights_end is not None and index >= a.weights_end:
