@@ -355,3 +355,25 @@ async def test_local_node_uses_the_local_transport() -> None:
     await transport.connect()
     assert (await transport.run(["printf", "%s", "x; y"])).stdout == "x; y"
     await transport.close()
+
+
+async def _negotiated_cipher(node: NodeConfig) -> str:
+    transport = make_transport(node)
+    await transport.connect()
+    try:
+        assert isinstance(transport, SSHTransport) and transport.connection is not None
+        return str(transport.connection.get_extra_info("send_cipher"))
+    finally:
+        await transport.close()
+
+
+async def test_aes_gcm_is_offered_first_unless_the_ssh_config_names_ciphers(
+    testbed: Testbed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AES-GCM is one OpenSSL call a packet in asyncssh; chacha20-poly1305 is three from Python."""
+    assert await _negotiated_cipher(_node(testbed, "spark1")) == "aes256-gcm@openssh.com"
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text("Host *\n  Ciphers chacha20-poly1305@openssh.com\n")
+    monkeypatch.setenv("HOME", str(home))
+    assert await _negotiated_cipher(_node(testbed, "spark1")) == "chacha20-poly1305@openssh.com"

@@ -33,6 +33,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 import asyncssh
+from asyncssh.encryption import get_default_encryption_algs
 
 from sparktui.config import NodeConfig
 from sparktui.domain.backoff import Backoff
@@ -61,6 +62,19 @@ TCP_TIMEOUT = 3.0
 PROBE_INTERVAL = 1.0
 #: A connection that lasted less than this before it dropped counts as a failed attempt (see _supervise).
 STABLE_AFTER = 10.0
+
+
+
+def preferred_ciphers() -> list[str]:
+    """asyncssh's ciphers with AES-GCM first, unless ``~/.ssh/config`` names its own (``Ciphers``).
+
+    asyncssh offers chacha20-poly1305 first, as OpenSSH does. Both are sound; but asyncssh drives chacha20
+    and poly1305 from Python, three calls a packet, where AES-GCM is one call to OpenSSL (AES instructions
+    on x86-64 and on the Spark's Arm cores): 2.2 µs a 512-byte packet instead of 11.7 µs here. The dashboard
+    moves a packet or more for every probe sample, scrape and log read, all day long."""
+    # sorted() is stable: the rest keep asyncssh's order.
+    names = [alg.decode() for alg in get_default_encryption_algs()]
+    return sorted(names, key=lambda alg: not alg.endswith("-gcm@openssh.com"))
 
 
 class _PermanentError(Exception):
@@ -408,7 +422,8 @@ class SSHTransport(Transport):
         self._known_files = self.known_hosts_files(options)
         # Never None (that would turn checking off); with no file at all nothing is trusted.
         known: list[str] | bytes = self._known_files or b""
-        return asyncssh.SSHClientConnectionOptions(options, known_hosts=known)
+        ciphers = {} if options.config.get("Ciphers") else {"encryption_algs": preferred_ciphers()}
+        return asyncssh.SSHClientConnectionOptions(options, known_hosts=known, **ciphers)
 
     def known_hosts_files(self, options: asyncssh.SSHClientConnectionOptions | None = None) -> list[str]:
         """The known_hosts files checked for this node (existing ones only)."""
