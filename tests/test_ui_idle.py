@@ -182,3 +182,49 @@ async def test_stage_bars_keep_no_timers_and_a_countless_stage_sweeps_with_the_t
         # The refreshes come in the ticks' moments (a bar's update and its sweep), not at a rate of their own.
         moments = [t for i, (t, _) in enumerate(swept) if i == 0 or t - swept[i - 1][0] > 0.3]
         assert 2 <= len(moments) <= 3, swept
+
+
+async def test_a_start_draws_its_clock_in_the_node_samples_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    # During a start the engine panel's clock (stage times, a countless stage's sweep) moves once a second,
+    # and so does each node's panel with its sample (on the nodes' whole seconds): one frame, not two.
+    from sparktui.ui.widgets.node_panel import NodeSummary
+    from sparktui.ui.widgets.stage_bar import _SweepBar
+    from tests.test_ui_panels import fed_timeline
+
+    app, backend = make_app()
+    moments: list[tuple[float, str]] = []
+    original_refresh = Widget.refresh
+
+    def counting_refresh(self: Widget, *args: Any, **kwargs: Any) -> Widget:
+        kind = "clock" if isinstance(self, _SweepBar) else "sample" if isinstance(self, NodeSummary) else ""
+        if kind:
+            moments.append((time.monotonic(), kind))
+        return original_refresh(self, *args, **kwargs)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(EngineChanged(EngineState.STARTING, timeline=fed_timeline("Memory profiling takes")))
+        await settle(pilot, app)
+        await asyncio.sleep(0.4)   # off the timer's phase
+
+        def samples(seq: int) -> None:
+            backend.post(*(backend.sampled(name, gb10_sample(seq, seq * 10_000, util=float(seq)))
+                           for name in ("spark1", "spark2")))
+
+        samples(1)
+        await asyncio.sleep(1.0)
+        monkeypatch.setattr(Widget, "refresh", counting_refresh)
+        for seq in range(2, 5):
+            samples(seq)
+            await asyncio.sleep(1.0)
+        await pilot.pause()
+        sample_times = [t for t, kind in moments if kind == "sample"]
+        clock_times = [t for t, kind in moments if kind == "clock"]
+        assert len(clock_times) >= 3, moments
+        assert all(min(abs(t - s) for s in sample_times) < 0.05 for t in clock_times), moments
+
+        # Samples stop (a node link down, say): the timer draws the clock again.
+        moments.clear()
+        await asyncio.sleep(2.7)
+        await pilot.pause()
+        assert [kind for _, kind in moments].count("clock") >= 1, moments

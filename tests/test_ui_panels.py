@@ -243,6 +243,6 @@ async def test_a_node_whose_samples_stop_says_so() -> None:
         await settle(pilot, app)
         assert "no sample for" not in panel_text(app, "spark1")
         now[0] += 12
-        app._tick()
+        app._tick_now()
         await pilot.pause()
         assert "no sample for 12s" in panel_text(app, "spark1")

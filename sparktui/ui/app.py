@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -64,6 +65,9 @@ from sparktui.ui.widgets.util import node_widget_id, show
 #: live bar, rare enough that a flood of 100k lines/s costs 20 ``write_lines`` calls a second, and small
 #: enough batches (5,000 lines at that rate) that a key press never waits long behind one.
 FLUSH_HZ = 20.0
+
+#: The clock of what moves without events (elapsed times, the ETA, retry countdowns, staleness).
+TICK_SECONDS = 1.0
 
 #: Engine states whose panel shows a clock (a stage's elapsed time, the ETA, a stall): redrawn each tick.
 _CLOCKED_STATES = frozenset({EngineState.PREFLIGHT, EngineState.STARTING, EngineState.VERIFYING,
@@ -195,6 +199,10 @@ class SparkApp(App[int]):
         #: The one-shot timer of the next drain, armed by the first event of a batch (``sink``): an idle
         #: dashboard has no drain timer at all, a busy one drains at most ``flush_hz`` times a second.
         self._drain_timer: Timer | None = None
+        #: When a drain last applied a node sample, and when the tick last ran (monotonic: real time, which
+        #: ``clock``, the time shown, need not be; see _tick).
+        self._sampled_at: float | None = None
+        self._ticked_at = -math.inf
         self._backend_worker: Worker[None] | None = None
         self._node_panels: dict[str, NodePanel] = {}
         self._requesting: str | None = None
@@ -256,7 +264,7 @@ class SparkApp(App[int]):
         self._arm_drain()  # what the backend posted before the first frame
         if self.poll_always:
             self.set_interval(1.0 / self.switches.flush_hz, self.drain)
-        self.set_interval(1.0, self._tick)
+        self.set_interval(TICK_SECONDS, self._tick)
         self._backend_worker = self.run_worker(self._run_backend(), name="backend", group="backend",
                                                exit_on_error=False)
         # Everything built so far (widgets, styles, Textual's caches) lives as long as the app: move it out of
@@ -334,6 +342,7 @@ class SparkApp(App[int]):
         state = self.state
         redraw = Redraw()
         notices: list[Notice] = []
+        sampled = False
         while inbox:
             event = inbox.popleft()
             self.events_applied += 1
@@ -348,6 +357,7 @@ class SparkApp(App[int]):
                     node.reading, node.sampled_at = event.reading, self.clock()
                     redraw.nodes.add(node.name)
                     redraw.asymmetry = True
+                    sampled = True
                 case NodeLinkChanged():
                     node = state.node(event.node)
                     node.link_phase, node.link_detail = event.phase, event.detail
@@ -367,6 +377,8 @@ class SparkApp(App[int]):
                     redraw.serving = True
         with self.batch_update():
             self._render(redraw)
+            if sampled:
+                self._tick_with_samples()
             written = pane.flush()
         for notice in notices:
             self.notify(notice.message, severity=_severity(notice.severity))
@@ -415,9 +427,31 @@ class SparkApp(App[int]):
             show(box, f"⚠ {warning}")
 
     def _tick(self) -> None:
+        """The 1 s timer: the tick, unless it rides the node samples' frames (:meth:`_tick_with_samples`)."""
+        if not self._ticks_with_samples():
+            self._tick_now()
+
+    def _ticks_with_samples(self) -> bool:
+        """Whether node samples arrive at the tick's rate (they come on the nodes' whole seconds, every
+        node's together). Then the tick is drawn in their frame: one frame a second instead of two, during
+        a start (a stage's elapsed time) and whenever a link is down (its countdown). The timer takes over
+        within 1.5 s when samples stop."""
+        return (not self.poll_always and self.ui_config.refresh_interval <= TICK_SECONDS
+                and self._sampled_at is not None
+                and time.monotonic() - self._sampled_at < 1.5 * TICK_SECONDS)
+
+    def _tick_with_samples(self) -> None:
+        """In a drain that applied a node sample: the tick, if one is due (half a tick since the last, so
+        two nodes' samples a few milliseconds apart draw it once)."""
+        self._sampled_at = now = time.monotonic()
+        if self._ticks_with_samples() and now - self._ticked_at >= 0.5 * TICK_SECONDS:
+            self._tick_now()
+
+    def _tick_now(self) -> None:
         """Once a second: what moves without events — elapsed times and the ETA while an operation or a
         start runs, retry countdowns of links that are down, samples gone stale, the two-node-hang check
         while the engine should be working. Nothing else is touched: an idle dashboard repaints nothing."""
+        self._ticked_at = time.monotonic()
         nodes = self.state.update_staleness(self.ui_config.refresh_interval)
         nodes |= {n.name for n in self.state.nodes.values() if n.link_phase != "connected"}
         clock = self.state.engine.state in _CLOCKED_STATES or self.state.operation_running
