@@ -228,3 +228,34 @@ async def test_a_start_draws_its_clock_in_the_node_samples_frames(monkeypatch: p
         await asyncio.sleep(2.7)
         await pilot.pause()
         assert [kind for _, kind in moments].count("clock") >= 1, moments
+
+
+async def test_engine_changes_between_ticks_leave_the_sweep_where_it_is(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A start's engine changes come several times a second (each log batch moves the timeline): a countless
+    # bar that swept on each of them drew a frame for each. It moves on with the tick only.
+    from sparktui.ui.widgets.stage_bar import _SweepBar
+    from tests.test_ui_panels import fed_timeline
+
+    app, backend = make_app()
+    swept: list[float] = []
+    original_refresh = Widget.refresh
+
+    def counting_refresh(self: Widget, *args: Any, **kwargs: Any) -> Widget:
+        if isinstance(self, _SweepBar):
+            swept.append(time.monotonic())
+        return original_refresh(self, *args, **kwargs)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        timeline = fed_timeline("Memory profiling takes")
+        backend.post(EngineChanged(EngineState.STARTING, timeline=timeline))
+        await settle(pilot, app)
+        while time.monotonic() - app._ticked_at > 0.05:   # just after a tick
+            await asyncio.sleep(0.01)
+        monkeypatch.setattr(Widget, "refresh", counting_refresh)
+        for i in range(4):
+            backend.post(EngineChanged(EngineState.STARTING, f"batch {i}", timeline=timeline))
+            await asyncio.sleep(0.15)
+        await pilot.pause()
+        assert time.monotonic() - app._ticked_at > 0.5, "no tick in the window"
+        assert not swept, swept

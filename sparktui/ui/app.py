@@ -407,7 +407,7 @@ class SparkApp(App[int]):
             panel = self._node_panels[name] = panels.first(NodePanel)
         panel.refresh_from_state()
 
-    def _render_engine(self) -> None:
+    def _render_engine(self, tick: bool = False) -> None:
         state = self.state.engine.state
         if state is not self._shown_state:
             if state in (EngineState.PREFLIGHT, EngineState.STARTING) and self.history is not None:
@@ -417,7 +417,8 @@ class SparkApp(App[int]):
                     self._runs = ()
                     self.notify(f"run history unreadable: {exc}", severity="warning")
             self._shown_state = state
-        self.query_one(EnginePanel).show(self.state.engine, self.state.operation, self.clock(), self._runs)
+        self.query_one(EnginePanel).show(self.state.engine, self.state.operation, self.clock(), self._runs,
+                                         tick=tick)
 
     def _render_asymmetry(self) -> None:
         warning = self.state.check_asymmetry()
@@ -463,7 +464,7 @@ class SparkApp(App[int]):
                 for name in nodes:
                     self._render_node(name)
                 if clock:
-                    self._render_engine()
+                    self._render_engine(tick=True)
                 if self.state.engine_should_work() or self.query_one("#asymmetry", Static).display:
                     self._render_asymmetry()
                 # A mouse-wheel scroll up pauses following: said in the status line within a second.

@@ -73,7 +73,9 @@ class StageRow(Horizontal):
         yield Label("", classes="stage-info")
 
     def show(self, view: StageView, elapsed: float | None, stalled: float | None,
-             skipped_as: str = "skipped") -> None:
+             skipped_as: str = "skipped", tick: bool = False) -> None:
+        """``tick``: drawn for the dashboard's 1 s tick, the only moment a countless bar's sweep moves on
+        (a start's engine changes come several times a second; each moving the sweep cost its frame)."""
         bar = self.query_one(StageBar)
         status = view.status
         if status == "running":
@@ -81,7 +83,8 @@ class StageRow(Horizontal):
                 bar.update(total=view.total, progress=view.done or 0)
             else:
                 bar.update(total=None)
-                bar.sweep()  # (called once a second during a start: the sweep's only clock)
+                if tick:
+                    bar.sweep()
         elif status in ("done", "failed"):
             total = view.total or 1
             bar.update(total=total, progress=view.done if (status == "failed" and view.done) else total)
@@ -186,7 +189,8 @@ class EnginePanel(Vertical):
         yield ServingView(id="serving")
 
     def show(self, engine: EngineChanged, operation: OperationView | None, now: float,
-             runs: Sequence[RunRecord] = ()) -> None:
+             runs: Sequence[RunRecord] = (), tick: bool = False) -> None:
+        """``tick``: for the dashboard's 1 s tick (see :meth:`StageRow.show`)."""
         timeline = engine.timeline or _NO_TIMELINE
         views = list(timeline.stages)
         running = timeline.running
@@ -211,7 +215,7 @@ class EnginePanel(Vertical):
                 # A compile skipped because vLLM loaded its graphs from the cache says so (a warm start).
                 hit = view.name == "compile" and bool(timeline.facts.get("compile_cache_hit"))
                 self.query_one(f"#stage-{view.name}", StageRow).show(
-                    view, self.elapsed(view, now), stalled, "cache hit" if hit else "skipped")
+                    view, self.elapsed(view, now), stalled, "cache hit" if hit else "skipped", tick)
         self.query_one("#engine-facts", EngineFacts).set(timeline.facts, engine)
         failure = timeline.failure
         failure_box = self.query_one("#engine-failure", Static)
