@@ -516,6 +516,9 @@ class SshBackend:
                 self._sync()
 
             crash = await watch.run(self._post, on_snapshot=on_snapshot)
+        # The log's lines read so far go into the state machine first (a stream's next batch can be
+        # STREAM_BATCH_SECONDS away): a traceback already here names the crash's cause.
+        self._engine.flush()
         truth.crashed(crash)
         self._sync()
 
