@@ -229,14 +229,41 @@ class _Handler(BaseHTTPRequestHandler):
         rid = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         token_times: list[float] = []   # when each token was produced
+        recorded = False
+
+        def record_finished() -> None:
+            # Counted before the answer's end goes out, as vLLM counts a request when its output is made: a
+            # client that scrapes /metrics right after its answer sees it (the server is threaded).
+            nonlocal recorded
+            if recorded:
+                return
+            recorded = True
+            done = time.monotonic()
+            first_token_at = token_times[0] if token_times else done
+            itl = [b - a for a, b in itertools.pairwise(token_times)]
+            model.metrics.request_finished(
+                FinishedRequest(
+                    prompt_tokens=prompt_tokens,
+                    generation_tokens=len(words),
+                    max_tokens=limit,
+                    cached_prompt_tokens=cached,
+                    queue_seconds=0.0005,
+                    ttft_seconds=first_token_at - arrival,
+                    itl_seconds=itl,
+                    e2e_seconds=done - arrival,
+                    finished_reason=finish,
+                )
+            )
+
         try:
             if request.get("stream"):
                 with model.load.stream():
                     sent = self._stream(request, name, rid, created, words, finish, prompt_tokens,
-                                        token_times)
+                                        token_times, record_finished)
             else:
                 with model.load.stream():
                     token_times.extend(model.load.pace(len(words)))
+                record_finished()
                 usage = _usage(prompt_tokens, len(words))
                 sent = self._json(
                     200,
@@ -264,22 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
                     },
                 )
         finally:
-            done = time.monotonic()
-            first_token_at = token_times[0] if token_times else done
-            itl = [b - a for a, b in itertools.pairwise(token_times)]
-            model.metrics.request_finished(
-                FinishedRequest(
-                    prompt_tokens=prompt_tokens,
-                    generation_tokens=len(words),
-                    max_tokens=limit,
-                    cached_prompt_tokens=cached,
-                    queue_seconds=0.0005,
-                    ttft_seconds=first_token_at - arrival,
-                    itl_seconds=itl,
-                    e2e_seconds=done - arrival,
-                    finished_reason=finish,
-                )
-            )
+            record_finished()
         return sent
 
     def _stream(
@@ -292,7 +304,9 @@ class _Handler(BaseHTTPRequestHandler):
         finish: str,
         prompt_tokens: int,
         token_times: list[float],
+        finished: Callable[[], None],
     ) -> int:
+        """``finished``: called once the last token is made, before the choice's end is sent."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("transfer-encoding", "chunked")
@@ -318,6 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
         for i, at in enumerate(self.server.model.load.pace(len(words))):
             token_times.append(at)
             chunk({"content": (" " if i else "") + words[i]}, None)
+        finished()
         chunk({}, finish)  # vLLM ends a choice with an empty delta carrying finish_reason
         options = request.get("stream_options") or {}
         if options.get("include_usage"):
