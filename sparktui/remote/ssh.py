@@ -64,7 +64,6 @@ PROBE_INTERVAL = 1.0
 STABLE_AFTER = 10.0
 
 
-
 def preferred_ciphers() -> list[str]:
     """asyncssh's ciphers with AES-GCM first, unless ``~/.ssh/config`` names its own (``Ciphers``).
 
