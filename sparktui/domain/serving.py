@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from sparktui.probe import has_vllm_stats, only_families
+
 # ---- the version-tolerant name map ----------------------------------------------------------------
 # Each canonical quantity lists its exposition names, newest first. Counter names are the family names
 # prometheus_client reports (without ``_total``; its parser strips and re-adds the suffix, and accepts
@@ -119,30 +121,6 @@ def _le(value: str) -> float:
     return math.inf if value in ("+Inf", "Inf", "inf") else float(value)
 
 
-def _only_families(text: str, prefixes: tuple[str, ...]) -> str:
-    """The lines of the families whose names start with one of ``prefixes`` (comments included).
-
-    A full 0.33 scrape is ~650 lines, mostly histograms the panel never shows; handing only the wanted
-    families to the parser makes a scrape about ten times cheaper. Values are still read by the parser.
-    """
-    kept = []
-    for line in text.splitlines():
-        if line.startswith("#"):
-            parts = line.split(None, 3)
-            name = parts[2] if len(parts) > 2 and parts[1] in ("HELP", "TYPE") else ""
-        else:
-            name = line
-        if name.startswith(prefixes):
-            kept.append(line)
-    kept.append("")
-    return "\n".join(kept)
-
-
-def _stats_enabled(text: str) -> bool:
-    """Whether the server publishes vLLM's own stats (none with ``--disable-log-stats``)."""
-    return any(line.startswith("vllm:") for line in text.splitlines())
-
-
 def parse_metrics(
     text: str, model_name: str | None = None, families: Iterable[str] | None = None, *,
     stats_enabled: bool | None = None,
@@ -151,9 +129,9 @@ def parse_metrics(
     with ``families``, only families whose names start with one of those are parsed. ``stats_enabled``:
     already known of the whole scrape (``text`` then may be its wanted families only)."""
     if stats_enabled is None:
-        stats_enabled = _stats_enabled(text)
+        stats_enabled = has_vllm_stats(text)
     if families is not None:
-        text = _only_families(text, tuple(families))
+        text = only_families(text, tuple(families))
     gauges: dict[str, list[float]] = {}
     counters: dict[str, float] = {}
     hist_buckets: dict[str, dict[float, float]] = {}
@@ -281,6 +259,15 @@ def sample_from_text(text: str, model_name: str | None = None) -> ServingSample:
     return resolve(parse_metrics(text, model_name, WANTED_FAMILIES))
 
 
+@dataclass(frozen=True)
+class MetricsScrape:
+    """One ``/metrics`` answer: its text, whole (as the API sends it) or its wanted families only (as the
+    head's probe sends them, with ``stats_enabled`` read from the whole scrape)."""
+
+    text: str
+    stats_enabled: bool | None = None
+
+
 class SampleReader:
     """:func:`sample_from_text` for one scrape after another, parsed again only when the lines of the
     families the panel uses changed. An idle engine's scrape is the same every time but for the
@@ -292,10 +279,12 @@ class SampleReader:
         self.parses = 0
         self._last: tuple[tuple[bool, str], ServingSample] | None = None
 
-    def read(self, text: str) -> ServingSample:
+    def read(self, text: str, stats_enabled: bool | None = None) -> ServingSample:
         """:func:`sample_from_text` of ``text`` (the wanted families cut out once, for the comparison and
-        the parse)."""
-        key = (_stats_enabled(text), _only_families(text, WANTED_FAMILIES))
+        the parse). ``stats_enabled``: already known of the whole scrape, when ``text`` holds only the
+        wanted families (as the head's probe sends them)."""
+        stats = has_vllm_stats(text) if stats_enabled is None else stats_enabled
+        key = (stats, only_families(text, WANTED_FAMILIES))
         last = self._last
         if last is not None and last[0] == key:
             return last[1]

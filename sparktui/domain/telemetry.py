@@ -256,6 +256,31 @@ class ContainerSample:
 
 
 @dataclass(frozen=True)
+class EngineApiReading:
+    """The engine's ``/health`` and ``/metrics`` as the head's probe read them beside it
+    (``sparktui.probe.EngineApiReader``): the serving watch's evidence, without a request of its own."""
+
+    #: Grows by one a reading within one probe process (a reading seen again: the API is slow to answer).
+    id: int
+    #: The node's monotonic clock when the reading began.
+    mono: float
+    #: HTTP status of ``/health``; ``None`` when nothing answered.
+    health_status: int | None
+    health_seconds: float
+    #: "connection refused (…)", "timed out after 5s (…)", "HTTP 503" …; empty when healthy.
+    health_error: str = ""
+    #: The wanted families of ``/metrics`` (read only after a healthy ``/health``).
+    metrics: str | None = None
+    #: Whether the whole scrape held vLLM's own stats (``metrics`` alone cannot say when it is empty).
+    stats_enabled: bool = True
+    metrics_error: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        return self.health_status == 200
+
+
+@dataclass(frozen=True)
 class Sample:
     """One probe reading of one node."""
 
@@ -281,6 +306,9 @@ class Sample:
     #: CPU seconds the probe itself has used (user + system), to keep its cost visible.
     probe_cpu_s: float | None = None
     probe_pid: int | None = None
+    #: The head's probe only (``--engine-port``): its last reading of the engine's API; ``None`` before
+    #: the first one finished.
+    engine_api: EngineApiReading | None = None
     #: Controller's ``time.monotonic()`` when the line arrived (set by the probe runner).
     received: float | None = None
     #: The JSON object as received (for ``status --json``).
@@ -312,6 +340,7 @@ class Sample:
                 resolved=tuple(str(p) for p in data.get("resolved") or ()),
                 probe_cpu_s=_float((data.get("probe") or {}).get("cpu_s")),
                 probe_pid=_int((data.get("probe") or {}).get("pid")),
+                engine_api=_engine_api(data.get("engine_api")),
                 received=received,
                 raw=data,
             )
@@ -345,6 +374,23 @@ def is_stale(received: float, now: float, interval: float) -> bool:
 
 
 # ---- parsing helpers (tolerant: a missing or odd field is None, not an exception) ---------------------
+def _engine_api(data: Any) -> EngineApiReading | None:
+    """A reading of a foreign shape is no reading (the node's own readings in the sample still count)."""
+    reading_id = _int(data.get("id")) if isinstance(data, Mapping) else None
+    if reading_id is None:
+        return None
+    health = data.get("health")
+    health = health if isinstance(health, Mapping) else {}
+    metrics = data.get("metrics")
+    return EngineApiReading(
+        id=reading_id, mono=_float(data.get("mono")) or 0.0,
+        health_status=_int(health.get("status")), health_seconds=_float(health.get("seconds")) or 0.0,
+        health_error=str(health.get("error") or ""),
+        metrics=metrics if isinstance(metrics, str) else None,
+        stats_enabled=data.get("stats") is not False,
+        metrics_error=str(data.get("metrics_error") or ""))
+
+
 def _int(v: Any) -> int | None:
     if v is None or isinstance(v, bool):
         return None
