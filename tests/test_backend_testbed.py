@@ -22,8 +22,10 @@ from sparktui.domain.events import (
     NodeSampled,
     OperationChanged,
     OperationRefused,
+    ServingSampled,
 )
 from sparktui.domain.history import HistoryStore
+from sparktui.remote.api_client import EngineApi
 from sparktui.remote.backend import SshBackend
 from tests.lifecycle_helpers import lifecycle_config, make_model_dirs
 from tests.testbed import Testbed
@@ -60,7 +62,18 @@ def bed(make_testbed: Callable[..., Testbed]) -> Testbed:
     return bed
 
 
-async def test_start_ready_reattach_stop(bed: Testbed, tmp_path: Any) -> None:
+async def test_start_ready_reattach_stop(
+        bed: Testbed, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []    # the dashboard's own requests to the engine's API
+
+    def counted(method: Callable[..., Any], name: str) -> Callable[..., Any]:
+        async def call(self: EngineApi, *args: Any, **kwargs: Any) -> Any:
+            asked.append(name)
+            return await method(self, *args, **kwargs)
+        return call
+
+    for name in ("health", "metrics_text"):
+        monkeypatch.setattr(EngineApi, name, counted(getattr(EngineApi, name), name))
     config = lifecycle_config(bed, pace=4.0)
     history = HistoryStore(tmp_path / "runs.jsonl")
     first = Recorder()
@@ -85,6 +98,13 @@ async def test_start_ready_reattach_stop(bed: Testbed, tmp_path: Any) -> None:
         assert states.index(EngineState.STARTING) < states.index(EngineState.VERIFYING) \
             < states.index(EngineState.READY)
         assert {e.node for e in first.of(NodeSampled)} == {"spark1", "spark2"}
+        # Serving: the head's probe reads /health and /metrics beside the engine; the dashboard asks
+        # nothing itself once ready (its verify asked /health before).
+        asked_at_ready = list(asked)
+        scraped = len(first.of(ServingSampled))
+        await first.wait_for(lambda: len(first.of(ServingSampled)) >= scraped + 3, 15,
+                             "three serving samples")
+        assert asked == asked_at_ready and "metrics_text" not in asked, asked
         records = [r for e in first.of(LogRecords) for r in e.records]
         assert any("Application startup complete" in r.message for r in records)
         assert any(r.node == bed.ip("spark2") for r in records), "worker lines through Ray's forwarding"

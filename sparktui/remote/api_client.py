@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from sparktui.domain.serving import MetricsScrape
 from sparktui.remote.transport import Transport
 
 #: The readiness probe's prompt: tiny, and answerable by any chat model.
@@ -202,6 +203,10 @@ class EngineApi:
     async def metrics_text(self) -> str:
         """``GET /metrics``: Prometheus text. No ``Accept`` for OpenMetrics (≤0.7 would switch format)."""
         return (await self._get("/metrics")).text
+
+    async def metrics_scrape(self) -> MetricsScrape:
+        """``GET /metrics``, as the serving watch reads it."""
+        return MetricsScrape(await self.metrics_text())
 
     # -- generation ----------------------------------------------------------------------------------
     async def complete_tiny(self, model: str, prompt: str = TINY_PROMPT) -> CompletionResult:

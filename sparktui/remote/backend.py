@@ -23,7 +23,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.deadline import within
@@ -57,6 +57,9 @@ from sparktui.remote.host_facts import read_host_facts
 from sparktui.remote.log_follower import LogFollower
 from sparktui.remote.transport import LinkPhase, LinkState, Transport, TransportError
 
+if TYPE_CHECKING:
+    from sparktui.remote.probed_api import ProbedEngineApi
+
 log = logging.getLogger(__name__)
 
 #: How long the first line after a quiet spell waits for the ones that come with it before it is posted.
@@ -81,6 +84,12 @@ MEMORY_GUARDED = RUNNING
 
 #: One of the controller's operations, passed as itself (no name looked up at run time).
 Operation = Callable[[EngineController], Awaitable[OperationView]]
+
+
+async def _next_reading(_interval: float) -> None:
+    """The serving watch's pause when the head's probe paces it: none (its ``health()`` waits for the
+    next reading), only a turn of the loop."""
+    await asyncio.sleep(0)
 
 
 def _start(controller: EngineController) -> Awaitable[OperationView]:
@@ -126,6 +135,8 @@ class SshBackend:
         #: Set when log bytes arrive (the engine's or the shown one): the flush loop's wake-up.
         self._log_arrived = asyncio.Event()
         self._watch: asyncio.Task[Any] | None = None
+        #: The serving watch's source while it runs: the head's samples feed it.
+        self._probed_api: ProbedEngineApi | None = None
         #: Ray's node list and the head's reach of the other nodes, watched while the engine runs.
         self._evidence: list[asyncio.Task[Any]] = []
         self._log_source = "vllm"
@@ -272,9 +283,13 @@ class SshBackend:
         event.set()
 
     async def _telemetry(self, name: str) -> None:
-        from sparktui.remote.probe_runner import engine_probe_args, stream_samples
+        from sparktui.remote.probe_runner import engine_api_probe_args, engine_probe_args, stream_samples
 
         node = self.config.node(name)
+        head = name == self.config.head.name
+        extra_args = engine_probe_args(self.config.engine)
+        if head:
+            extra_args += engine_api_probe_args(self.config.engine)
         errors_told: set[str] = set()
 
         def on_error(message: str) -> None:
@@ -285,8 +300,9 @@ class SshBackend:
         # The feed posts each sample's reading; what comes back here is the evidence the backend weighs.
         async for sample in stream_samples(self.transports[name], node, self.config.ui.refresh_interval,
                                            name_prefix=self.config.engine.name_prefix, on_error=on_error,
-                                           extra_args=engine_probe_args(self.config.engine),
-                                           feed=self._node_feed):
+                                           extra_args=extra_args, feed=self._node_feed):
+            if head and self._probed_api is not None:
+                self._probed_api.offer(sample)
             self.truth.gpu(name, sample)
             self._guard_memory(name, sample)
             self._roce.observe(name, {p.device: (p.rx_bytes_total or 0) + (p.tx_bytes_total or 0)
@@ -485,6 +501,7 @@ class SshBackend:
 
     async def _verify_and_watch(self) -> None:
         from sparktui.remote.api_client import EngineApi
+        from sparktui.remote.probed_api import ProbedEngineApi, reading_wait_seconds
         from sparktui.remote.serving_watch import ServingWatch, verify_ready
 
         serving = self.config.serving
@@ -505,17 +522,25 @@ class SshBackend:
             self._sync()
             if truth.ready_at is None:
                 return    # a later state came first
-            watch = ServingWatch(api, ready_at=truth.ready_at,
+            # From here the head's probe reads the API: its readings pace the watch (no sleep between).
+            probed = ProbedEngineApi(reading_wait_seconds(self.config.ui.refresh_interval))
+            watch = ServingWatch(probed, ready_at=truth.ready_at,
                                  health_fail_seconds=serving.health_fail_seconds,
-                                 interval=max(1.0, self.config.ui.refresh_interval),
+                                 interval=self.config.ui.refresh_interval,
                                  model_name=self._served_model(), process_alive=self._vllm_alive,
-                                 stall_notice_seconds=math.inf)   # the state machine says "wedged"
+                                 stall_notice_seconds=math.inf,   # the state machine says "wedged"
+                                 sleep=_next_reading)
 
             def on_snapshot(snapshot: ServingSnapshot) -> None:
                 truth.serving(snapshot)
                 self._sync()
 
-            crash = await watch.run(self._post, on_snapshot=on_snapshot)
+            self._probed_api = probed
+            try:
+                crash = await watch.run(self._post, on_snapshot=on_snapshot)
+            finally:
+                if self._probed_api is probed:
+                    self._probed_api = None
         # The log's lines read so far go into the state machine first (a stream's next batch can be
         # STREAM_BATCH_SECONDS away): a traceback already here names the crash's cause.
         self._engine.flush()

@@ -5,11 +5,14 @@ The backend calls, in order:
 1. ``verify_ready(api)`` as soon as the log shows uvicorn's "Application startup complete" (the state
    is *verifying* meanwhile): ``/health`` → ``/v1/models`` → one tiny chat completion. The engine is
    *ready* only when that returns; ``ReadyCheck.ttft_seconds`` goes into ``EngineChanged``.
-2. ``ServingWatch(api, ready_at=…).run(sink)`` until it returns a ``Crash`` (or is cancelled on stop):
-   it polls ``/health`` and ``/metrics`` every ``interval`` seconds, posts ``ServingSampled`` events,
+2. ``ServingWatch(source, ready_at=…).run(sink)`` until it returns a ``Crash`` (or is cancelled on stop):
+   it reads ``/health`` and ``/metrics`` every ``interval`` seconds, posts ``ServingSampled`` events,
    and decides a crash when ``/health`` fails for ``health_fail_seconds`` or the engine process is gone
    (``process_alive``). The backend then sets *failed* with ``crash.describe(root_cause_from_log)`` and
    asks ``RestartBudget`` whether to restart.
+
+The watch's source is either the API itself (``EngineApi``, a request each) or, in the dashboard, the
+head's probe reading the API beside it (``ProbedEngineApi``: no request of the dashboard's own).
 """
 
 from __future__ import annotations
@@ -18,11 +21,18 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from sparktui.domain.events import EventSink, Notice, ServingSampled
 from sparktui.domain.readiness import Crash, CrashDetector, Health, HealthVerdict, ReadyCheck, VerifyStep
-from sparktui.domain.serving import MetricsParseError, SampleReader, ServingSnapshot, ServingTracker
-from sparktui.remote.api_client import EngineApi, EngineApiError
+from sparktui.domain.serving import (
+    MetricsParseError,
+    MetricsScrape,
+    SampleReader,
+    ServingSnapshot,
+    ServingTracker,
+)
+from sparktui.remote.api_client import EngineApi, EngineApiError, HealthResult
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
@@ -80,6 +90,15 @@ async def verify_ready(
     return ReadyCheck(True, tuple(steps), tuple(ids), result.ttft_seconds, await api.version())
 
 
+class ServingSource(Protocol):
+    """What the watch reads: ``EngineApi`` or ``ProbedEngineApi``. ``metrics_scrape`` is asked only after
+    a healthy ``health``, and may raise ``EngineApiError``."""
+
+    async def health(self) -> HealthResult: ...
+
+    async def metrics_scrape(self) -> MetricsScrape: ...
+
+
 @dataclass
 class WatchStats:
     """Counters a test or the status line can read."""
@@ -92,11 +111,11 @@ class WatchStats:
 
 
 class ServingWatch:
-    """Polls a ready engine: ``/health`` for crash detection and ``/metrics`` for the serving panel."""
+    """Watches a ready engine: ``/health`` for crash detection and ``/metrics`` for the serving panel."""
 
     def __init__(
         self,
-        api: EngineApi,
+        api: ServingSource,
         *,
         ready_at: float,
         health_fail_seconds: float = 15.0,
@@ -144,8 +163,8 @@ class ServingWatch:
         if not health.ok or verdict.health is Health.CRASHED:
             return verdict, None
         try:
-            text = await self.api.metrics_text()
-            sample = self.reader.read(text)
+            scrape = await self.api.metrics_scrape()
+            sample = self.reader.read(scrape.text, scrape.stats_enabled)
         except (EngineApiError, MetricsParseError) as exc:
             self.stats.scrape_errors += 1
             self.stats.last_scrape_error = str(exc)
