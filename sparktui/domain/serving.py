@@ -281,10 +281,12 @@ class SampleReader:
 
     def read(self, text: str, stats_enabled: bool | None = None) -> ServingSample:
         """:func:`sample_from_text` of ``text`` (the wanted families cut out once, for the comparison and
-        the parse). ``stats_enabled``: already known of the whole scrape, when ``text`` holds only the
-        wanted families (as the head's probe sends them)."""
-        stats = has_vllm_stats(text) if stats_enabled is None else stats_enabled
-        key = (stats, only_families(text, WANTED_FAMILIES))
+        the parse). With ``stats_enabled`` (known of the whole scrape), ``text`` is already the wanted
+        families only, as the head's probe cuts them (``MetricsScrape``), and is not cut again."""
+        if stats_enabled is None:
+            key = (has_vllm_stats(text), only_families(text, WANTED_FAMILIES))
+        else:
+            key = (stats_enabled, text)
         last = self._last
         if last is not None and last[0] == key:
             return last[1]
