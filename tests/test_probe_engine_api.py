@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -92,6 +91,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def probe_lines(port: int, count: int, *extra: str) -> list[dict[str, Any]]:
+    """``count`` samples 0.2 s apart of the probe, as a process, reading the API on ``port``."""
+    proc = subprocess.run([sys.executable, str(PROBE), "--interval", "0.2", "--count", str(count),
+                           "--no-containers", "--engine-port", str(port),
+                           "--engine-families", ",".join(WANTED_FAMILIES), *extra],
+                          capture_output=True, text=True, timeout=30, check=True)
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
 # ---- the probe's side ---------------------------------------------------------------------------------
 def test_a_reading_holds_health_and_only_the_wanted_families_on_one_kept_alive_connection(
         api: tuple[Api, int]) -> None:
@@ -147,12 +155,8 @@ def test_a_wedged_api_does_not_hold_back_the_nodes_own_samples(api: tuple[Api, i
     state, port = api
     state.hang.set()
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, str(PROBE), "--interval", "0.2", "--count", "5", "--no-containers",
-                           "--engine-port", str(port), "--engine-families", ",".join(WANTED_FAMILIES),
-                           "--engine-timeout", "2"],
-                          capture_output=True, text=True, timeout=30, check=True, env=dict(os.environ))
+    samples = probe_lines(port, 5, "--engine-timeout", "2")
     took = time.monotonic() - t0
-    samples = [json.loads(line) for line in proc.stdout.splitlines()]
     assert len(samples) == 5
     assert all(s["engine_api"] is None for s in samples), "no reading finished while the API hangs"
     assert took < 1.9, f"5 samples 0.2 s apart took {took:.1f}s"
@@ -160,10 +164,7 @@ def test_a_wedged_api_does_not_hold_back_the_nodes_own_samples(api: tuple[Api, i
 
 def test_the_probes_samples_carry_its_readings(api: tuple[Api, int]) -> None:
     _, port = api
-    proc = subprocess.run([sys.executable, str(PROBE), "--interval", "0.2", "--count", "4", "--no-containers",
-                           "--engine-port", str(port), "--engine-families", ",".join(WANTED_FAMILIES)],
-                          capture_output=True, text=True, timeout=30, check=True)
-    samples = [Sample.from_json(json.loads(line), received=0.0) for line in proc.stdout.splitlines()]
+    samples = [Sample.from_json(line, received=0.0) for line in probe_lines(port, 4)]
     assert samples[0].engine_api is None, "the first sample goes out before the first reading"
     ids = [s.engine_api.id for s in samples[1:] if s.engine_api is not None]
     assert ids == sorted(ids) and ids[-1] >= 2

@@ -86,11 +86,14 @@ def engine_probe_args(engine: EngineConfig) -> list[str]:
     return ["--no-containers"] if engine.runtime == "host" else []
 
 
+#: Seconds the probe gives one engine API request (``--engine-timeout``), as ``EngineApi`` gives ``/health``.
+PROBE_REQUEST_TIMEOUT = 5.0
+
+
 def engine_api_probe_args(engine: EngineConfig) -> list[str]:
     """For the head's probe in the dashboard: read the engine's ``/health`` and the serving panel's
     ``/metrics`` families beside it, into each sample (``sparktui.remote.probed_api``)."""
     from sparktui.domain.serving import WANTED_FAMILIES
-    from sparktui.remote.probed_api import PROBE_REQUEST_TIMEOUT
 
     return ["--engine-port", str(engine.api_port), "--engine-families", ",".join(WANTED_FAMILIES),
             "--engine-timeout", repr(PROBE_REQUEST_TIMEOUT)]

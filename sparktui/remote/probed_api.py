@@ -19,9 +19,7 @@ from collections.abc import Callable
 from sparktui.domain.serving import MetricsScrape
 from sparktui.domain.telemetry import EngineApiReading, Sample
 from sparktui.remote.api_client import EngineApiError, HealthResult
-
-#: Seconds the probe gives one engine API request (``--engine-timeout``), as ``EngineApi`` gives ``/health``.
-PROBE_REQUEST_TIMEOUT = 5.0
+from sparktui.remote.probe_runner import PROBE_REQUEST_TIMEOUT
 
 
 def reading_wait_seconds(interval: float) -> float:
