@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
@@ -122,6 +123,30 @@ async def test_stream_yields_chunks_and_terminate_ends_the_remote_process(
     await asyncio.wait_for(proc.wait(), 10)
     await _wait_for(lambda: (testbed.host_tmp("spark1") / "stream-hup").exists(), 5)
     (testbed.host_tmp("spark1") / "stream-hup").unlink()
+
+
+async def test_close_right_after_terminate_still_hangs_up_and_raises_nothing(testbed: Testbed) -> None:
+    # The dashboard's quit: helpers terminated, then the link closed at once; the HUP by PID must still
+    # reach the node, and no background task may die with an error nobody reads.
+    errors: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: errors.append(context))
+    flag = testbed.host_tmp("spark1") / "close-hup"
+    transport = SSHTransport(_node(testbed, "spark1"))
+    await transport.connect()
+    try:
+        proc = await transport.start(["sh", "-c", "trap 'echo hup > /tmp/close-hup; exit 0' HUP; "
+                                      "echo up; while :; do sleep 0.1; done"])
+        async for chunk in proc.chunks():
+            if b"up" in chunk:
+                break
+        proc.terminate()
+    finally:
+        await transport.close()
+    await _wait_for(flag.exists, 5)
+    flag.unlink()
+    gc.collect()  # an unretrieved task exception is reported when the task is collected
+    await asyncio.sleep(0)
+    assert errors == []
 
 
 async def test_stream_stdin_and_stderr(spark1: SSHTransport) -> None:

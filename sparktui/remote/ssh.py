@@ -303,6 +303,11 @@ class SSHTransport(Transport):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._supervisor
             self._supervisor = None
+        # A hang-up under way finishes first (it is what ends a helper on the node), then the rest stop.
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=2.0)
+            for task in list(self._background):
+                task.cancel()
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
@@ -533,7 +538,9 @@ class SSHTransport(Transport):
         conn = self._conn
         if conn is None:
             return
-        with contextlib.suppress(asyncssh.Error, OSError, asyncio.TimeoutError):
+        # AssertionError: asyncssh asserts (``SSHChannel.get_connection``) when the connection closes
+        # while this session is being opened; the link is gone, and the node's HUP did the rest.
+        with contextlib.suppress(asyncssh.Error, OSError, asyncio.TimeoutError, AssertionError):
             await within(conn.run(shell_line(["sh", "-c", HANGUP_SCRIPT, "sh", str(pid)])), 10)
 
     async def run(
