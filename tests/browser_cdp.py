@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -46,7 +49,7 @@ class Browser:
             [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
              "--remote-debugging-port=0", f"--user-data-dir={self._profile}",
              f"--window-size={self.size[0]},{self.size[1]}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
         browser_url = await asyncio.to_thread(self._devtools_url)
         self._port = int(re.search(r":(\d+)/", browser_url).group(1))  # type: ignore[union-attr]
         self._session = aiohttp.ClientSession()
@@ -70,17 +73,22 @@ class Browser:
 
     async def __aexit__(self, *exc: tuple[type[BaseException] | None, BaseException | None,
                                           TracebackType | None]) -> None:
+        if self._browser is not None:
+            # Asked to close, Chromium ends its renderers and itself at once; SIGTERM takes it ~10 s.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.call("Browser.close", browser=True), 5)
         for ws in (self._page, self._browser):
             if ws is not None:
                 await ws.close()
         if self._session is not None:
             await self._session.close()
         if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(5)
+            # Its whole process group: a renderer left behind would hold the stderr pipe open.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait(5)
         shutil.rmtree(self._profile, ignore_errors=True)
 
     async def call(self, method: str, *, browser: bool = False, **params: Any) -> dict[str, Any]:

@@ -125,7 +125,7 @@ async def test_restarts_reattach_and_no_helper_outlives_its_channel(docker_testb
         assert result.outcome == "ready", result.detail
         assert helpers_left(bed) == []
 
-        for _ in range(3):
+        for _ in range(2):
             view = await h.controller.restart(preflight=False)
             assert view.ok, explain(view)
             result = await wait_until_ready(h.controller, timeout=180)

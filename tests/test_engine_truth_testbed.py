@@ -164,9 +164,10 @@ async def test_wedged_engine_is_wedged_within_wedge_seconds(bed: Testbed, tmp_pa
 async def test_attach_to_a_stopped_engine_whose_log_reached_ready_stays_stopped(
     bed: Testbed, tmp_path: Path,
 ) -> None:
-    # A short wedge window, so the watch below spans it five times over (every after-ready rule has had
-    # its chance to misfire on the stopped engine) without waiting out the 60 s default.
-    wedge_seconds = 6.0
+    # A short wedge window, so the watch below spans it four times over, and the 15 s of failed health
+    # checks once (every after-ready rule has had its chance to misfire on the stopped engine) without
+    # waiting out the 60 s default.
+    wedge_seconds = 5.0
     config = bed.spark_config(**overrides(bed, serving={"wedge_seconds": wedge_seconds}))
     transports = await open_cluster(config)
     try:
@@ -184,7 +185,7 @@ async def test_attach_to_a_stopped_engine_whose_log_reached_ready_stays_stopped(
     runner = asyncio.create_task(backend.run(events))
     try:
         await events.wait_for(lambda: EngineState.STOPPED in events.engine_states(), 60, "discovery: stopped")
-        await asyncio.sleep(5 * wedge_seconds)
+        await asyncio.sleep(4 * wedge_seconds)
         states = events.engine_states()
         assert states[states.index(EngineState.STOPPED):] == [EngineState.STOPPED] * (
             len(states) - states.index(EngineState.STOPPED)), [(e.state, e.detail) for e in events.of(

@@ -74,10 +74,10 @@ async def test_start_ready_then_stop_leaves_nothing(testbed: Testbed) -> None:
         assert (await h.controller.discover()).state is EngineState.STOPPED
 
 
-async def test_restart_three_times_ready_each_time(testbed: Testbed) -> None:
+async def test_restart_twice_ready_each_time(testbed: Testbed) -> None:
     async with harness(testbed) as h:
         await start_ready(h)
-        for _ in range(3):
+        for _ in range(2):
             view = await h.controller.restart(preflight=False)
             assert view.ok, _explain(view)
             assert [s for s in view.steps if s.name == "nothing left" and s.status is StepStatus.OK]

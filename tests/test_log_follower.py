@@ -66,14 +66,18 @@ async def test_follow_resumes_after_drops_without_loss_or_duplicates(tmp_path: P
                            poll=0.02, retry_delay=0.05)
     task = asyncio.create_task(follower.run())
     lines = 3000
+    delivered = -1
     try:
         with path.open("ab") as f:
             for i in range(lines):
                 f.write(f"line {i:05d} {'x' * (i % 50)}\n".encode())
                 f.flush()
                 if i % 300 == 150:
-                    # Drop the channel mid-stream, as a lost SSH connection would.
-                    await _until(lambda: follower._proc is not None)
+                    # Drop the channel mid-stream, as a lost SSH connection would: once the session has
+                    # delivered (one dropped before its first byte counts as a failed start, and those
+                    # back off, up to 10 s).
+                    await _until(lambda seen=delivered: follower._proc is not None and follower.offset > seen)
+                    delivered = follower.offset
                     proc = follower._proc
                     assert proc is not None
                     proc.terminate()

@@ -30,7 +30,7 @@ from tests.testbed.bed import MODEL_DIR
 pytestmark = [pytest.mark.testbed]
 
 #: The big files: sparse (holes read as zeros), so the copy is real but the disk barely notices.
-SPARSE = {"model-00001-of-00002.safetensors": 1_500_000_000, "model-00002-of-00002.safetensors": 900_000_000}
+SPARSE = {"model-00001-of-00002.safetensors": 750_000_000, "model-00002-of-00002.safetensors": 450_000_000}
 
 
 def sync_overrides(bed: Testbed) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def test_copies_checks_sums_then_is_in_sync(testbed: Testbed, synced_bed: Path, 
     assert "  fix: `sparktui model sync` copies the head's model directory to spark2\n" in start.stdout
     dry = run_sparktui(*c, "model", "sync", "--dry-run", timeout=120)
     assert dry.returncode == 0, dry.stdout + dry.stderr
-    assert re.search(r"^spark2: would copy: 4 file\(s\), 2,400\.0 MB from spark1 to [\d.]+:/tmp/models/"
+    assert re.search(r"^spark2: would copy: 4 file\(s\), 1,200\.0 MB from spark1 to [\d.]+:/tmp/models/"
                      r"standin-model$", dry.stdout, re.M), dry.stdout
     assert "spark1$ rsync -a --partial --sparse" in dry.stdout
     assert f"{bed.ip('spark2')}:{MODEL_DIR}/" in dry.stdout
@@ -114,9 +114,9 @@ def test_copies_checks_sums_then_is_in_sync(testbed: Testbed, synced_bed: Path, 
     done = run_sparktui(*c, "model", "sync", timeout=600)
     seconds = time.monotonic() - t0
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"^spark2: copied: 4 file\(s\), 2,400\.0 MB in [\d.]+ s \([\d,.]+ MB/s, [\d,.]+ MB "
+    assert re.search(r"^spark2: copied: 4 file\(s\), 1,200\.0 MB in [\d.]+ s \([\d,.]+ MB/s, [\d,.]+ MB "
                      r"sent\); 4 files, sizes and sha256 equal$", done.stdout, re.M), done.stdout
-    assert re.search(r"^spark2 \[[#.]{24}\] +\d+% [\d,.]+ MB of 2,400\.0 MB \([\d,.]+ MB/s\)$", done.stdout,
+    assert re.search(r"^spark2 \[[#.]{24}\] +\d+% [\d,.]+ MB of 1,200\.0 MB \([\d,.]+ MB/s\)$", done.stdout,
                      re.M), done.stdout
     assert sha256_tree(model_dir(bed, "spark2")) == sha256_tree(model_dir(bed, "spark1"))
     print(f"model sync of 2.4 GB (sparse): {seconds:.1f} s")

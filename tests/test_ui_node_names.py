@@ -50,7 +50,7 @@ async def _dashboard(name: str) -> None:
         await settle(pilot, app)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(printable_names)
 @example("spark1.lan")
 @example("spark 1")
