@@ -10,7 +10,7 @@ re-rendered each second whether anything arrived or not).
 first and ready), idle; with ``--start SECONDS`` also while the dashboard's own start (the `s` key) streams,
 the stand-in's start-up paced over SECONDS.
 
-    .venv/bin/python benchmarks/bench_idle.py [--demo | --testbed [--start 40]] [--idle 30]
+    .venv/bin/python benchmarks/bench_idle.py [--demo | --testbed [--start 40] [--refresh 2]] [--idle 30]
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def demo(idle: float) -> None:
               f"   ready {idle_cpu:5.1f} % {idle_rss:5.0f} MB   {loadavg()}", flush=True)
 
 
-def testbed(idle: float, start: float = 0.0) -> int:
+def testbed(idle: float, start: float = 0.0, refresh: float | None = None) -> int:
     from sparktui.remote.cluster import close_cluster, open_cluster
     from sparktui.remote.engine import EngineController
     from sparktui.remote.engine_wait import wait_until_ready
@@ -123,6 +123,8 @@ def testbed(idle: float, start: float = 0.0) -> int:
         make_model_dirs(bed)
         overrides = lifecycle_overrides(bed, pace=1.0)
         overrides["engine"]["ray_wait_timeout"] = 120.0
+        if refresh is not None:   # the telemetry rate: the probe's samples, and so the panels' repaints
+            overrides["ui"] = {"refresh_interval": refresh}
         path = bed.write_config(**overrides)
         config = bed.spark_config(**overrides)
 
@@ -144,7 +146,9 @@ def testbed(idle: float, start: float = 0.0) -> int:
                 await close_cluster(transports)
 
         asyncio.run(up())
-        print(f"Dashboard CPU and RSS, SSH backend on the test bed (2 hosts, engine ready), {loadavg()}")
+        rate = f", ui.refresh_interval = {refresh:g} s" if refresh is not None else ""
+        print(f"Dashboard CPU and RSS, SSH backend on the test bed (2 hosts, engine ready{rate}), "
+              f"{loadavg()}")
         try:
             for poll in (False, True):
                 d = Dashboard(["--config", str(path)], poll)
@@ -187,9 +191,11 @@ def main() -> int:
     parser.add_argument("--start", type=float, default=0.0, metavar="SECONDS",
                         help="(--testbed) also measure the dashboard's own start, the stand-in's start-up "
                         "paced over SECONDS (e.g. 40)")
+    parser.add_argument("--refresh", type=float, metavar="SECONDS",
+                        help="(--testbed) the config's ui.refresh_interval (default 1 s)")
     args = parser.parse_args()
     if args.testbed:
-        return testbed(args.idle, args.start)
+        return testbed(args.idle, args.start, args.refresh)
     demo(args.idle)
     return 0
 
