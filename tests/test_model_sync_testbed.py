@@ -119,7 +119,7 @@ def test_copies_checks_sums_then_is_in_sync(testbed: Testbed, synced_bed: Path, 
     assert re.search(r"^spark2 \[[#.]{24}\] +\d+% [\d,.]+ MB of 1,200\.0 MB \([\d,.]+ MB/s\)$", done.stdout,
                      re.M), done.stdout
     assert sha256_tree(model_dir(bed, "spark2")) == sha256_tree(model_dir(bed, "spark1"))
-    print(f"model sync of 2.4 GB (sparse): {seconds:.1f} s")
+    print(f"model sync of {sum(SPARSE.values()) / 1e9:.1f} GB (sparse): {seconds:.1f} s")
 
     again = run_sparktui(*c, "model", "sync", "--json", timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
