@@ -5,6 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
@@ -24,23 +26,67 @@ _LINK_STYLE = {
 
 
 class NodeSummary(Widget):
-    """The text part of a node panel, drawn to the panel's width."""
+    """The text part of a node panel, drawn to the panel's width.
 
-    DEFAULT_CSS = "NodeSummary { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }"
+    A line-API widget: each line's strip is kept until that line's text changes, and only changed lines are
+    marked dirty. At ready a sample changes a figure or two (power, CPU %) a second; going through Textual's
+    ``Content`` (convert, wrap, format) for all five lines every second cost more than the rest of the frame.
+    """
+
+    DEFAULT_CSS = "NodeSummary { height: auto; }"
 
     def __init__(self, node: NodeState, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.node = node
         self._last: Text | None = None
+        self._lines: list[Text] = []
+        #: Rendered lines at ``_strips_width``, by line number; dropped for a line when its text changes.
+        self._strips: dict[int, Strip] = {}
+        self._strips_width = -1
 
     def update_from_state(self) -> None:
-        """Repaint only when the text changed; reflow only when its height did."""
+        """Repaint only the lines whose text changed; reflow only when the number of lines did."""
         text = self.render()
         if text == self._last:
             return
-        lines_changed = self._last is None or self._last.plain.count("\n") != text.plain.count("\n")
         self._last = text
-        self.refresh(layout=lines_changed)
+        lines = list(text.split("\n", allow_blank=True))
+        old, self._lines = self._lines, lines
+        if len(lines) != len(old):
+            self._strips.clear()
+            self.refresh(layout=True)
+            return
+        changed = [y for y, (a, b) in enumerate(zip(old, lines, strict=True)) if a != b]
+        for y in changed:
+            self._strips.pop(y, None)
+        width = self.size.width
+        if changed and width:
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()   # a theme or class change: the base style under every line changed
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if width != self._strips_width:
+            # The memory bar's length follows the width: lay the text out again for the new one.
+            self._strips.clear()
+            self._strips_width = width
+            self._last = self.render()
+            self._lines = list(self._last.split("\n", allow_blank=True))
+        strip = self._strips.get(y)
+        if strip is None:
+            base = self.rich_style
+            if y < len(self._lines):
+                line = self._lines[y].copy()
+                line.truncate(width, overflow="ellipsis")
+                line.stylize_before(base)
+                strip = Strip(line.render(self.app.console), line.cell_len).extend_cell_length(width, base)
+            else:
+                strip = Strip.blank(width, base)
+            self._strips[y] = strip
+        return strip
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         reading = self.node.reading

@@ -85,13 +85,13 @@ class ScaledSparkline(Sparkline):
         end = self._end or 0
         per = max(1, -(-self.points // width))   # (rounded up: all ``points`` shown, as the caption says)
         newest = (end - 1) // per if end > 0 else 0
-        first = end - len(self._values)   # the series' place of self._values[0]
-        values, columns = self._values, []
-        for bucket in range(newest - width + 1, newest + 1):
-            lo = max(bucket * per, first) - first
-            hi = min((bucket + 1) * per, end) - first
-            columns.append(max(values[lo:hi]) if hi > lo else 0.0)
-        return tuple(columns)
+        values = self._values
+        # The window's first place as an index into ``values`` (negative: before its oldest sample). Each
+        # column is one slice's maximum; slots before the oldest or past the newest sample are left out,
+        # and a column without any is 0. (One comprehension: this runs for 3 charts a node a sample.)
+        start = (newest - width + 1) * per - (end - len(values))
+        return tuple(max(values[lo if lo > 0 else 0:lo + per if lo + per > 0 else 0], default=0.0)
+                     for lo in range(start, start + width * per, per))
 
     def _sliding_columns(self, width: int) -> list[float]:
         """Each column's value: the bucket's maximum, buckets cut as Textual cuts them (the anchors sit in
