@@ -54,6 +54,7 @@ from sparktui.domain.history import RunRecord
 from sparktui.domain.history import state_dir as local_state_dir
 from sparktui.domain.keys import DEFAULT_KEYS
 from sparktui.domain.lifecycle.fixes import Fix, fixes_for
+from sparktui.ui.compositor import MainScreen
 from sparktui.ui.screens.confirm import ConfirmScreen
 from sparktui.ui.state import HISTORY_POINTS, DashboardState
 from sparktui.ui.widgets.engine_panel import EnginePanel, ServingView
@@ -221,6 +222,9 @@ class SparkApp(App[int]):
         self.charts_paused = False
 
     # ---- layout -----------------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen[None]:
+        return MainScreen()
+
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="top"):
