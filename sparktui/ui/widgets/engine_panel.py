@@ -66,6 +66,8 @@ class StageRow(Horizontal):
     def __init__(self, name: str) -> None:
         super().__init__(id=f"stage-{name}", classes="stage-row")
         self.stage = name
+        #: The status whose class (``-running``, …) the row has: set again only when the status changes.
+        self._status_class: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Label(STAGE_LABELS[self.stage], classes="stage-name")
@@ -90,8 +92,10 @@ class StageRow(Horizontal):
             bar.update(total=total, progress=view.done if (status == "failed" and view.done) else total)
         else:
             bar.update(total=1, progress=0)
-        for cls in ("pending", "running", "done", "failed", "skipped"):
-            self.set_class(status == cls, f"-{cls}")
+        if status != self._status_class:   # (every engine change reaches every row; most change nothing)
+            for cls in ("pending", "running", "done", "failed", "skipped"):
+                self.set_class(status == cls, f"-{cls}")
+            self._status_class = status
         info = Text(no_wrap=True, overflow="ellipsis")
         if view.total and status in ("running", "failed"):
             info.append(f"{view.done or 0:.0f}/{view.total:.0f} ")
