@@ -49,9 +49,7 @@ class NodeSummary(Widget):
         text = self.render()
         if text == self._last:
             return
-        self._last = text
-        lines = list(text.split("\n", allow_blank=True))
-        old, self._lines = self._lines, lines
+        old, lines = self._lines, self._keep(text)
         if len(lines) != len(old):
             self._strips.clear()
             self.refresh(layout=True)
@@ -63,6 +61,12 @@ class NodeSummary(Widget):
         if changed and width:
             self.refresh(*(Region(0, y, width, 1) for y in changed))
 
+    def _keep(self, text: Text) -> list[Text]:
+        """``text`` becomes the summary drawn; its lines, which ``render_line`` draws one by one."""
+        self._last = text
+        self._lines = list(text.split("\n", allow_blank=True))
+        return self._lines
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strips.clear()   # a theme or class change: the base style under every line changed
@@ -73,8 +77,7 @@ class NodeSummary(Widget):
             # The memory bar's length follows the width: lay the text out again for the new one.
             self._strips.clear()
             self._strips_width = width
-            self._last = self.render()
-            self._lines = list(self._last.split("\n", allow_blank=True))
+            self._keep(self.render())
         strip = self._strips.get(y)
         if strip is None:
             base = self.rich_style
