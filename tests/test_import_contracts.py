@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 import sys
@@ -17,8 +18,10 @@ def test_import_contracts_are_kept() -> None:
     assert ", 0 broken." in proc.stdout
 
 
-def test_the_layers_contract_is_the_readme_table() -> None:
-    """Every folder of README's "How it is built" table is a layer, in the table's order from the top."""
+def test_the_layers_contract_is_the_architecture_table() -> None:
+    """Every layer of the contract is a row of docs/architecture.md's "Layers" table, in the contract's order
+    from the top (side-by-side layers in any order among themselves), and the README's one-screen summary
+    names every layer too."""
     import tomllib
 
     contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
@@ -29,7 +32,21 @@ def test_the_layers_contract_is_the_readme_table() -> None:
     assert "|" in layers[2]                                                       # … and independent
     assert set(flat[5:7]) == {"sparktui.domain", "sparktui.config"}
     assert set(flat[7:]) == {"sparktui.node", "sparktui.probe"}                 # what runs on the nodes
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    table = doc[doc.index("## Layers"):]
+    rows = [line for line in table.splitlines() if line.startswith("| `sparktui/")]
+
+    def row_of(module: str) -> int:
+        path = module.replace(".", "/")
+        hits = [i for i, row in enumerate(rows) if f"`{path}/`" in row.split("|")[1]
+                or f"`{path}.py`" in row.split("|")[1]]
+        assert hits, f"{module} is not a row of docs/architecture.md's Layers table"
+        return hits[0]
+
+    order = [[row_of(m.strip()) for m in layer.replace(":", "|").split("|")] for layer in layers]
+    for upper, lower in itertools.pairwise(order):
+        assert max(upper) < min(lower), (layers, order)
     readme = (REPO / "README.md").read_text()
     for module in flat:
         path = module.replace(".", "/")
-        assert f"`{path}/`" in readme or f"`{path}.py`" in readme, module
+        assert f"`{path}/`" in readme or f"`{path}.py`" in readme, f"{module} is not in the README"
