@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from sparktui.commands.common import positive_int, print_json
+from sparktui.commands.exit_status import ExitStatus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,14 +33,14 @@ def run(args: argparse.Namespace) -> int:
                 data = fh.read()
     except OSError as exc:
         print(f"sparktui timeline: cannot read {args.logfile}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     snap = timeline_from_bytes(data, expected_nodes=args.nodes)
     if not snap.is_vllm_log:
         print(f"sparktui timeline: {args.logfile} is not a vLLM log (no line in it is one vLLM prints)",
               file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     if args.json:
         print_json(snap.to_json())
     else:
         print(render_human(snap))
-    return 1 if snap.outcome == "failed" else 0
+    return ExitStatus.of(snap.outcome != "failed")
