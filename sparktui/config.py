@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sparktui.domain.config_faults import fault_sentence
 from sparktui.domain.keys import key_problems
 
 #: Where a config is looked for, after ``--config`` and ``$SPARKTUI_CONFIG``.
@@ -322,13 +323,15 @@ class ConfigProblem:
 class ConfigError(Exception):
     """A config that cannot be used; ``str()`` names the file, each key path and its fault."""
 
-    def __init__(self, path: Path | str | None, problems: Sequence[ConfigProblem]):
+    def __init__(self, path: Path | str | None, problems: Sequence[ConfigProblem], headline: str | None = None):
         self.path = str(path) if path is not None else "<config>"
         self.problems = tuple(problems)
+        #: The first line; a file that is not there or cannot be read is no "invalid config".
+        self.headline = headline or f"{self.path}: invalid config"
         super().__init__(self._render())
 
     def _render(self) -> str:
-        lines = [f"{self.path}: invalid config"]
+        lines = [self.headline]
         lines += [f"  {self.path}: {p.key_path}: {p.fault}" for p in self.problems]
         return "\n".join(lines)
 
@@ -345,18 +348,7 @@ def _key_path(loc: Sequence[int | str]) -> str:
 
 
 def _fault(err: Mapping[str, Any]) -> str:
-    kind = err.get("type", "")
-    if kind == "extra_forbidden":
-        return "unknown key (check the spelling; see config.toml for the keys)"
-    if kind == "missing":
-        return "required key is missing"
-    msg = str(err.get("msg", "invalid value"))
-    msg = msg.removeprefix("Value error, ")
-    if "input" in err and kind not in ("model_type",):
-        value = err["input"]
-        if not isinstance(value, dict | list):
-            msg += f" (got {value!r})"
-    return msg
+    return fault_sentence(err)
 
 
 def _control_characters(value: Any, loc: tuple[int | str, ...] = ()) -> list[ConfigProblem]:
@@ -415,8 +407,10 @@ def load_config(path: Path | str) -> SparkConfig:
     p = Path(path).expanduser()
     try:
         raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(p, [], headline=f"config file not found: {p}") from None
     except OSError as exc:
-        raise ConfigError(p, [ConfigProblem("<file>", f"cannot read: {exc.strerror or exc}")]) from None
+        raise ConfigError(p, [], headline=f"cannot read config file {p}: {exc.strerror or exc}") from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:

@@ -94,8 +94,8 @@ def test_unknown_recipe_names_the_key_and_the_known_ids(user_recipes):
 
 
 @pytest.mark.parametrize(("body", "key", "fault"), [
-    ('name = "x"\ngpu_memory_utilization = 1.5\n', "gpu_memory_utilization", "less than or equal to 1"),
-    ('name = "x"\nmax_model_len = "32k"\n', "max_model_len", "valid integer"),
+    ('name = "x"\ngpu_memory_utilization = 1.5\n', "gpu_memory_utilization", "must be 1 or less, got 1.5"),
+    ('name = "x"\nmax_model_len = "32k"\n', "max_model_len", 'must be a whole number, got "32k"'),
     ('name = "x"\ntensor_paralel_size = 2\n', "tensor_paralel_size", "unknown key"),
     ('model = "x"\n', "name", "required key is missing"),
     ('name = "x"\nextra_args = ["--tensor-parallel-size", "4"]\n', "extra_args",
@@ -138,7 +138,7 @@ def test_config_file_with_a_recipe_and_the_recipes_verb(tmp_path, user_recipes):
     assert one["tensor_parallel_size"] == 2 and one["source"] == "shipped"
     (user_recipes / "broken.toml").write_text("name = 3\n")
     bad = run_sparktui("recipes", env=env)
-    assert bad.returncode == 2 and f"{user_recipes / 'broken.toml'}: name: Input should be a valid string" \
+    assert bad.returncode == 2 and f"{user_recipes / 'broken.toml'}: name: must be text (in quotes), got 3" \
         in bad.stderr
     unknown = run_sparktui("recipes", "nope", env={**env, "SPARKTUI_RECIPES": str(tmp_path / "none")})
     assert unknown.returncode == 2 and "no recipe 'nope'" in unknown.stderr
