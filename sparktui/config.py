@@ -21,6 +21,7 @@ from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, fi
 
 from sparktui.domain.config_faults import fault_sentence
 from sparktui.domain.keys import key_problems
+from sparktui.domain.parallel_fit import parallel_fit_fault
 
 #: Where a config is looked for, after ``--config`` and ``$SPARKTUI_CONFIG``.
 DEFAULT_LOCATIONS: tuple[Path, ...] = (
@@ -80,6 +81,8 @@ class NodeConfig(_Model):
     rdma_devices: tuple[NonEmpty, ...] = Field(default=(), strict=False)
     #: The address other nodes and Ray use for this node (the cable's IP); defaults to ``host``.
     ip: str | None = None
+    #: GPUs this node gives the engine (a DGX Spark has one GB10): TP × PP may not exceed the nodes' sum.
+    gpus: Annotated[int, Field(ge=1)] = 1
     #: Python used on the node to run the telemetry probe.
     python: NonEmpty = "python3"
     #: Where the probe reads /proc and /sys (fixtures in the test bed; "/" on a real node).
@@ -323,7 +326,8 @@ class ConfigProblem:
 class ConfigError(Exception):
     """A config that cannot be used; ``str()`` names the file, each key path and its fault."""
 
-    def __init__(self, path: Path | str | None, problems: Sequence[ConfigProblem], headline: str | None = None):
+    def __init__(self, path: Path | str | None, problems: Sequence[ConfigProblem],
+                 headline: str | None = None):
         self.path = str(path) if path is not None else "<config>"
         self.problems = tuple(problems)
         #: The first line; a file that is not there or cannot be read is no "invalid config".
@@ -400,6 +404,10 @@ def parse_config(data: Mapping[str, Any], path: Path | str | None = None) -> Spa
         if keys:  # one line per binding instead of pydantic's one for the whole table
             problems = [p for p in problems if p.key_path != "ui.keys"] + keys
         raise ConfigError(path, problems) from None
+    fault = parallel_fit_fault(config.engine.tensor_parallel_size, config.engine.pipeline_parallel_size,
+                               {n.name: n.gpus for n in config.nodes}, counted=False)
+    if fault is not None:
+        raise ConfigError(path, [ConfigProblem("engine.tensor_parallel_size", fault)])
     return config
 
 
