@@ -64,9 +64,9 @@ _SENTENCES: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any]], str]] = {
     "bool_parsing": lambda _e, _c: "must be true or false",
     "tuple_type": lambda _e, _c: "must be a list (e.g. [\"a\", \"b\"])",
     "list_type": lambda _e, _c: "must be a list (e.g. [\"a\", \"b\"])",
-    "dict_type": lambda _e, _c: "must be a table (key = value lines under [its name])",
-    "model_type": lambda _e, _c: "must be a table (key = value lines under [its name])",
-    "model_attributes_type": lambda _e, _c: "must be a table (key = value lines under [its name])",
+    "dict_type": lambda _e, _c: "must be a table (key = value pairs)",
+    "model_type": lambda _e, _c: "must be a table (key = value pairs)",
+    "model_attributes_type": lambda _e, _c: "must be a table (key = value pairs)",
     # pydantic lists the choices in Python's quotes ('docker' or 'host'); TOML's are double.
     "literal_error": lambda _e, ctx: f"must be one of {str(ctx.get('expected')).replace(chr(39), chr(34))}",
     "greater_than_equal": _bound("{} or more", "ge"),
