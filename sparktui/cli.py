@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sparktui import __version__
+from sparktui.commands.exit_status import ExitStatus
 
 VERBS: dict[str, str] = {
     "init": "discover the Sparks over SSH and write a commented, validated config.toml",
@@ -102,12 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(module.run(args))
     except KeyboardInterrupt:
-        return 130
+        return ExitStatus.INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`sparktui logs | head`): stop quietly, and keep Python's exit-time flush of
         # stdout from raising again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return ExitStatus.BROKEN_PIPE
 
 
 if __name__ == "__main__":

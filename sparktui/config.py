@@ -19,7 +19,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sparktui.domain.config_faults import fault_sentence
 from sparktui.domain.keys import key_problems
+from sparktui.domain.parallel_fit import parallel_fit_fault
 
 #: Where a config is looked for, after ``--config`` and ``$SPARKTUI_CONFIG``.
 DEFAULT_LOCATIONS: tuple[Path, ...] = (
@@ -79,6 +81,8 @@ class NodeConfig(_Model):
     rdma_devices: tuple[NonEmpty, ...] = Field(default=(), strict=False)
     #: The address other nodes and Ray use for this node (the cable's IP); defaults to ``host``.
     ip: str | None = None
+    #: GPUs this node gives the engine (a DGX Spark has one GB10): TP × PP may not exceed the nodes' sum.
+    gpus: Annotated[int, Field(ge=1)] = 1
     #: Python used on the node to run the telemetry probe.
     python: NonEmpty = "python3"
     #: Where the probe reads /proc and /sys (fixtures in the test bed; "/" on a real node).
@@ -322,13 +326,16 @@ class ConfigProblem:
 class ConfigError(Exception):
     """A config that cannot be used; ``str()`` names the file, each key path and its fault."""
 
-    def __init__(self, path: Path | str | None, problems: Sequence[ConfigProblem]):
+    def __init__(self, path: Path | str | None, problems: Sequence[ConfigProblem],
+                 headline: str | None = None):
         self.path = str(path) if path is not None else "<config>"
         self.problems = tuple(problems)
+        #: The first line; a file that is not there or cannot be read is no "invalid config".
+        self.headline = headline or f"{self.path}: invalid config"
         super().__init__(self._render())
 
     def _render(self) -> str:
-        lines = [f"{self.path}: invalid config"]
+        lines = [self.headline]
         lines += [f"  {self.path}: {p.key_path}: {p.fault}" for p in self.problems]
         return "\n".join(lines)
 
@@ -345,18 +352,7 @@ def _key_path(loc: Sequence[int | str]) -> str:
 
 
 def _fault(err: Mapping[str, Any]) -> str:
-    kind = err.get("type", "")
-    if kind == "extra_forbidden":
-        return "unknown key (check the spelling; see config.toml for the keys)"
-    if kind == "missing":
-        return "required key is missing"
-    msg = str(err.get("msg", "invalid value"))
-    msg = msg.removeprefix("Value error, ")
-    if "input" in err and kind not in ("model_type",):
-        value = err["input"]
-        if not isinstance(value, dict | list):
-            msg += f" (got {value!r})"
-    return msg
+    return fault_sentence(err)
 
 
 def _control_characters(value: Any, loc: tuple[int | str, ...] = ()) -> list[ConfigProblem]:
@@ -408,6 +404,10 @@ def parse_config(data: Mapping[str, Any], path: Path | str | None = None) -> Spa
         if keys:  # one line per binding instead of pydantic's one for the whole table
             problems = [p for p in problems if p.key_path != "ui.keys"] + keys
         raise ConfigError(path, problems) from None
+    fault = parallel_fit_fault(config.engine.tensor_parallel_size, config.engine.pipeline_parallel_size,
+                               {n.name: n.gpus for n in config.nodes}, counted=False)
+    if fault is not None:
+        raise ConfigError(path, [ConfigProblem("engine.tensor_parallel_size", fault)])
     return config
 
 
@@ -415,8 +415,10 @@ def load_config(path: Path | str) -> SparkConfig:
     p = Path(path).expanduser()
     try:
         raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(p, [], headline=f"config file not found: {p}") from None
     except OSError as exc:
-        raise ConfigError(p, [ConfigProblem("<file>", f"cannot read: {exc.strerror or exc}")]) from None
+        raise ConfigError(p, [], headline=f"cannot read config file {p}: {exc.strerror or exc}") from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:

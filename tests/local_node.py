@@ -21,6 +21,7 @@ role = "head"
 [engine]
 model = "/models/standin-model"
 runtime = "host"
+tensor_parallel_size = 1
 name_prefix = "{cluster.replace('-', '')}{os.getpid()}"
 state_dir = {json.dumps(str(path.parent / "state"))}
 {engine}

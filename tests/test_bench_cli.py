@@ -19,6 +19,7 @@ from sparktui.sim.standin_http import ServedModel, StandinHTTPServer
 from sparktui.sim.standin_load import LoadShape
 from sparktui.sim.standin_metrics import ServingMetrics
 from tests.cli_helpers import REPO, run_sparktui
+from tests.json_times import bad_times
 from tests.local_node import write_local_config
 
 NVML_ENV = {"PYTHONPATH": str(REPO / "tests" / "fixtures" / "telemetry" / "nvml"),
@@ -65,6 +66,7 @@ def test_bench_saves_compares_and_reports_energy(config: Path) -> None:
         assert level["ttft"]["p99"] >= level["ttft"]["p50"] > 0
     assert data["comparisons"] == []
     assert "c=4: 8/8 requests" in first.stderr                # progress
+    assert bad_times(data) == [] and isinstance(data["started_at"], float)   # epoch seconds
 
     second = _bench(config, "--client", "builtin")
     assert second.returncode == 0, second.stderr
@@ -78,6 +80,8 @@ def test_bench_saves_compares_and_reports_energy(config: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     rows = listed.stdout.splitlines()
     assert rows[0].startswith("started") and len(rows) == 3
+    listed_json = run_sparktui("bench", "--history", "--json", "--file", str(config.parent / "bench.jsonl"))
+    assert bad_times(json.loads(listed_json.stdout)) == []
     assert "standin-model  builtin" in rows[1] and " J/token" not in rows[1] and "at c=4" in rows[1]
 
 

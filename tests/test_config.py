@@ -80,7 +80,7 @@ def test_wrong_type_is_rejected_with_file_and_key_path(tmp_path: Path) -> None:
         load_config(path)
     text = str(err.value)
     assert f"{path}: engine.tensor_parallel_size:" in text
-    assert "integer" in text and "'2'" in text
+    assert 'must be a whole number, got "2"' in text
 
 
 def test_out_of_range_and_bad_choice(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def _fault_of(tmp_path: Path, text: str) -> str:
 ])
 def test_ip_must_be_an_address_or_a_resolvable_name(tmp_path: Path, ip: str, fault: str) -> None:
     text = _fault_of(tmp_path, GOOD.replace('host = "spark2"', f'host = "spark2"\nip = {ip!r}'))
-    assert f"nodes[1].ip: {fault}" in text and repr(ip) in text
+    assert f'nodes[1].ip: {fault}, got "{ip}"' in text
 
 
 def test_ip_accepts_addresses_and_names_that_resolve(tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_ip_accepts_addresses_and_names_that_resolve(tmp_path: Path) -> None:
 def test_name_prefix_is_a_docker_name_token(tmp_path: Path, prefix: str) -> None:
     text = _fault_of(tmp_path, GOOD + f"name_prefix = {prefix!r}\n")
     assert "engine.name_prefix:" in text
-    assert "Docker-name-safe" in text or "at least 1 character" in text
+    assert "Docker-name-safe" in text or "must not be empty" in text
 
 
 @pytest.mark.parametrize("where, toml", [
@@ -239,5 +239,5 @@ def test_lookup_order(places: dict[str, Path]) -> None:
 def test_explicit_path_is_used_even_when_missing(places: dict[str, Path], tmp_path: Path) -> None:
     missing = tmp_path / "nope.toml"
     assert find_config(str(missing), {}) == missing
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match=f"^config file not found: {missing}$"):
         load_config(missing)

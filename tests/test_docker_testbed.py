@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from sparktui.commands.exit_status import ExitStatus
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationView, StepStatus
 from sparktui.remote.api_client import EngineApi
@@ -314,9 +315,9 @@ def test_two_starts_at_once_exactly_one_runs_and_a_dead_holder_is_taken_over(doc
         first, second = spawn_sparktui(*c, "start"), spawn_sparktui(*c, "start")
         outs = {p.pid: p.communicate(timeout=400)[0] for p in (first, second)}
         codes = {p.pid: p.returncode for p in (first, second)}
-        assert sorted(codes.values()) == [0, 3], outs
+        assert sorted(codes.values()) == [ExitStatus.OK, ExitStatus.BUSY], outs
         winner = next(pid for pid, code in codes.items() if code == 0)
-        loser = next(pid for pid, code in codes.items() if code == 3)
+        loser = next(pid for pid, code in codes.items() if code == ExitStatus.BUSY)
         refused = (rf"sparktui start: cannot start: start by `sparktui start` on {re.escape(me)} "
                    rf"\(pid {winner}\) since \d\d:\d\d is running; wait for it to finish")
         assert re.search(refused, outs[loser]), outs[loser]

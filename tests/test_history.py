@@ -24,6 +24,7 @@ from sparktui.domain.history import (
     stage_eta,
 )
 from sparktui.domain.logs.stages import Failure, StageProgress, StageSnapshot, TimelineSnapshot
+from tests.json_times import bad_times
 
 MODEL, IMAGE = "/models/qwen3-32b", "nvcr.io/nvidia/vllm:25.11-py3"
 
@@ -131,6 +132,7 @@ def test_history_command(
     assert main(["history", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["outcome"] for r in data] == ["ready", "failed"]
+    assert bad_times(data) == [] and data[0]["started_at"] == 1_790_000_000.0   # epoch seconds
     assert data[0]["stages"]["weights"] == 890.0
 
 

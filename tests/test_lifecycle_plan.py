@@ -10,12 +10,12 @@ from sparktui.domain.lifecycle.gcs_wait import GCS_STEP, RAY_JOIN_PY
 from sparktui.domain.lifecycle.plan import StepKind
 
 
-def host_config(**engine: Any) -> SparkConfig:
+def host_config(gpus: int = 1, **engine: Any) -> SparkConfig:
     return parse_config({
         "nodes": [
-            {"name": "a", "host": "10.0.0.1", "role": "head", "python": "/venv/bin/python"},
-            {"name": "b", "host": "10.0.0.2"},
-            {"name": "c", "host": "10.0.0.3"},
+            {"name": "a", "host": "10.0.0.1", "role": "head", "python": "/venv/bin/python", "gpus": gpus},
+            {"name": "b", "host": "10.0.0.2", "gpus": gpus},
+            {"name": "c", "host": "10.0.0.3", "gpus": gpus},
         ],
         "engine": {"runtime": "host", "model": "org/model", "tensor_parallel_size": 3,
                    "ray_command": ["/venv/bin/ray"], "vllm_command": ["/venv/bin/vllm"],
@@ -91,7 +91,7 @@ def test_plan_renders_for_dry_run() -> None:
 
 
 def test_expected_gpus_split_tp_times_pp_over_nodes() -> None:
-    cfg = host_config(tensor_parallel_size=2, pipeline_parallel_size=3)
+    cfg = host_config(gpus=2, tensor_parallel_size=2, pipeline_parallel_size=3)
     assert [e.gpus for e in P.expected_nodes(cfg)] == [2.0, 2.0, 2.0]
 
 

@@ -148,7 +148,8 @@ async def test_failing_notifiers_are_logged_never_raised(tmp_path: Path,
 
 
 def test_config_table() -> None:
-    base = {"nodes": [{"name": "a", "host": "a", "role": "head"}], "engine": {"model": "m"}}
+    base = {"nodes": [{"name": "a", "host": "a", "role": "head"}],
+            "engine": {"model": "m", "tensor_parallel_size": 1}}
     cfg = parse_config({**base, "notify": {"command": ["notify-send", "sparktui"],
                                            "webhook": "https://example.invalid/hook", "events": ["failed"]}})
     assert cfg.notify.command == ("notify-send", "sparktui") and cfg.notify.enabled

@@ -38,7 +38,8 @@ def server() -> Iterator[int]:
 async def test_b_runs_a_short_bench(server: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     config = parse_config({"nodes": [{"name": "spark1", "host": "localhost", "local": True, "role": "head"}],
-                           "engine": {"model": "/models/standin-model", "api_port": server}})
+                           "engine": {"model": "/models/standin-model", "api_port": server,
+                                      "tensor_parallel_size": 1}})
     tap = PowerTap()
     transport = LocalTransport("spark1")
     await transport.connect()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sparktui.commands.common import config_from_args, positive_int, print_json, refuse_example, run_async
+from sparktui.commands.exit_status import ExitStatus
 from sparktui.domain.bench import BenchPlan, BenchRecord, Comparison, LevelResult, baseline, compare
 
 if TYPE_CHECKING:   # the config brings pydantic: loaded when the verb runs, not for its --help
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         return list_history(args)
     config = config_from_args(args)
     if refuse_example(args, config, "bench", ""):
-        return 2
+        return ExitStatus.USAGE
     prompts: tuple[str, ...] = ()
     if args.prompt_file:
         from sparktui.domain.bench import read_prompt_file
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             prompts = read_prompt_file(Path(args.prompt_file).expanduser().read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             print(f"sparktui bench: {args.prompt_file}: {exc}", file=sys.stderr)
-            return 2
+            return ExitStatus.USAGE
     plan = BenchPlan(concurrency=args.concurrency, input_len=args.input_len, output_len=args.output_len,
                      requests=args.requests or 0, warmup=max(0, args.warmup), prompts=prompts)
     return run_async(bench(config, plan, args))
@@ -135,11 +136,11 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
         except (TransportError, EngineApiError) as exc:
             print(f"sparktui bench: the engine does not answer on {head.name}:{engine.api_port}: {exc}",
                   file=sys.stderr)
-            return 1
+            return ExitStatus.NOT_WELL
         if not models and not engine.served_model_name:
             print(f"sparktui bench: the engine on {head.name} serves no model (/v1/models is empty)",
                   file=sys.stderr)
-            return 1
+            return ExitStatus.NOT_WELL
         model = engine.served_model_name or models[0]
         version = await api.version()
         power = PowerRecorder({n.name: (transports[n.name], n) for n in config.nodes}, engine,
@@ -154,7 +155,7 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
             if tool_help is None and client == "vllm":
                 print(f"sparktui bench: `{' '.join(engine.vllm_command)} bench serve` is not available on "
                       f"{head.name} (vLLM before 0.10?); use --client builtin", file=sys.stderr)
-                return 1
+                return ExitStatus.NOT_WELL
             client = "vllm" if tool_help is not None else "builtin"
         if not args.json:
             levels = ",".join(map(str, plan.concurrency))
@@ -170,7 +171,7 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
                     warmups="--num-warmups" in (tool_help or ""))
             except (VllmBenchError, TransportError) as exc:
                 print(f"sparktui bench: {exc}", file=sys.stderr)
-                return 1
+                return ExitStatus.NOT_WELL
         else:
             outcome = await run_builtin_sweep(api, model, plan, power=power, on_progress=progress,
                                               on_level=progress.level)
@@ -185,8 +186,8 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
         else:
             print(render(record, comparisons))
         if outcome.interrupted:
-            return 130
-        return 0 if any(lv.completed for lv in record.levels) else 1
+            return ExitStatus.INTERRUPTED
+        return ExitStatus.of(any(lv.completed for lv in record.levels))
     finally:
         if power is not None:
             await power.stop()
@@ -262,10 +263,10 @@ def list_history(args: argparse.Namespace) -> int:
     records = store.load()
     if args.json:
         print_json([r.to_json() for r in records])
-        return 0
+        return ExitStatus.OK
     if not records:
         print(f"no bench sweeps saved yet ({store.path})")
-        return 0
+        return ExitStatus.OK
     rows = [("started", "model", "client", "image", "output tok/s by concurrency", "J/token")]
     for r in records:
         top = max(r.levels, key=lambda lv: lv.concurrency) if r.levels else None
@@ -280,7 +281,7 @@ def list_history(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    return 0
+    return ExitStatus.OK
 
 
 def _comparison_json(c: Comparison) -> dict[str, Any]:

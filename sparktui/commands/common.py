@@ -10,6 +10,8 @@ import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sparktui.commands.exit_status import ExitStatus
+
 if TYPE_CHECKING:   # the config module brings pydantic: loaded when a verb runs, not for its --help
     from sparktui.config import SparkConfig
 
@@ -25,12 +27,12 @@ def config_from_args(args: argparse.Namespace) -> SparkConfig:
         print("sparktui: no config found (tried --config, $SPARKTUI_CONFIG, ./config.toml, "
               "~/.config/sparktui/config.toml). Copy the example config.toml and edit it, "
               "or try `sparktui --demo`.", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(ExitStatus.USAGE)
     try:
         return load_config(path)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(ExitStatus.USAGE) from None
 
 
 def run_async(main: Coroutine[Any, Any, T]) -> T:

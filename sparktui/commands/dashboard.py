@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparktui.commands.exit_status import ExitStatus
+
 if TYPE_CHECKING:   # the config module brings pydantic: loaded when the dashboard opens, not for --help
     from collections.abc import Awaitable, Callable
 
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         choice = choose(args)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     if getattr(args, "web", False):
         from sparktui.ui.web import serve
 
@@ -180,7 +182,7 @@ def _observed(backend: Any, config: SparkConfig | None, export: str | None,
             state, exporter = start_exporter(config, export, tuple(getattr(backend, "node_names", ())))
         except (ValueError, OSError) as exc:
             print(f"sparktui: --export {export}: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
+            raise SystemExit(ExitStatus.USAGE) from None
         observers.append(state)
         stop = exporter.stop
     if config is not None and config.notify.enabled and not isinstance(backend, _demo_type()):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparktui.commands.common import config_from_args, refuse_example, run_async
+from sparktui.commands.exit_status import ExitStatus
 from sparktui.domain.bench import BenchRecord
 
 if TYPE_CHECKING:
@@ -67,12 +68,12 @@ def start_exporter(config: SparkConfig | None, listen: str,
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if refuse_example(args, config, "export", ""):
-        return 2
+        return ExitStatus.USAGE
     try:
         state, exporter = start_exporter(config, args.listen, tuple(n.name for n in config.nodes))
     except (ValueError, OSError) as exc:
         print(f"sparktui export: --listen {args.listen}: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     try:
         return run_async(_watch(config, state))
     finally:
@@ -87,4 +88,4 @@ async def _watch(config: SparkConfig, state: ExportState) -> int:
     backend = SshBackend(config, readonly=True)
     notifier = Notifier(config.notify, config.cluster.name)
     await backend.run(tee(state, [notifier]))
-    return 0
+    return ExitStatus.OK

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from sparktui.commands.common import print_json
+from sparktui.commands.exit_status import ExitStatus
 from sparktui.domain.history import STAGE_ORDER, HistoryStore, RunRecord, format_duration, runs_as_dicts
 
 
@@ -59,9 +60,9 @@ def run(args: argparse.Namespace) -> int:
         runs = runs[-args.limit:]
     if args.json:
         print_json(runs_as_dicts(runs))
-        return 0
+        return ExitStatus.OK
     if not runs:
         print(f"no runs recorded yet ({store.path})")
-        return 0
+        return ExitStatus.OK
     print(render(runs))
-    return 0
+    return ExitStatus.OK

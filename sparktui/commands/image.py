@@ -2,7 +2,7 @@
 missing (``docker save`` on the head streamed into ``docker load`` on the node; no registry, no temp file).
 
 Exit status: 0 every node has the head's image, 1 a copy failed or was refused (e.g. the node's disk is
-short), 2 no usable config.
+short), 2 no usable config (or ``engine.runtime = "host"``: no image).
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ import sys
 from typing import TYPE_CHECKING
 
 from sparktui.commands.common import config_from_args, print_json, run_async
+from sparktui.commands.exit_status import ExitStatus
 
 if TYPE_CHECKING:   # the config brings pydantic: loaded when the verb runs, not for its --help
     from sparktui.config import SparkConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = "exit status: 0 every node has the head's image, 1 failed or refused, 2 no usable config"
+    parser.epilog = ("exit status: 0 every node has the head's image, 1 failed or refused, 2 no usable "
+                     "config (or engine.runtime = \"host\")")
     sub = parser.add_subparsers(dest="image_cmd", metavar="ACTION", required=True)
     sync = sub.add_parser("sync", help="copy the head's image to the nodes that lack it or differ")
     sync.add_argument("--json", action="store_true", help="print one JSON object at the end")
@@ -28,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if config.engine.runtime != "docker":
         print("sparktui image sync: engine.runtime is \"host\": there is no image to copy", file=sys.stderr)
-        return 1
+        return ExitStatus.USAGE
     return run_async(_sync(config, args.json))
 
 
@@ -54,4 +56,4 @@ async def _sync(config: SparkConfig, as_json: bool) -> int:
     else:
         for o in outcomes:
             print(f"{o.node}: {o.action}: {o.message}")
-    return 0 if ok else 1
+    return ExitStatus.of(ok)

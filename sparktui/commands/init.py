@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.commands.common import positive_int, print_json, run_async
+from sparktui.commands.exit_status import ExitStatus
 
 DEFAULT_OUTPUT = Path("~/.config/sparktui/config.toml")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = ("exit status: 0 written (or shown), 1 a host unreachable or the config invalid, "
-                     "2 bad usage")
+    parser.epilog = ("exit status: 0 written (or shown), 1 a host unreachable, 2 bad usage (a --set "
+                     "value the config refuses)")
     parser.add_argument("hosts", nargs="*", metavar="HOST",
                         help="SSH aliases or addresses (default: the Host aliases of ~/.ssh/config)")
     parser.add_argument("--yes", "-y", action="store_true", help="write the config without asking")
@@ -78,12 +79,12 @@ def run(args: argparse.Namespace) -> int:
     if not hosts:
         print("sparktui init: no hosts: name them (`sparktui init spark1 spark2`) or add Host entries to "
               "~/.ssh/config", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     try:
         sets = [parse_set(s) for s in args.set]
     except ValueError as exc:
         print(f"sparktui init: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     opts = InitOptions(head=args.head, model=args.model, recipe=args.recipe, image=args.image,
                        runtime=args.runtime, user=args.user, port=args.port, identity_file=args.identity_file,
                        known_hosts=args.known_hosts, python=args.python, proc_root=args.proc_root,
@@ -92,11 +93,11 @@ def run(args: argparse.Namespace) -> int:
         recipes = {rid: f.recipe for rid, f in all_recipes().items()}
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     if opts.recipe and opts.recipe not in recipes:
         known = ", ".join(sorted(recipes))
         print(f"sparktui init: no recipe {opts.recipe!r} (known: {known})", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     t0 = time.monotonic()
     if not args.json:
         print(f"discovering {', '.join(hosts)} over SSH …", flush=True)
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         print("sparktui init: nothing written", file=sys.stderr)
         if args.json:
             print_json({**report, "config": None, "written": None})
-        return 1
+        return ExitStatus.NOT_WELL
     confirmed = False
     if not args.yes and not args.json and not args.no_tui and sys.stdin.isatty() and sys.stdout.isatty():
         from sparktui.ui.init_app import InitApp
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         picked = InitApp(facts, opts, recipes, str(Path(args.output).expanduser())).run()
         if picked is None:
             print("sparktui init: left without writing")
-            return 0
+            return ExitStatus.OK
         opts, confirmed = picked, True
     proposal = propose_config(facts, opts, recipes)
     header = ("sparktui config written by `sparktui init` on " + time.strftime("%Y-%m-%d %H:%M")
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         print(text, file=sys.stderr)
         print(f"sparktui init: the proposed config does not validate (a --set value?):\n{exc}",
               file=sys.stderr)
-        return 1
+        return ExitStatus.USAGE   # what discovery found is valid: only the user's --set can break it
     written = _write(args, out, text, confirmed)
     # Asked to write (--yes, or Write on the screen) and could not: a failure; only shown: a success.
     code = 1 if (args.yes or confirmed) and not written else 0

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sparktui.commands.common import config_from_args, print_json, refuse_example, run_async
+from sparktui.commands.exit_status import ExitStatus
 from sparktui.domain import linktest as L
 
 if TYPE_CHECKING:
@@ -35,10 +36,10 @@ def run(args: argparse.Namespace) -> int:
             print_json(results)
         for r in [] if args.json else results:
             print(f"{r.get('at', 0):.0f}  {r.get('message', '')}")
-        return 0
+        return ExitStatus.OK
     config = config_from_args(args)
     if refuse_example(args, config, "linktest", ""):
-        return 2
+        return ExitStatus.USAGE
     result = run_async(linktest_kept(config, args.size))
     if args.json:
         print_json(result.to_json())
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         print(result.message)
     if result.tool == "none":
         print("linktest: " + result.message, file=sys.stderr)
-    return 0 if result.ok else 1
+    return ExitStatus.of(result.ok)
 
 
 def _in_runtime(config: SparkConfig, node: NodeConfig, argv: list[str]) -> list[str]:

@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from sparktui.commands.common import config_from_args, refuse_example, run_async
+from sparktui.commands.exit_status import ExitStatus
 
 if TYPE_CHECKING:
     from sparktui.config import SparkConfig
@@ -28,18 +29,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if refuse_example(args, config, "logs", "Or try the simulated cluster: `sparktui --demo`."):
-        return 2
+        return ExitStatus.USAGE
     if args.node is not None:
         try:
             config.node(args.node)
         except KeyError:
             names = ", ".join(n.name for n in config.nodes)
             print(f"sparktui logs: no node named {args.node!r} (nodes: {names})", file=sys.stderr)
-            return 2
+            return ExitStatus.USAGE
     try:
         return run_async(_logs(config, args))
     except KeyboardInterrupt:
-        return 0
+        return ExitStatus.OK
 
 
 async def _logs(config: SparkConfig, args: argparse.Namespace) -> int:
@@ -55,7 +56,7 @@ async def _logs(config: SparkConfig, args: argparse.Namespace) -> int:
         return await _print_log(config, args, transport, node)
     except TransportError as exc:
         print(f"sparktui logs: {exc}", file=sys.stderr)
-        return 1
+        return ExitStatus.NOT_WELL
     finally:
         await transport.close()
 
@@ -71,7 +72,7 @@ async def _print_log(config: SparkConfig, args: argparse.Namespace, transport: T
         path = await ray_worker_log_path(config, transport, node)
         if path is None:
             print(f"sparktui logs: no Ray worker log on {node} (is Ray running there?)", file=sys.stderr)
-            return 1
+            return ExitStatus.NOT_WELL
     else:
         home = await read_home(transport)
         homes = {node: home.stdout.strip()} if home.ok and home.stdout.strip() else None
@@ -82,9 +83,9 @@ async def _print_log(config: SparkConfig, args: argparse.Namespace, transport: T
         # The whole file, byte for byte as it is on the node (binary or not UTF-8 included), as it arrives.
         if not await stream_file(transport, python, path, out.write):
             print(f"sparktui logs: {node}:{path} does not exist (engine never started?)", file=sys.stderr)
-            return 1
+            return ExitStatus.NOT_WELL
         out.flush()
-        return 0
+        return ExitStatus.OK
 
     def write(data: bytes) -> None:
         out.write(data)
@@ -95,4 +96,4 @@ async def _print_log(config: SparkConfig, args: argparse.Namespace, transport: T
 
     # Runs until Ctrl-C: a dropped connection is resumed where it stopped.
     await LogFollower(transport, path, write, python=(python,), on_waiting=waiting).run()
-    return 0
+    return ExitStatus.OK

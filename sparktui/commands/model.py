@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from sparktui.commands.common import config_from_args, print_json, run_async
+from sparktui.commands.exit_status import ExitStatus
 
 if TYPE_CHECKING:   # the config brings pydantic: loaded when the verb runs, not for its --help
     from sparktui.config import SparkConfig
@@ -68,7 +69,7 @@ async def _sync(config: SparkConfig, as_json: bool, dry_run: bool, checksum: boo
                                "sent": o.sent, "files": o.files, "seconds": round(o.seconds, 2),
                                "bytes_per_s": round(o.bytes / o.seconds) if o.seconds else None,
                                "argv": list(o.argv), "detail": list(o.detail)} for o in outcomes]})
-        return 0 if ok else 1
+        return ExitStatus.of(ok)
     head = config.head.name
     for o in outcomes:
         print(f"{o.node}: {o.action}: {o.message}")
@@ -77,4 +78,4 @@ async def _sync(config: SparkConfig, as_json: bool, dry_run: bool, checksum: boo
         if dry_run and o.argv and o.action == "would copy":
             where = head if o.argv[0] == "rsync" else o.node
             print(f"  {where}$ {shlex.join(o.argv)}")
-    return 0 if ok else 1
+    return ExitStatus.of(ok)

@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from sparktui.commands.common import print_json
+from sparktui.commands.exit_status import ExitStatus
 
 if TYPE_CHECKING:   # the recipes bring pydantic: loaded when the verb runs, not for its --help
     from sparktui.domain.recipes import FoundRecipe
@@ -69,21 +70,21 @@ def run(args: argparse.Namespace) -> int:
         found = all_recipes()
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     if args.id:
         if args.id not in found:
             print(f"sparktui recipes: no recipe {args.id!r} (known: {', '.join(sorted(found))})",
                   file=sys.stderr)
-            return 2
+            return ExitStatus.USAGE
         chosen = [found[args.id]]
     else:
         chosen = [found[k] for k in sorted(found)]
     if args.json:
         print_json([as_dict(f) for f in chosen])
-        return 0
+        return ExitStatus.OK
     print("\n\n".join(render(f, full=bool(args.id)) for f in chosen))
     if not args.id:
         dirs = ", ".join(str(d) for d in user_dirs())
         print(f"\nuse one with [engine] recipe = \"ID\" (your config's keys win); "
               f"your own recipes go in {dirs}")
-    return 0
+    return ExitStatus.OK

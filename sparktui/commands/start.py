@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example, run_async
+from sparktui.commands.exit_status import ExitStatus
 from sparktui.domain.events import OperationRefused, OperationView, StepStatus, StepView
 
 if TYPE_CHECKING:   # the config brings pydantic: loaded when the verb runs, not for its --help
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_operation_arguments(parser: argparse.ArgumentParser, *, waits: bool) -> None:
     parser.epilog = ("exit status: 0 done" + (" (with --wait: the engine is ready)" if waits else "")
-                     + ", 1 failed, 2 no usable config")
+                     + ", 1 failed, 2 no usable config, 5 another sparktui operation is running (try again)")
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan (every command on every node) and do nothing")
@@ -48,14 +49,14 @@ def run_operation(args: argparse.Namespace, kind: str) -> int:
     config = config_from_args(args)
     if args.dry_run:
         print_plan(config, kind)
-        return 0
+        return ExitStatus.OK
     if refuse_example(args, config, kind, "`--dry-run` shows the plan anyway."):
-        return 2
+        return ExitStatus.USAGE
     try:
         return run_async(_operate(config, kind, args))
     except OperationRefused as exc:
         print(f"sparktui {kind}: {exc}", file=sys.stderr)
-        return 3
+        return ExitStatus.BUSY
 
 
 def print_plan(config: SparkConfig, kind: str) -> None:
@@ -113,7 +114,7 @@ def _refuse_unreachable(kind: str, down: dict[str, str], as_json: bool) -> int:
         print(f"{kind}: FAILED: {message}:", flush=True)
         for line in down.values():
             print(f"  {line}", flush=True)
-    return 1
+    return ExitStatus.NOT_WELL
 
 
 def view_json(view: OperationView | None) -> dict[str, Any] | None:
@@ -155,7 +156,7 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
         report: dict[str, Any] = {"operation": view_json(view), "vllm_version": controller.vllm_version,
                                   "unreachable": down,
                                   "fixes": [{"command": f.command, "nodes": list(f.nodes)} for f in fixes]}
-        code = 0 if view.ok else 1
+        code = ExitStatus.of(bool(view.ok))
         if kind == "stop" or not view.ok:
             notify(EngineChanged(EngineState.STOPPED if view.ok else EngineState.FAILED, view.message))
         if not args.json:
@@ -183,8 +184,9 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
                 report["memory_guard"] = trip.to_json()
             if not args.json:
                 print(f"engine: {result.outcome}: {result.detail} ({result.seconds:.1f} s)", flush=True)
-            code = 0 if result.outcome == "ready" else 1
-            notify(EngineChanged(EngineState.READY if code == 0 else EngineState.FAILED, result.detail))
+            code = ExitStatus.of(result.outcome == "ready")
+            ready = code is ExitStatus.OK
+            notify(EngineChanged(EngineState.READY if ready else EngineState.FAILED, result.detail))
         if args.json:
             print_json(report)
         return code

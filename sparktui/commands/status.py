@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example
+from sparktui.commands.exit_status import ExitStatus
 from sparktui.domain.deadline import within
 
 if TYPE_CHECKING:  # `sparktui status --help` imports this module: no config, pydantic or SSH for it
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if refuse_example(args, config, "status", "Or try the simulated cluster: `sparktui --demo`."):
-        return 2
+        return ExitStatus.USAGE
     from sparktui.config import find_config
 
     report = asyncio.run(gather_status(config, timeout=args.timeout))
@@ -57,11 +58,11 @@ CANNOT_SERVE = ("degraded", "wedged")
 
 def exit_code(report: dict[str, Any]) -> int:
     if not report["all_reachable"]:
-        return 1
+        return ExitStatus.NOT_WELL
     engine = report.get("engine")
     if isinstance(engine, dict) and engine.get("state") in CANNOT_SERVE:
-        return 4
-    return 0
+        return ExitStatus.CANNOT_SERVE
+    return ExitStatus.OK
 
 
 # -- gathering -------------------------------------------------------------------------------------

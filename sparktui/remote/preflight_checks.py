@@ -42,6 +42,8 @@ class Gathered:
     links: dict[str, LinkFacts | str] = field(default_factory=dict)
     #: The head's model directory, or why it is unreadable (sizing is then skipped, never the start).
     model: ModelDir | str | None = None
+    #: GPUs counted on each node (None: the listing could not tell).
+    gpus: dict[str, int | None] = field(default_factory=dict)
 
 
 _CACHED_NOTE = ("known for this image ID (cached on this machine; a new image is asked afresh)",)
@@ -171,8 +173,10 @@ class PreflightChecks:
     async def _gpus(self, step: P.Step, live: Callable[[str], None]) -> Outcome:
         assert step.node is not None
         cfg = self.nodes.config
-        needed = {x.name: x.gpus for x in P.expected_nodes(cfg)}[step.node]
+        # What the config says this node has (TP × PP against all of them is judged with the others).
+        needed = cfg.node(step.node).gpus
         res = await self.nodes.run(step.node, step.argv, step.timeout)
+        self._got.gpus[step.node] = G.counted_gpus(res.returncode, res.stdout, res.stderr)
         view = G.check_gpus(step.node, res.returncode, res.stdout, res.stderr, needed,
                             cfg.engine.runtime == "docker")
         return Outcome(view.status, view.message, view.output_tail)
@@ -205,6 +209,9 @@ class PreflightChecks:
                 views.append(F.check_ports(name, nf, P.port_roles(cfg)))
             views.append(F.check_leftovers(name, nf, got.containers.get(name, ())))
         views += link_views(cfg, got.links)
+        world = G.check_world(e.tensor_parallel_size, e.pipeline_parallel_size, got.gpus)
+        if world is not None and len(got.gpus) == len(cfg.nodes):
+            views.append(world)
         if got.facts:
             views += F.check_model(cfg, got.facts)
             found = got.model

@@ -9,10 +9,11 @@ then fails with "TP size 2 exceeds available GPUs 1"; preflight names it first. 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sparktui.domain.events import StepStatus, StepView
+from sparktui.domain.parallel_fit import parallel_fit_fault
 
 _GPU_LINE = re.compile(r"^GPU (?P<i>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$", re.M)
 #: ``nvidia-smi`` exits 6 when it finds no device (NVML_ERROR_NOT_FOUND); 127 / 126: not there.
@@ -37,6 +38,31 @@ def parse_gpu_list(text: str) -> list[GpuListing]:
     return [GpuListing(int(m["i"]), m["name"], m["uuid"]) for m in _GPU_LINE.finditer(text)]
 
 
+def counted_gpus(exit_status: int | None, stdout: str, stderr: str) -> int | None:
+    """The GPUs a node's listing shows; None when it could not tell (no nvidia-smi where it ran)."""
+    text = stdout + "\n" + stderr
+    if exit_status in (126, 127) or ("not found" in text.lower() and "No devices" not in text):
+        return None
+    return len(parse_gpu_list(stdout))
+
+
+def check_world(tp: int, pp: int, counted: Mapping[str, int | None]) -> StepView | None:
+    """TP × PP against the GPUs counted on every node (one view for the cluster); None while a node's count
+    is unknown (its own GPUs check says why)."""
+    if not counted or any(n is None for n in counted.values()):
+        return None
+    known = {node: n for node, n in counted.items() if n is not None}
+    fault = parallel_fit_fault(tp, pp, known, counted=True)
+    if fault is None:
+        return StepView(WORLD_CHECK, None, StepStatus.OK,
+                        message=f"{tp} × {pp} workers on {sum(known.values())} GPU(s)")
+    return StepView(WORLD_CHECK, None, StepStatus.FAILED, message=fault)
+
+
+#: The name of preflight's cluster-wide GPU check.
+WORLD_CHECK = "GPUs for TP × PP"
+
+
 def gpu_fix(docker: bool) -> str:
     if docker:
         return ("start its container with `--gpus all` (the NVIDIA container runtime: "
@@ -46,7 +72,7 @@ def gpu_fix(docker: bool) -> str:
 
 def check_gpus(node: str, exit_status: int | None, stdout: str, stderr: str, expected: float,
                docker: bool) -> StepView:
-    """One view: the GPUs seen against the GPUs this node must give Ray (its TP×PP share)."""
+    """One view: the GPUs seen against the GPUs this node must give Ray (its ``gpus`` in the config)."""
     gpus = parse_gpu_list(stdout)
     where = "in the container" if docker else "on the node"
     need = int(expected) if float(expected).is_integer() else expected
@@ -55,7 +81,11 @@ def check_gpus(node: str, exit_status: int | None, stdout: str, stderr: str, exp
         return StepView("GPUs", node, StepStatus.OK, message=f"{len(gpus)} GPU(s) {where}: {names}")
     text = (stdout + "\n" + stderr).strip()
     last = text.splitlines()[-1] if text else f"exit {exit_status}"
-    if exit_status in (126, 127) or ("not found" in text.lower() and "No devices" not in text):
+    if gpus:   # some seen, fewer than the config's `gpus` for this node says
+        return StepView("GPUs", node, StepStatus.FAILED,
+                        message=f"{len(gpus)} GPU(s) {where}, but this node's `gpus` says {need}: set gpus = "
+                                f"{len(gpus)} on it, or make the others visible: " + gpu_fix(docker))
+    if counted_gpus(exit_status, stdout, stderr) is None:
         return StepView("GPUs", node, StepStatus.WARNING,
                         message=f"GPU count unknown: nvidia-smi is not {where} ({last})")
     return StepView("GPUs", node, StepStatus.FAILED,
