@@ -354,8 +354,8 @@ async def test_the_picking_screen_does_not_leave_with_a_config_that_does_not_val
         await pilot.press("w")
         assert app.is_running
         notes = str(app.query_one("#notes", Static).render())
-        assert notes.startswith("not written: the config does not validate:")
-        assert "engine.model: required key is missing" in notes
+        assert notes.startswith("not written: the config does not validate")
+        assert "\n  engine.model: required key is missing" in notes
         await pilot.press("escape")
     assert app.return_value is None
 

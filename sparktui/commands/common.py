@@ -42,12 +42,19 @@ def looked_at(found: Path | None, environ: Mapping[str, str] | None = None) -> s
 
     said = []
     for place in default_locations(environ):
-        name = place if place.is_absolute() else f"./{place}"
         if place == found:
-            said.append(f"{name}: the shipped example (cluster.example = true)")
+            said.append(f"{shown_path(place)}: the shipped example (cluster.example = true)")
             break
-        said.append(f"{name}: no file")
+        said.append(f"{shown_path(place)}: no file")
     return "looked at " + "; ".join(said)
+
+
+def shown_path(path: Path | None) -> str:
+    """A path from the lookup as a message shows it: a relative one (``config.toml``, looked for in the
+    working folder) with its ``./``, so it reads as a place and not as a bare name."""
+    if path is None or path.is_absolute() or str(path).startswith("."):
+        return str(path)
+    return f"./{path}"
 
 
 def run_async(main: Coroutine[Any, Any, T]) -> T:
@@ -91,8 +98,9 @@ def refuse_example(args: argparse.Namespace, config: SparkConfig, verb: str, hin
         return False
     path = find_config(None)
     print(f"sparktui {verb}: no config of yours found ({looked_at(path)}), and the example names no real "
-          f"machines. Run `sparktui init` to write {user_config_path()}, or describe your Sparks in {path} "
-          f"(and delete `example = true`), or pass --config PATH. {hint}".rstrip(), file=sys.stderr)
+          f"machines. Run `sparktui init` to write {user_config_path()}, or describe your Sparks in "
+          f"{shown_path(path)} (and delete `example = true`), or pass --config PATH. {hint}".rstrip(),
+          file=sys.stderr)
     return True
 
 

@@ -25,11 +25,12 @@ if TYPE_CHECKING:   # the config module brings pydantic: loaded when the dashboa
 
 def example_notice(path: Path, environ: Mapping[str, str]) -> str:
     """The demo's notice when the default lookup found only the shipped example, naming what it looked at."""
-    from sparktui.commands.common import looked_at
+    from sparktui.commands.common import looked_at, shown_path
     from sparktui.config import user_config_path
 
     return (f"This is the demo: no config of yours found ({looked_at(path, environ)}). To watch your Sparks, "
-            f"run `sparktui init` (it writes {user_config_path(environ)}), or describe them in {path} and "
+            f"run `sparktui init` (it writes {user_config_path(environ)}), or describe them in "
+            f"{shown_path(path)} and "
             "delete its `example = true` line, or run sparktui --config PATH.")
 
 

@@ -149,7 +149,11 @@ class InitApp(App[InitOptions | None]):
         try:
             parse_config(tomllib.loads(render_toml(p.data, p.comments)), self.output)
         except ConfigError as exc:
-            self.query_one("#notes", Static).update(f"not written: the config does not validate:\n{exc}")
+            # The file is not written yet: its path in each line would say nothing.
+            faults = "\n".join(f"  {problem.key_path}: {problem.fault}" for problem in exc.problems)
+            self.query_one("#notes", Static).update(
+                f"not written: the config does not validate (change a pick, or leave and pass --model / "
+                f"--set):\n{faults}")
             return
         self.exit(self.picked())
 
