@@ -5,8 +5,11 @@ init_discovery``) finds each node's hostname, arch, GPU, unified memory, the Con
 and their RDMA twins, the cable address and that the others answer on it, docker and the images that
 carry vLLM, the models (HF cache, ``~/models``) and free disk; ``sparktui.domain.init_setup`` turns that
 into a config. The config is validated before it is written, then ``start --dry-run`` shows what
-``sparktui start`` would run. Non-interactive: ``--yes`` writes without asking, ``--json`` prints
-everything as one object.
+``sparktui start`` would run. It goes to the user's config (``config.user_config_path``), the first place
+the lookup reads. On a terminal the picking screen chooses; ``--no-tui`` prints the config, then asks.
+``--yes`` writes without asking; ``--json`` prints everything as one object (and writes only with
+``--yes``). Whenever nothing is written it says so; asked to write and unable to (no terminal to ask on,
+the file there, an OS error) it exits 1, while leaving the screen or answering no is a choice (0).
 """
 
 from __future__ import annotations
