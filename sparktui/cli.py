@@ -40,8 +40,9 @@ WITHOUT_CONFIG = frozenset({"timeline", "history", "recipes", "init"})
 
 def _add_config_option(p: argparse.ArgumentParser, *, verb: bool = False) -> None:
     # On a verb the default is SUPPRESS: otherwise the verb's None overwrites `sparktui --config X verb`.
-    p.add_argument("--config", metavar="PATH", help="config file (default: $SPARKTUI_CONFIG, "
-                   "./config.toml, ~/.config/sparktui/config.toml)",
+    p.add_argument("--config", metavar="PATH", help="config file (default: $SPARKTUI_CONFIG, else "
+                   "~/.config/sparktui/config.toml (under $XDG_CONFIG_HOME when set; the one `sparktui init` "
+                   "writes), else ./config.toml)",
                    default=argparse.SUPPRESS if verb else None)
 
 

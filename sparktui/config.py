@@ -23,12 +23,6 @@ from sparktui.domain.config_faults import fault_sentence
 from sparktui.domain.keys import key_problems
 from sparktui.domain.parallel_fit import parallel_fit_fault
 
-#: Where a config is looked for, after ``--config`` and ``$SPARKTUI_CONFIG``.
-DEFAULT_LOCATIONS: tuple[Path, ...] = (
-    Path("config.toml"),
-    Path("~/.config/sparktui/config.toml"),
-)
-
 Port = Annotated[int, Field(ge=1, le=65535)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 
@@ -428,8 +422,28 @@ def load_config(path: Path | str) -> SparkConfig:
     return parse_config(data, p)
 
 
+def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's config, the one ``sparktui init`` writes: ``$XDG_CONFIG_HOME/sparktui/config.toml``, or
+    ``~/.config/sparktui/config.toml`` (XDG Base Directory spec, as history and caches do)."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME", "")
+    # The spec says a relative path in the variable is invalid and must be ignored.
+    root = Path(base) if base and os.path.isabs(base) else Path(env.get("HOME", "~")) / ".config"
+    return root.expanduser() / "sparktui" / "config.toml"
+
+
+def default_locations(environ: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """Where a config is looked for when neither ``--config`` nor ``$SPARKTUI_CONFIG`` names one, in order.
+
+    The user's config comes before ``./config.toml``: run from the checkout, the shipped example there
+    must not shadow the config ``sparktui init`` wrote.
+    """
+    return user_config_path(environ), Path("config.toml")
+
+
 def find_config(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> Path | None:
-    """The config file to use: ``--config``, ``$SPARKTUI_CONFIG``, ``./config.toml``, then the XDG path.
+    """The config file to use: ``--config``, ``$SPARKTUI_CONFIG``, then the first of ``default_locations``
+    that is a file.
 
     An explicit path (flag or variable) must exist; the default locations are optional.
     """
@@ -437,8 +451,4 @@ def find_config(explicit: str | None = None, environ: Mapping[str, str] | None =
     for candidate in (explicit, env.get("SPARKTUI_CONFIG")):
         if candidate:
             return Path(candidate).expanduser()
-    for default in DEFAULT_LOCATIONS:
-        p = default.expanduser()
-        if p.is_file():
-            return p
-    return None
+    return next((p for p in default_locations(env) if p.is_file()), None)

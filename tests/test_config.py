@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from sparktui.config import ConfigError, find_config, load_config
+from sparktui.config import ConfigError, find_config, load_config, user_config_path
 from tests.cli_helpers import run_sparktui
 
 REPO = Path(__file__).resolve().parents[1]
@@ -212,16 +214,18 @@ def test_cli_uses_sparktui_config_variable(tmp_path: Path) -> None:
 # -- lookup order ----------------------------------------------------------------------------------
 @pytest.fixture
 def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A config at every step of the lookup; HOME and the working folder in tmp_path, no XDG_CONFIG_HOME."""
     home, work = tmp_path / "home", tmp_path / "work"
     (home / ".config" / "sparktui").mkdir(parents=True)
     work.mkdir()
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     monkeypatch.chdir(work)
     return {
         "flag": _write(tmp_path, GOOD, "flag.toml"),
         "env": _write(tmp_path, GOOD, "env.toml"),
+        "user": _write(home / ".config" / "sparktui", GOOD),
         "cwd": _write(work, GOOD),
-        "xdg": _write(home / ".config" / "sparktui", GOOD),
     }
 
 
@@ -229,11 +233,26 @@ def test_lookup_order(places: dict[str, Path]) -> None:
     env = {"SPARKTUI_CONFIG": str(places["env"])}
     assert find_config(str(places["flag"]), env) == places["flag"]
     assert find_config(None, env) == places["env"]
+    assert find_config(None, {"SPARKTUI_CONFIG": ""}) == places["user"]   # set but empty: unset
+    assert find_config(None, {}) == places["user"]                        # the user's before ./config.toml
+    places["user"].unlink()
     assert find_config(None, {}).resolve() == places["cwd"].resolve()
     places["cwd"].unlink()
-    assert find_config(None, {}) == places["xdg"]
-    places["xdg"].unlink()
     assert find_config(None, {}) is None
+
+
+def test_the_user_config_is_under_xdg_config_home(places: dict[str, Path], tmp_path: Path) -> None:
+    xdg = tmp_path / "xdg"
+    (xdg / "sparktui").mkdir(parents=True)
+    in_xdg = _write(xdg / "sparktui", GOOD)
+    assert user_config_path({"XDG_CONFIG_HOME": str(xdg)}) == in_xdg
+    assert find_config(None, {"XDG_CONFIG_HOME": str(xdg)}) == in_xdg
+    # no file there: ~/.config is not looked at (the variable moves the user's config), ./config.toml is
+    in_xdg.unlink()
+    assert find_config(None, {"XDG_CONFIG_HOME": str(xdg)}) == Path("config.toml")
+    # the spec: a relative value is invalid and ignored
+    assert user_config_path({"XDG_CONFIG_HOME": "rel/dir", "HOME": str(tmp_path / "home")}) == places["user"]
+    assert user_config_path({"HOME": str(tmp_path / "home")}) == places["user"]
 
 
 def test_explicit_path_is_used_even_when_missing(places: dict[str, Path], tmp_path: Path) -> None:
@@ -241,3 +260,80 @@ def test_explicit_path_is_used_even_when_missing(places: dict[str, Path], tmp_pa
     assert find_config(str(missing), {}) == missing
     with pytest.raises(ConfigError, match=f"^config file not found: {missing}$"):
         load_config(missing)
+
+
+# -- the shipped example never shadows the user's config -------------------------------------------
+@pytest.fixture
+def checkout(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A working folder holding the shipped example (as when run from the checkout), and an environment
+    whose HOME and XDG_CONFIG_HOME are in tmp_path with no user config yet."""
+    work = tmp_path / "checkout"
+    work.mkdir()
+    shutil.copy(REPO / "config.toml", work / "config.toml")
+    env = {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    return work, env
+
+
+def test_the_shipped_example_never_shadows_the_user_config(checkout: tuple[Path, dict[str, str]],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    work, env = checkout
+    monkeypatch.chdir(work)
+    assert find_config(None, env) == Path("config.toml")            # only the example: it is found ...
+    user = user_config_path(env)
+    user.parent.mkdir(parents=True)
+    user.write_text(GOOD)                                            # ... until the user has a config
+    assert find_config(None, env) == user
+    # what a verb then does: the user's config, not "the shipped example"
+    proc = _sparktui("start", "--dry-run", cwd=work, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "ray start --head" in proc.stdout and "example" not in proc.stderr
+
+
+#: Verbs that refuse the shipped example (it names no real machines) and point to the demo instead.
+REFUSING = [("status",), ("logs",), ("start",), ("stop",), ("restart",), ("bench",), ("export",),
+            ("linktest",)]
+
+
+@pytest.mark.parametrize("argv", REFUSING, ids=lambda a: a[0])
+def test_a_verb_refusing_the_example_names_the_files_it_looked_at(checkout: tuple[Path, dict[str, str]],
+                                                                  argv: tuple[str, ...]) -> None:
+    work, env = checkout
+    proc = _sparktui(*argv, cwd=work, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    user = Path(env["XDG_CONFIG_HOME"]) / "sparktui" / "config.toml"
+    assert (f"sparktui {argv[0]}: no config of yours found (looked at {user}: no file; ./config.toml: "
+            "the shipped example (cluster.example = true))") in " ".join(proc.stderr.split())
+    assert f"Run `sparktui init` to write {user}" in " ".join(proc.stderr.split())
+
+
+def test_the_dashboard_falling_back_to_the_demo_names_the_files_it_looked_at(
+        checkout: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    from sparktui.commands.dashboard import choose
+
+    work, env = checkout
+    monkeypatch.chdir(work)
+    args = argparse.Namespace(config=None, demo=False, readonly=False)
+    user = user_config_path(env)
+    choice = choose(args, env)
+    assert choice.demo and choice.notice is not None
+    assert (f"no config of yours found (looked at {user}: no file; ./config.toml: the shipped example "
+            "(cluster.example = true))") in choice.notice
+    (work / "config.toml").unlink()
+    choice = choose(args, env)
+    assert choice.demo and choice.notice is not None
+    assert f"no config found (looked at {user}: no file; ./config.toml: no file)" in choice.notice
+    # the user's config written (as `sparktui init` does): the real backend, whatever ./config.toml holds
+    shutil.copy(REPO / "config.toml", work / "config.toml")
+    user.parent.mkdir(parents=True)
+    user.write_text(GOOD)
+    choice = choose(args, env)
+    assert not choice.demo and choice.config is not None and choice.config.nodes[0].name == "spark1"
+
+
+def test_no_config_at_all_names_the_files_it_looked_at(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": ""}
+    proc = _sparktui("status", cwd=tmp_path, env=env)
+    assert proc.returncode == 2
+    user = tmp_path / ".config" / "sparktui" / "config.toml"
+    assert (f"sparktui: no config found (looked at {user}: no file; ./config.toml: no file; no --config "
+            "or $SPARKTUI_CONFIG)") in proc.stderr

@@ -3,7 +3,9 @@ it writes starts the stand-in engine to ready unchanged."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -224,9 +226,15 @@ def test_init_on_the_test_hosts_writes_a_config_that_starts_to_ready(testbed: Te
                                                                ("spark2", "worker", ip2)]
         assert cfg.engine.model == "/tmp/models/standin-model" and cfg.engine.tensor_parallel_size == 2
 
-        dry = run_sparktui("init", *args[1:3], "--output", str(tmp_path / "other.toml"), *args[7:],
-                           timeout=180)
+        # Without --yes and without a terminal to ask on: shown, said, not written (asked and could not).
+        other = tmp_path / "other.toml"
+        shown = run_sparktui("init", *args[1:3], "--output", str(other), *args[7:], timeout=180)
+        assert shown.returncode == 1, shown.stdout + shown.stderr
+        assert "# sparktui config proposed by `sparktui init`" in shown.stdout
+        assert "nothing written: no terminal to ask on" in shown.stderr and not other.exists()
+        dry = run_sparktui("init", *args[1:3], "--yes", "--output", str(other), *args[7:], timeout=180)
         assert dry.returncode == 0, dry.stderr
+        assert f"# `sparktui start --dry-run --config {other}` for this config:" in dry.stdout
         assert "# dry run: nothing is executed" in dry.stdout and "ray start --head" in dry.stdout
 
         # The written config, unchanged, starts the engine to ready.
@@ -284,3 +292,155 @@ async def test_interactive_screen_picks_and_previews_the_config():
     async with leave.run_test() as pilot:
         await pilot.press("escape")
     assert leave.return_value is None
+
+
+# -- --model through the picking screen ------------------------------------------------------------
+def _init_args(tmp_path: Path, *extra: str) -> argparse.Namespace:
+    from sparktui.cli import build_parser
+
+    return build_parser(load_verbs=True).parse_args(
+        ["init", "spark1", "spark2", "--output", str(tmp_path / "config.toml"), *extra])
+
+
+def _sized_sparks() -> list[DiscoveredHost]:
+    hosts = two_sparks()
+    for h in hosts:
+        h.mem_available = 118 * 2**30
+    return hosts
+
+
+async def test_the_picking_screen_keeps_model_and_writes_it(tmp_path, capsys):
+    from textual.widgets import Select, Static
+
+    from sparktui.commands.init import conclude
+    from sparktui.ui.init_app import InitApp
+
+    hosts = _sized_sparks()
+    recipes = {rid: f.recipe for rid, f in all_recipes().items()}
+    args = _init_args(tmp_path, "--model", "/tmp/models/standin-model")
+    opts = InitOptions(model=args.model)
+    app = InitApp(hosts, opts, recipes, args.output)
+    async with app.run_test(size=(160, 50)) as pilot:
+        pick = app.query_one("#pick-model", Select)
+        # not in the scan, still offered and picked: a path or an HF id is a model all the same
+        assert pick.value == "/tmp/models/standin-model"
+        assert ("/tmp/models/standin-model  (--model)", "/tmp/models/standin-model") in pick._options
+        assert 'model = "/tmp/models/standin-model"' in str(app.query_one("#toml", Static).render())
+        await pilot.press("w")
+    picked = app.return_value
+    assert picked is not None and picked.model == "/tmp/models/standin-model"
+    assert conclude(args, ["spark1", "spark2"], hosts, picked, recipes, confirmed=True) == 0
+    written = tomllib.loads((tmp_path / "config.toml").read_text())
+    assert written["engine"]["model"] == "/tmp/models/standin-model"
+    assert f"wrote {args.output}" in capsys.readouterr().out
+
+    # --model naming a scanned model (by name): that model is the one picked, at its path in the container
+    app = InitApp(hosts, InitOptions(model="Llama-3.3-70B-Instruct"), recipes, args.output)
+    async with app.run_test(size=(160, 50)):
+        assert app.query_one("#pick-model", Select).value == "/home/aurora/models/Llama-3.3-70B-Instruct"
+        assert 'model = "/models/Llama-3.3-70B-Instruct"' in str(app.query_one("#toml", Static).render())
+
+
+async def test_the_picking_screen_does_not_leave_with_a_config_that_does_not_validate():
+    from textual.widgets import Static
+
+    from sparktui.ui.init_app import InitApp
+
+    hosts = _sized_sparks()
+    for h in hosts:
+        h.models = []
+    app = InitApp(hosts, InitOptions(), {}, "/tmp/never-written.toml")
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("w")
+        assert app.is_running
+        notes = str(app.query_one("#notes", Static).render())
+        assert notes.startswith("not written: the config does not validate")
+        assert "\n  engine.model: required key is missing" in notes
+        await pilot.press("escape")
+    assert app.return_value is None
+
+
+# -- --no-tui: show, then ask ----------------------------------------------------------------------
+@pytest.fixture
+def terminal(monkeypatch):
+    """stdin on a real pseudo-terminal; returns a function typing a line into it."""
+    leader, follower = os.openpty()
+    stdin = os.fdopen(follower, "r")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    yield lambda line: os.write(leader, line.encode() + b"\n")
+    stdin.close()
+    os.close(leader)
+
+
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_no_tui_shows_the_config_then_asks(tmp_path, capsys, terminal, answer):
+    from sparktui.commands.init import conclude
+
+    args = _init_args(tmp_path, "--no-tui")
+    recipes = {rid: f.recipe for rid, f in all_recipes().items()}
+    terminal(answer)
+    code = conclude(args, ["spark1", "spark2"], _sized_sparks(), InitOptions(), recipes)
+    out = capsys.readouterr().out
+    config, question = out.index("# sparktui config proposed by `sparktui init`"), out.index("? [y/N] ")
+    assert config < question and out.index('model = "/models/Llama-3.3-70B-Instruct"') < question
+    assert out[:question].endswith(f"write {args.output}")
+    if answer == "n":
+        assert code == 0 and not Path(args.output).exists()
+        assert "sparktui init: nothing written (answered no)" in out
+        assert "written by" not in out
+    else:
+        assert code == 0 and f"wrote {args.output}" in out
+        assert Path(args.output).read_text().startswith("# sparktui config written by `sparktui init`")
+
+
+def test_without_a_terminal_or_yes_nothing_is_written_and_it_says_so(tmp_path, capsys, monkeypatch):
+    from sparktui.commands.init import conclude
+
+    args = _init_args(tmp_path)
+    with open(os.devnull) as no_terminal:
+        monkeypatch.setattr(sys, "stdin", no_terminal)
+        code = conclude(args, ["spark1", "spark2"], _sized_sparks(), InitOptions(), {})
+    out, err = capsys.readouterr()
+    assert code == 1 and not Path(args.output).exists()
+    assert "# sparktui config proposed by `sparktui init`" in out and "written by" not in out + err
+    assert err.strip() == (f"sparktui init: nothing written: no terminal to ask on; pass --yes to write "
+                           f"{args.output} (or --json to only show the config)")
+
+
+def test_asked_to_write_and_could_not_exits_1(tmp_path, capsys, terminal):
+    from sparktui.commands.init import conclude
+
+    hosts = ["spark1", "spark2"]
+    # the file is there: not replaced, and not even asked
+    existing = tmp_path / "config.toml"
+    existing.write_text("mine\n")
+    assert conclude(_init_args(tmp_path, "--no-tui"), hosts, _sized_sparks(), InitOptions(), {}) == 1
+    out, err = capsys.readouterr()
+    assert "[y/N]" not in out and existing.read_text() == "mine\n"
+    assert f"sparktui init: nothing written: {existing} exists; not replaced" in err
+    # a file where its folder should be: the OS's reason, naming that file
+    args = _init_args(tmp_path, "--yes", "--output", str(existing / "config.toml"))
+    assert conclude(args, hosts, _sized_sparks(), InitOptions(), {}) == 1
+    inside = existing / "config.toml"
+    assert capsys.readouterr().err == (f"sparktui init: nothing written: cannot write {inside}: "
+                                       f"File exists ({existing})\n")
+    assert existing.read_text() == "mine\n"
+
+
+def test_written_where_sparktui_does_not_look_says_how_to_use_it(tmp_path, capsys, monkeypatch):
+    from sparktui.commands.init import conclude
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("SPARKTUI_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    elsewhere = tmp_path / "elsewhere.toml"
+    args = _init_args(tmp_path, "--yes", "--output", str(elsewhere))
+    assert conclude(args, ["spark1", "spark2"], _sized_sparks(), InitOptions(), {}) == 0
+    out = capsys.readouterr().out
+    assert f"note: sparktui without --config does not look at {elsewhere}: pass --config {elsewhere}" in out
+    assert f"# `sparktui start --dry-run --config {elsewhere}` for this config:" in out
+    # at the default (the user's config): found by the lookup, nothing to add
+    args = _init_args(tmp_path, "--yes", "--output", str(tmp_path / "xdg" / "sparktui" / "config.toml"))
+    assert conclude(args, ["spark1", "spark2"], _sized_sparks(), InitOptions(), {}) == 0
+    out = capsys.readouterr().out
+    assert "without --config" not in out and "# `sparktui start --dry-run` for this config:" in out

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.commands.dashboard import EXAMPLE_NOTICE, NO_CONFIG_NOTICE, choose
+from sparktui.commands.dashboard import choose
 from sparktui.domain.events import EngineChanged, EngineState, NodeSampled, OperationRefused
 from sparktui.domain.telemetry import NodeTelemetry
 from sparktui.sim.demo import DemoBackend, DemoSimulation
@@ -141,12 +141,17 @@ def test_which_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     example = (ROOT / "config.toml").read_text()
     # No config anywhere: the demo, saying how to get out of it.
+    user = tmp_path / ".config" / "sparktui" / "config.toml"
     choice = choose(_args(), environ={})
-    assert choice.demo and choice.notice == NO_CONFIG_NOTICE
-    # The shipped example found by the default lookup: the demo, with the notice naming the file.
+    assert choice.demo and choice.notice is not None
+    assert f"no config found (looked at {user}: no file; ./config.toml: no file)" in choice.notice
+    # The shipped example found by the default lookup: the demo, with the notice naming the files.
     (tmp_path / "config.toml").write_text(example)
     choice = choose(_args(), environ={})
-    assert choice.demo and choice.notice == EXAMPLE_NOTICE.format(path="config.toml")
+    assert choice.demo and choice.notice is not None
+    assert (f"(looked at {user}: no file; ./config.toml: the shipped example (cluster.example = true))"
+            in choice.notice)
+    assert f"run `sparktui init` (it writes {user})" in choice.notice
     # The same file named explicitly: the user means it — the real backend.
     choice = choose(_args(config=str(tmp_path / "config.toml")), environ={})
     assert not choice.demo and choice.config is not None

@@ -7,7 +7,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sparktui.commands.exit_status import ExitStatus
@@ -20,19 +21,42 @@ T = TypeVar("T")
 
 def config_from_args(args: argparse.Namespace) -> SparkConfig:
     """Load the config the user meant, or exit 2 with a message naming the file, key and fault."""
-    from sparktui.config import ConfigError, find_config, load_config
+    from sparktui.config import ConfigError, find_config, load_config, user_config_path
 
     path = find_config(getattr(args, "config", None))
     if path is None:
-        print("sparktui: no config found (tried --config, $SPARKTUI_CONFIG, ./config.toml, "
-              "~/.config/sparktui/config.toml). Copy the example config.toml and edit it, "
-              "or try `sparktui --demo`.", file=sys.stderr)
+        print(f"sparktui: no config found ({looked_at(None)}; no --config or $SPARKTUI_CONFIG). "
+              f"Run `sparktui init` to write {user_config_path()}, or copy the example config.toml there "
+              "and edit it, or try `sparktui --demo`.", file=sys.stderr)
         raise SystemExit(ExitStatus.USAGE)
     try:
         return load_config(path)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         raise SystemExit(ExitStatus.USAGE) from None
+
+
+def looked_at(found: Path | None, environ: Mapping[str, str] | None = None) -> str:
+    """The default locations the lookup went through and what each held, for a message about the config
+    found there (``found``, the shipped example) or about none found: "looked at ~/.config/sparktui/
+    config.toml: no file; ./config.toml: the shipped example (cluster.example = true)"."""
+    from sparktui.config import default_locations
+
+    said = []
+    for place in default_locations(environ):
+        if place == found:
+            said.append(f"{shown_path(place)}: the shipped example (cluster.example = true)")
+            break
+        said.append(f"{shown_path(place)}: no file")
+    return "looked at " + "; ".join(said)
+
+
+def shown_path(path: Path | None) -> str:
+    """A path from the lookup as a message shows it: a relative one (``config.toml``, looked for in the
+    working folder) with its ``./``, so it reads as a place and not as a bare name."""
+    if path is None or path.is_absolute() or str(path).startswith("."):
+        return str(path)
+    return f"./{path}"
 
 
 def run_async(main: Coroutine[Any, Any, T]) -> T:
@@ -69,14 +93,15 @@ def refuse_example(args: argparse.Namespace, config: SparkConfig, verb: str, hin
     """Say so and return True when the config came from the default lookup and is still the shipped
     example: it names no real machines, so no verb may act on it. ``--config`` or ``$SPARKTUI_CONFIG``
     naming it is taken as meant."""
-    from sparktui.config import find_config
+    from sparktui.config import find_config, user_config_path
 
     explicit = getattr(args, "config", None) or os.environ.get("SPARKTUI_CONFIG")
     if not config.cluster.example or explicit:
         return False
     path = find_config(None)
-    print(f"sparktui {verb}: {path} is the shipped example config (cluster.example = true), not your "
-          f"cluster: describe your Sparks in it (and delete `example = true`) or pass --config PATH. {hint}",
+    print(f"sparktui {verb}: no config of yours found ({looked_at(path)}), and the example names no real "
+          f"machines. Run `sparktui init` to write {user_config_path()}, or describe your Sparks in "
+          f"{shown_path(path)} (and delete `example = true`), or pass --config PATH. {hint}".rstrip(),
           file=sys.stderr)
     return True
 

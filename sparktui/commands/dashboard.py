@@ -18,19 +18,31 @@ from typing import TYPE_CHECKING, Any
 from sparktui.commands.exit_status import ExitStatus
 
 if TYPE_CHECKING:   # the config module brings pydantic: loaded when the dashboard opens, not for --help
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping
 
     from sparktui.config import SparkConfig
     from sparktui.domain.history import RunRecord
 
-EXAMPLE_NOTICE = (
-    "This is the demo: {path} is still the shipped example (cluster.example = true). To watch your Sparks, "
-    "edit it (nodes, model) and delete the `example = true` line, or run sparktui --config PATH."
-)
-NO_CONFIG_NOTICE = (
-    "This is the demo: no config found. To watch your Sparks, copy the example config.toml to "
-    "~/.config/sparktui/config.toml and edit it, or run sparktui --config PATH."
-)
+
+
+def example_notice(path: Path, environ: Mapping[str, str]) -> str:
+    """The demo's notice when the default lookup found only the shipped example, naming what it looked at."""
+    from sparktui.commands.common import looked_at, shown_path
+    from sparktui.config import user_config_path
+
+    return (f"This is the demo: no config of yours found ({looked_at(path, environ)}). To watch your Sparks, "
+            f"run `sparktui init` (it writes {user_config_path(environ)}), or describe them in "
+            f"{shown_path(path)} and "
+            "delete its `example = true` line, or run sparktui --config PATH.")
+
+
+def no_config_notice(environ: Mapping[str, str]) -> str:
+    """The demo's notice when no config was found at all, naming where it looked."""
+    from sparktui.commands.common import looked_at
+    from sparktui.config import user_config_path
+
+    return (f"This is the demo: no config found ({looked_at(None, environ)}). To watch your Sparks, run "
+            f"`sparktui init` (it writes {user_config_path(environ)}), or run sparktui --config PATH.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,10 +79,10 @@ def choose(args: argparse.Namespace, environ: dict[str, str] | None = None) -> C
         return Choice(True, _load_quiet(find_config(explicit, env)) if explicit else None)
     path = find_config(getattr(args, "config", None), env)
     if path is None:
-        return Choice(True, None, NO_CONFIG_NOTICE)
+        return Choice(True, None, no_config_notice(env))
     config = load_config(path)
     if config.cluster.example and not explicit:
-        return Choice(True, config, EXAMPLE_NOTICE.format(path=path))
+        return Choice(True, config, example_notice(path, env))
     return Choice(False, config)
 
 

@@ -303,12 +303,17 @@ def model_choices(hosts: Sequence[DiscoveredHost]) -> list[ModelDir]:
     return sorted(same, key=lambda m: -m.weights_bytes)
 
 
+def find_model(models: Sequence[ModelDir], wanted: str) -> ModelDir | None:
+    """The scanned model ``--model`` names: by its name, its path or its Hugging Face id."""
+    return next((m for m in models if wanted in (m.name, m.path, m.hf_id)), None)
+
+
 def _common_model(hosts: Sequence[DiscoveredHost], wanted: str | None) -> tuple[ModelDir | None, str]:
     """The model to serve, with why."""
     if wanted:
-        for m in hosts[0].models if hosts else []:
-            if wanted in (m.name, m.path, m.hf_id):
-                return m, f"{wanted} (asked for)"
+        found = find_model(hosts[0].models, wanted) if hosts else None
+        if found is not None:
+            return found, f"{wanted} (asked for)"
         return None, f"{wanted} (asked for; not in the model scan)"
     if not hosts or not hosts[0].models:
         return None, "no model found under the HF cache or ~/models"

@@ -8,6 +8,7 @@ options, the same function ``--yes`` uses, so both ways give the same file for t
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -16,10 +17,12 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Footer, Label, Select, Static
 
+from sparktui.config import ConfigError, parse_config
 from sparktui.domain.init_setup import (
     DiscoveredHost,
     InitOptions,
     Proposal,
+    find_model,
     image_choices,
     interface_choices,
     model_choices,
@@ -69,8 +72,7 @@ class InitApp(App[InitOptions | None]):
 
         head = self.opts.head if self.opts.head in self.names else self.names[0]
         images = [(f"{i.ref}  (vLLM {i.vllm})", i.ref) for i in image_choices(self.hosts)]
-        models = [(f"{m.name}  ({m.weights_bytes / 2**30:.1f} GiB)", m.path)
-                  for m in model_choices(self.hosts)]
+        models, model = self._model_picks()
         with Horizontal():
             with Vertical(id="picks"):
                 yield Label("Head node (runs the Ray head and vllm serve)")
@@ -81,7 +83,7 @@ class InitApp(App[InitOptions | None]):
                 yield Label("Image (one image ID on every node)")
                 yield select("pick-image", images, self.opts.image)
                 yield Label("Model (on every node)")
-                yield select("pick-model", models, self.opts.model)
+                yield select("pick-model", models, model)
                 yield Label("Recipe")
                 yield select("pick-recipe", [("(none)", NONE), *[(rid, rid) for rid in sorted(self.recipes)]],
                              NONE if self.opts.recipe == "" else self.opts.recipe)
@@ -93,6 +95,19 @@ class InitApp(App[InitOptions | None]):
                 # TOML's [tables] would read as Rich markup.
                 yield Static("", id="toml", markup=False)
         yield Footer()
+
+    def _model_picks(self) -> tuple[list[tuple[str, str]], str | None]:
+        """The model dropdown's entries and the one picked at first. ``--model`` is kept: the scanned model
+        it names, else an entry of its own (a path or an HF id the scan did not find is still a model)."""
+        found = model_choices(self.hosts)
+        picks = [(f"{m.name}  ({m.weights_bytes / 2**30:.1f} GiB)", m.path) for m in found]
+        wanted = self.opts.model
+        if not wanted:
+            return picks, None
+        listed = find_model(found, wanted)
+        if listed is not None:
+            return picks, listed.path
+        return [(f"{wanted}  (--model)", wanted), *picks], wanted
 
     def on_mount(self) -> None:
         self._refresh_preview()
@@ -128,6 +143,18 @@ class InitApp(App[InitOptions | None]):
             self.action_leave()
 
     def action_write(self) -> None:
+        # Checked here, as `init` checks it before writing: a config that does not validate (no model
+        # found, a bad --set) is said while the picks can still be changed, not after the screen is gone.
+        p = self.proposal()
+        try:
+            parse_config(tomllib.loads(render_toml(p.data, p.comments)), self.output)
+        except ConfigError as exc:
+            # The file is not written yet: its path in each line would say nothing.
+            faults = "\n".join(f"  {problem.key_path}: {problem.fault}" for problem in exc.problems)
+            self.query_one("#notes", Static).update(
+                f"not written: the config does not validate (change a pick, or leave and pass --model / "
+                f"--set):\n{faults}")
+            return
         self.exit(self.picked())
 
     def action_leave(self) -> None:
