@@ -223,6 +223,24 @@ CASES = [
     ("engine_timeout", "weights", _CTX + _WEIGHTS + "(APIServer pid=6) TimeoutError: Timed out waiting for engine core processes to start. This is often caused by slow weight loading for large models. Waited 600s (configured by VLLM_ENGINE_READY_TIMEOUT_S).\n"),
     ("driver_mismatch", "config", "(APIServer pid=1) INFO 03-01 10:00:00 [utils.py:1] non-default args: {'model': 'm'}\n(APIServer pid=1) RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 803: system has unsupported display driver / cuda driver combination\n"),
     ("unknown", "weights", _CTX + _WEIGHTS + _FAIL + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] KeyError: 'model.layers.0.foo'\n" + _FINAL),
+    # platforms/cuda.py get_attn_backend_cls: "No valid attention backend found for {device_name} with {config_str}.
+    # Reasons: {reasons_str}."
+    ("attention_backend", "weights", _CTX + _WEIGHTS + _FAIL + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] ValueError: No valid attention backend found for cuda with head_size: 576, dtype: torch.bfloat16, kv_cache_dtype: fp8, block_size: None, use_mla: True, has_sink: False, use_sparse: True. Reasons: {FLASH_ATTN_MLA: [compute capability not supported], FLASHMLA: [compute capability not supported]}.\n" + _FINAL),
+    # triton/backends/nvidia/compiler.py make_cubin: PTXASError(f"{error}\n`ptxas` stderr:\n{log}\n..."), ptxas's
+    # "ptxas fatal   : Value '%s' is not defined for option '%s'".
+    ("triton_ptxas", "kv_cache", _CTX + _WEIGHTS + _KV + _FAIL
+     + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n"
+       "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] `ptxas` stderr:\n"
+       "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\n" + _FINAL),
+    # flashinfer/jit/cpp_ext.py run_ninja: RuntimeError("Ninja build failed." + " Ninja output:\n" + output)
+    ("jit_build", "kv_cache", _CTX + _WEIGHTS + _KV + _FAIL
+     + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] RuntimeError: Ninja build failed. Ninja output:\n"
+       "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] nvcc fatal   : Unsupported gpu architecture 'compute_121a'\n"
+       "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] ninja: build stopped: subcommand failed.\n" + _FINAL),
+    # src/ray/util/logging.cc: "[%Y-%m-%d %H:%M:%S,%e %L %P %t] " + RAY_CHECK's "file.cc:N: Check failed: %s"
+    ("ray_fatal", "weights", _CTX + _WEIGHTS
+     + "(EngineCore_DP0 pid=7) [2026-03-01 10:03:00,412 C 7 91] core_worker.cc:912: Check failed: worker_context_.GetCurrentActorID().IsNil()\n"
+       "(EngineCore_DP0 pid=7) *** SIGABRT received at time=1772359380 on cpu 3 ***\n"),
 ]
 
 
@@ -311,7 +329,8 @@ def test_every_failure_signature_reaches_the_error_path() -> None:
         "on startup is less than desired", "NCCL error", "nccl", "Cannot find model module",
         "does not recognize this architecture", "Invalid repository ID or local directory", "gated repo",
         "Repo id must", "is not a valid model identifier", "does not appear to have a file named config.json",
-        "validation error for", "No compiled cutlass",
+        "validation error for", "No compiled cutlass", "No valid attention backend found",
+        "is not valid for this configuration", "Invalid attention backend",
     }
     for sig in SIGNATURES:
         covered = any(kw in sig.keyword for kw in STARTUP_KEYWORDS)
