@@ -25,7 +25,7 @@ _DETAIL_LINES = 12  # lines a "Reasons:" message may go on for
 class FailureTracker:
     def __init__(self) -> None:
         self.found: Found | None = None
-        # The Ray ``ip=`` of the process that logged the failure (None: the head, or no Ray prefix).
+        # The node the failure happened on (:func:`~.failures.failure_node`; None: the head, or no Ray).
         self.found_node: str | None = None
         # A failure is only tentative while all it rests on is an unexplained exception line (no signature,
         # no "failed to start"-style marker): a library printing a caught exception's traceback.
@@ -72,9 +72,14 @@ class FailureTracker:
         return fl.frames_stage(self._frames.get(key, []))
 
     def set(self, found: Found, key: ProcessKey) -> None:
-        """The failure is now ``found`` (logged by process ``key``)."""
+        """The failure is now ``found`` (logged by process ``key``). Its node is the one its text or its
+        process's Ray prefix names; a later line of the same kind that names none (the driver's ActorDiedError
+        after the raylet's report of the worker's death) keeps the node the earlier one named."""
+        node = fl.failure_node(found[2], key[0])
+        if node is None and self.found is not None and self.found[0] == found[0]:
+            node = self.found_node
         self.found = found
-        self.found_node = key[0]
+        self.found_node = node
         self.pydantic_open = "validation error for" in found[2]
         if fl.announces_detail(found[2]):
             self._detail_from, self._detail_left = key, _DETAIL_LINES

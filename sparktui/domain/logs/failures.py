@@ -574,7 +574,7 @@ def hint_for(kind: str, message: str, stage: str, facts: dict[str, object], node
     tp = facts.get("tensor_parallel_size")
     pp = facts.get("pipeline_parallel_size") or 1
     need = f"{tp * pp} " if isinstance(tp, int) and isinstance(pp, int) else ""
-    node = _NODE_BUNDLE.search(message)
+    bundle = _NODE_BUNDLE.search(message)
     seen = ", ".join(f"{k}: {v}" for k, v in _GPU_BUNDLE.findall(message))
     disk = any(word in message for word in _DISK_FULL)
     key = kind
@@ -601,7 +601,7 @@ def hint_for(kind: str, message: str, stage: str, facts: dict[str, object], node
     hint = template.format(
         need=need,
         need_or=need or "TP x PP ",
-        where=f"node:{node.group(1)}" if node else "the driver's node",
+        where=f"node:{bundle.group(1)}" if bundle else "the driver's node",
         dev="NPU" if "NPU" in message else "GPU",
         seen=f" (Ray lists {seen} there, so the resource name does not match)" if seen else "",
         stage=stage,
