@@ -131,6 +131,15 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("compile", "Triton compilation failed"),
     _sig("compile", "Failed to run autotuning"),
     _sig("compile", "torch._dynamo.exc"),
+    # The attention backend selector (platforms/cuda.py get_attn_backend_cls, 0.11+): "Selected backend %s is
+    # not valid for this configuration. Reason: %s" (--attention-backend / VLLM_ATTENTION_BACKEND given) and
+    # "No valid attention backend found for %s with %s. Reasons: %s." (none fits); attention/selector.py
+    # (<= 0.10): "Invalid attention backend: '%s'. Valid backends are: %s". Before kernel_unsupported: the
+    # reasons may say "... not supported on this device".
+    _sig("attention_backend", "No valid attention backend found"),
+    _sig("attention_backend", "is not valid for this configuration",
+         r"Selected backend \S+ is not valid for this configuration"),
+    _sig("attention_backend", "Invalid attention backend"),
     _sig("kernel_unsupported", "Failed to find a kernel that can implement"),
     _sig("kernel_unsupported", "no kernel image is available"),
     _sig("kernel_unsupported", "not supported on this", r"not supported on this (?:GPU|device|platform)"),
@@ -155,14 +164,6 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("driver_mismatch", "forward compatibility was attempted on non supported HW"),
     _sig("driver_mismatch", "CUDA driver version is insufficient"),
     _sig("driver_mismatch", "driver on your system is too old"),
-    # The attention backend selector (platforms/cuda.py get_attn_backend_cls, 0.11+): "Selected backend %s is
-    # not valid for this configuration. Reason: %s" (--attention-backend / VLLM_ATTENTION_BACKEND given) and
-    # "No valid attention backend found for %s with %s. Reasons: %s." (none fits); attention/selector.py
-    # (<= 0.10): "Invalid attention backend: '%s'. Valid backends are: %s".
-    _sig("attention_backend", "No valid attention backend found"),
-    _sig("attention_backend", "is not valid for this configuration",
-         r"Selected backend \S+ is not valid for this configuration"),
-    _sig("attention_backend", "Invalid attention backend"),
     # Ray's RAY_CHECK / RAY_LOG(FATAL) (src/ray/util/logging.cc): "Check failed: %s" at the fatal level, then
     # Ray aborts the process (its "*** SIGABRT received at time=%d ***" follows).
     _sig("ray_fatal", "Check failed", r"^Check failed\b|\] [\w./-]+:\d+: Check failed\b"),
