@@ -75,7 +75,7 @@ class FailureTracker:
         """The failure is now ``found`` (logged by process ``key``). Its node is the one its text or its
         process's Ray prefix names; a later line of the same kind that names none (the driver's ActorDiedError
         after the raylet's report of the worker's death) keeps the node the earlier one named."""
-        node = fl.failure_node(found[2], key[0])
+        node = fl.failure_node(found[2], key[0], found[0])
         if node is None and self.found is not None and self.found[0] == found[0]:
             node = self.found_node
         self.found = found
@@ -143,6 +143,6 @@ class FailureTracker:
             if score > best:
                 best, kind, message, rank, node = score, k or "unknown", text, score, at
         self.found = (kind, "serving", message, rank)  # after ready: not a start-up stage
-        self.found_node = node
+        self.found_node = fl.failure_node(message, node, kind)
         self.confirmed = True
         self._frames.clear()

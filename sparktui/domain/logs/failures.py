@@ -624,15 +624,19 @@ _IPV4 = re.compile(r"(?<![\d.])((?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-
 _NO_NODE = ("0.", "127.", "255.")
 
 
-def failure_node(message: str, logged_on: str | None) -> str | None:
+# A collective fails on every rank at once: the rank that says so first is not where the fault is.
+_NODE_FROM_TEXT_ONLY = frozenset({"nccl"})
+
+
+def failure_node(message: str, logged_on: str | None, kind: str = "") -> str | None:
     """The node a failure happened on, as an IP: the first node address its text carries (a remote worker's
     crash report names the worker's node), else the Ray ``ip=`` of the process that logged it (None: the head,
-    or a log without Ray prefixes)."""
+    or a log without Ray prefixes; and for an NCCL failure, which every rank reports)."""
     if "." in message:
         for m in _IPV4.finditer(message):
             if not m.group(1).startswith(_NO_NODE):
                 return m.group(1)
-    return logged_on
+    return None if kind in _NODE_FROM_TEXT_ONLY else logged_on
 
 
 def is_ray_fatal(level: str | None, source_file: str | None) -> bool:

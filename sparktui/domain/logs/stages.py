@@ -911,7 +911,7 @@ class Timeline:
         failure = None
         if self._failures.found is not None:
             kind, stage, message, _ = self._failures.found
-            node = fl.failure_node(message, self._failures.found_node)
+            node = fl.failure_node(message, self._failures.found_node, kind)
             hint = fl.hint_for(kind, message, stage, self._facts, node)
             served = self._served_seconds()
             if served is not None:
