@@ -479,8 +479,8 @@ def test_log_failure_after_ready_is_labelled_after_ready() -> None:
 
 
 def test_a_fatal_ray_check_in_the_engine_after_ready_ends_ready() -> None:
-    """Ray's "[... C pid tid] core_worker.cc:N: Check failed: ..." in the EngineCore: Ray aborts it, so the engine
-    is gone although the log said ready (issue 31)."""
+    """Ray's "[... C pid tid] core_worker.cc:N: Check failed: ..." in the EngineCore: Ray aborts it, so the
+    engine is gone although the log said ready (issue 31)."""
     clock = Clock()
     truth = ready(clock)
     clock.advance(200)

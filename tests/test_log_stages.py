@@ -399,3 +399,44 @@ def test_an_exception_the_start_survives_is_taken_back() -> None:
     assert snap.facts["ignored_error"] == "KeyError: 'optional_feature'"
     assert snap.stage("distributed").status == "running"
 
+
+
+# Ray's C++ logger (src/ray/util/logging.cc): "[%Y-%m-%d %H:%M:%S,%e %L %P %t] " + RAY_CHECK's "file.cc:N: Check
+# failed: %s"; %L "C" is Ray's FATAL. Ray aborts the process that printed it (issue 31).
+_READY = _log("12_").decode()
+_RAY_CHECK = "[2025-10-23 15:30:00,412 C {pid} 91] core_worker.cc:912: Check failed: _s.ok() Bad status: RpcError\n"
+
+
+def test_a_fatal_ray_check_in_the_engine_core_after_ready_ends_ready() -> None:
+    snap = parse_log_text(_READY + "(EngineCore_DP0 pid=1805889) " + _RAY_CHECK.format(pid=1805889))
+    assert snap.outcome == "failed" and snap.failure is not None
+    assert (snap.failure.kind, snap.failure.stage) == ("ray_fatal", "serving")
+    assert "Check failed: _s.ok()" in snap.failure.message and "RAY_CHECK" in snap.failure.hint
+
+
+def test_a_fatal_ray_check_in_a_worker_leaves_the_verdict_to_the_engine() -> None:
+    """In a worker it kills the worker; the engine says so itself when it next calls it."""
+    line = "(EngineCore_DP0 pid=1805889) (RayWorkerWrapper pid=77, ip=10.0.0.2) " + _RAY_CHECK.format(pid=77)
+    assert parse_log_text(_READY + line).outcome == "ready"
+
+
+def test_ray_error_level_lines_after_ready_are_no_crash() -> None:
+    line = "(EngineCore_DP0 pid=1805889) [2025-10-23 15:30:00,412 E 1805889 91] logging.cc:440: something\n"
+    assert parse_log_text(_READY + line).outcome == "ready"
+
+
+def test_a_new_kind_snippet_with_no_stage_gets_its_natural_stage() -> None:
+    """A pasted line alone: the stage where each kind fails, not "unknown"."""
+    cases = {
+        "attention_backend": ("ValueError: No valid attention backend found for cuda with head_size: 72, dtype: "
+                              "torch.float16. Reasons: {FLASH_ATTN: [head_size not supported]}.", "weights"),
+        "triton_ptxas": ("triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error",
+                         "kv_cache"),
+        "jit_build": ("RuntimeError: Error building extension 'sampling'", "kv_cache"),
+        "ray_fatal": ("[2026-03-01 10:03:00,412 C 7 91] core_worker.cc:912: Check failed: x", "distributed"),
+    }
+    for kind, (line, stage) in cases.items():
+        snap = parse_log_text(line + "\n")
+        assert snap.failure is not None, kind
+        assert (snap.failure.kind, snap.failure.stage) == (kind, stage)
+        assert "during unknown" not in snap.failure.hint

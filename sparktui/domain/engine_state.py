@@ -584,7 +584,8 @@ class EngineTruth:
         if failure is None:
             return "failed"
         where = "after ready" if failure.stage == "serving" else f"during {failure.stage}"
-        return f"{failure.kind} {where}: {failure.message}{self._failure_node(failure.node)}{self._node_evidence()}"
+        on = self._failure_node(failure.node)
+        return f"{failure.kind} {where}: {failure.message}{on}{self._node_evidence()}"
 
     def _failure_node(self, ip: str | None) -> str:
         """Where the log says the failure happened: the configured node with that IP (and the IP), or the IP

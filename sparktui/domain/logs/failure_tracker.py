@@ -129,9 +129,9 @@ class FailureTracker:
     def fail_after_ready(self, msg: str, node: str | None = None) -> None:
         """The engine died while serving (the fatal line logged on Ray node ``node``). The cause is the best
         error logged before the fatal line (a classified exception, then any classified line, then an
-        exception line), unless the fatal line names a cause itself (Ray's fatal check, c10d's watchdog: only a
-        classified exception beats it); later lines (the traceback the EngineCore prints after "encountered a
-        fatal error") may still replace it."""
+        exception line), unless the fatal line names a cause itself (Ray's fatal check, c10d's watchdog:
+        only a classified exception beats it); later lines (the traceback the EngineCore prints after
+        "encountered a fatal error") may still replace it."""
         msg = msg.strip()
         own = fl.classify(msg)
         kind, message, rank = own or "worker_died", msg, 1

@@ -116,7 +116,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # Triton compiles each kernel's PTX with the ptxas it bundles (or TRITON_PTXAS_PATH); one older than the
     # GPU rejects its architecture: ptxas's "ptxas fatal   : Value '%s' is not defined for option 'gpu-name'",
     # which Triton raises as triton.runtime.errors.PTXASError ("PTXAS error: Internal Triton PTX codegen
-    # error" + "`ptxas` stderr:" + ptxas's lines). Before "compile": Inductor re-raises it inside its own errors.
+    # error" + "`ptxas` stderr:" + ptxas's lines). Before "compile": Inductor re-raises it inside its own
+    # errors.
     _sig("triton_ptxas", "is not defined for option 'gpu-name'"),
     _sig("triton_ptxas", "PTXASError"),
     # A JIT build of a CUDA extension at start-up (FlashInfer's kernels, torch.utils.cpp_extension): ninja's
@@ -620,7 +621,8 @@ def hint_for(kind: str, message: str, stage: str, facts: dict[str, object], node
 # An IPv4 address in a failure's text: the raylet's "Worker IP address: %s", ActorDiedError's "ip: %s", a
 # RayTaskError's "(pid=%d, ip=%s, ...)", the memory monitor's "(IP: %s, ID: %s)", gRPC's "ipv4:%s:%d", NCCL's
 # and torch's "tcp://%s:%d". Loopback and the unspecified address name no node.
-_IPV4 = re.compile(r"(?<![\d.])((?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3})(?![\d.]*\d)")
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1?\d?\d)"
+_IPV4 = re.compile(rf"(?<![\d.])({_OCTET}(?:\.{_OCTET}){{3}})(?![\d.]*\d)")
 _NO_NODE = ("0.", "127.", "255.")
 
 

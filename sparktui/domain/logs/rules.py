@@ -223,8 +223,8 @@ ERROR_KEYWORDS: tuple[str, ...] = (
     "forward compatibility",
     # A traceback starts (its frames belong to it), and the lines vLLM's "Reasons:" messages go on with.
     "Traceback (most recent call last)", "cannot implement due to", "requires capability",
-    # Triton's PTXASError goes on with ptxas's own lines ("`ptxas` stderr:", "ptxas fatal   : Value 'sm_121a' is
-    # not defined for option 'gpu-name'").
+    # Triton's PTXASError goes on with ptxas's own lines ("`ptxas` stderr:", "ptxas fatal   : Value
+    # 'sm_121a' is not defined for option 'gpu-name'").
     "`ptxas` stderr", "is not defined for option 'gpu-name'",
     # Ray's fatal check (RAY_CHECK: "Check failed: ..."), also read while serving.
     "Check failed",

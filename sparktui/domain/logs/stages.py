@@ -807,8 +807,10 @@ class Timeline:
             if not fl.refines(kind, current[0], current[2]):
                 return
             rank = current[3]  # the cause of the symptom found first (fl.refines) takes its rank
-        # A worker dying is the effect of something (OOM kill, NCCL abort, ...): it never hides a cause found first.
-        if current is not None and kind in fl.SYMPTOM_KINDS and current[0] not in (*fl.SYMPTOM_KINDS, "unknown"):
+        # A worker dying is the effect of something (OOM kill, NCCL abort, ...): it never hides a cause
+        # found first.
+        symptoms = fl.SYMPTOM_KINDS
+        if current is not None and kind in symptoms and current[0] not in (*symptoms, "unknown"):
             return
         k = kind or "unknown"
         if self._ready_s is not None or self._ready_wall is not None:
