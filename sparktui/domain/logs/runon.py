@@ -23,7 +23,7 @@ import re
 #: A block whose lines average more bytes than this (in its first :data:`_WINDOW` bytes) may hold run-on
 #: records; a vLLM log's lines average 100-200 bytes (a config dump of 5 KB is one line among many).
 RUN_ON_LINE_BYTES = 512
-_WINDOW = 64 * 1024
+_WINDOW = 16 * 1024
 # A record's start: a chain of process prefixes (Ray's colour codes around them allowed), or vLLM's header
 # where no prefix comes first. (``(pid=N, ip=X, actor_id=...)`` inside a Ray error is no prefix: no ``)``
 # follows the ip.)
