@@ -262,6 +262,7 @@ MORE_SIGNATURES = [
     ("nccl", "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/2 clients joined."),
     ("port_in_use", "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use"),
     ("worker_died", "(raylet, ip=10.0.0.2) A worker died or was killed while executing a task by an unexpected system error."),
+    ("worker_died", "(RayWorkerWrapper pid=8, ip=10.0.0.2) *** SIGSEGV received at time=1775691200 on cpu 11 ***"),
     ("kernel_unsupported", "NotImplementedError: No compiled cutlass_scaled_mm for a compute capability less than CUDA device capability: 121"),
 ]
 
@@ -440,3 +441,11 @@ def test_a_new_kind_snippet_with_no_stage_gets_its_natural_stage() -> None:
         assert snap.failure is not None, kind
         assert (snap.failure.kind, snap.failure.stage) == (kind, stage)
         assert "during unknown" not in snap.failure.hint
+
+
+def test_a_remote_workers_segfault_names_its_node() -> None:
+    """Ray's signal handler in the worker on 10.0.0.2, then the raylet's report: both name that node."""
+    segv = "(EngineCore_DP0 pid=7) (RayWorkerWrapper pid=8, ip=10.0.0.2) *** SIGSEGV received at time=1 on cpu 3 ***\n"
+    snap = parse_log_text(_CTX + segv)
+    assert snap.failure is not None and (snap.failure.kind, snap.failure.node) == ("worker_died", "10.0.0.2")
+    assert "10.0.0.2" in snap.failure.hint

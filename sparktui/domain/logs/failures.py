@@ -190,6 +190,9 @@ SIGNATURES: tuple[Signature, ...] = (
     # A crash in native code: CPython's faulthandler ("Fatal Python error: %s"), the shell's report.
     _sig("worker_died", "Fatal Python error"),
     _sig("worker_died", "Segmentation fault"),
+    # Ray's failure signal handler in a worker (absl's, through src/ray/util/logging.cc): "*** SIGSEGV received
+    # at time=%d on cpu %d ***" (then "PC: @ ..." frames); Ray's prefix on the line names the worker's node.
+    _sig("worker_died", "SIGSEGV received"),
     _sig("config_error", "validation error for"),
     _sig("config_error", "Value error, ", r"\[type=value_error, input_value="),  # pydantic's detail line
     _sig("config_error", "unrecognized arguments"),
@@ -206,7 +209,7 @@ _MARKERS = re.compile(
     r"|Error executing method|EngineCore encountered a fatal error|Ray workers have not started"
     r"|Worker \d+ failed to initialize|RayWorkerProc failed|RayTaskError|Frontend process failed"
     r"|died unexpectedly|EngineDeadError|worker died or was killed|killed due to memory pressure"
-    r"|Worker failed with error|Fatal Python error|Segmentation fault"
+    r"|Worker failed with error|Fatal Python error|Segmentation fault|SIGSEGV received"
 )
 # A Python exception line: ``ValueError: ...``, ``torch._inductor.exc.InductorError: ...``,
 # ``ray.exceptions.RayTaskError(ValueError): ...``, uvicorn/autoscaler ``Error: ...``.

@@ -215,7 +215,7 @@ ERROR_KEYWORDS: tuple[str, ...] = (
     # "torch._dynamo.exc.BackendCompilerFailed: ..." / "torch._dynamo.exc.Unsupported: ...", Ray's raylet
     # "... killed due to memory pressure (OOM) ...", the autoscaler's "No available node types ...".
     "Failed", "_dynamo.exc", "memory pressure", "No available node types", "Fatal Python error",
-    "Segmentation fault",
+    "Segmentation fault", "SIGSEGV received",
     # Exception classes whose name ends in neither Error nor Exception (triton.runtime.errors.OutOfResources),
     # c10d's watchdog (ProcessGroupNCCL.cpp), HIP/CUDA kernel and driver errors (see failures.SIGNATURES).
     "OutOfResources", "out of resource: ", "atchdog", "NCCL communicator was aborted", "Some NCCL operations",
