@@ -190,8 +190,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # A crash in native code: CPython's faulthandler ("Fatal Python error: %s"), the shell's report.
     _sig("worker_died", "Fatal Python error"),
     _sig("worker_died", "Segmentation fault"),
-    # Ray's failure signal handler in a worker (absl's, through src/ray/util/logging.cc): "*** SIGSEGV received
-    # at time=%d on cpu %d ***" (then "PC: @ ..." frames); Ray's prefix on the line names the worker's node.
+    # Ray's failure signal handler in a worker (absl's, through src/ray/util/logging.cc): "*** SIGSEGV
+    # received at time=%d on cpu %d ***" (then "PC: @ ..." frames); Ray's prefix names the worker's node.
     _sig("worker_died", "SIGSEGV received"),
     _sig("config_error", "validation error for"),
     _sig("config_error", "Value error, ", r"\[type=value_error, input_value="),  # pydantic's detail line
