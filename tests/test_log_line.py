@@ -288,3 +288,7 @@ def test_ray_cpp_logger_header() -> None:
     assert rec.time == "2025-03-29 12:59:53"
     assert parse_line("[2024-06-24 02:49:00,315 E 54163 54163] logging.cc:365: *** SIGABRT received").level == "ERROR"
     assert parse_line("[2024-06-24 02:49:00,315 F 1 1] a.cc:1: Check failed: z").level == "CRITICAL"
+    # RAY_CHECK's second space, and the raylet's "(raylet) " before the file (ray-project/ray#41071)
+    raylet = parse_line("[2023-11-09 23:36:12,914 C 75 75] (raylet) dependency_manager.cc:214:  Check failed: t")
+    assert (raylet.level, raylet.message, raylet.source_file) == ("CRITICAL", "Check failed: t",
+                                                                  "dependency_manager.cc:214")
