@@ -77,9 +77,9 @@ _GLOG_HEADER = re.compile(
 )
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 # Ray's C++ logger (src/ray/util/logging.cc, spdlog's "[%Y-%m-%d %H:%M:%S,%e %L %P %t] %v"; RAY_LOG adds
-# "file.cc:N: ", the raylet "(raylet) " before it, RAY_CHECK a second space): ``[2025-03-29 12:59:53,123 C 1879
-# 1900] core_worker.cc:912:  Check failed: ...``. %L is spdlog's one-letter level: C (critical) is Ray's FATAL;
-# a glog build of Ray prints F.
+# "file.cc:N: ", the raylet "(raylet) " before it, RAY_CHECK a second space): ``[2025-03-29 12:59:53,123 C
+# 1879 1900] core_worker.cc:912:  Check failed: ...``. %L is spdlog's one-letter level: C (critical) is Ray's
+# FATAL; a glog build of Ray prints F.
 _RAY_CPP_HEADER = re.compile(
     r"\[(?P<date>\d{4}-(?P<md>\d\d-\d\d)) (?P<hms>\d\d:\d\d:\d\d),\d+ (?P<lv>[TDIWECF]) \d+ \d+\] "
     r"(?:\((?:raylet|gcs_server)\) )?(?P<file>[\w.-]+:\d+): +"
