@@ -31,7 +31,6 @@ class FailureTracker:
         # no "failed to start"-style marker): a library printing a caught exception's traceback.
         self.confirmed = False
         self.pydantic_open = False  # the failure is a pydantic ValidationError awaiting its detail line
-        # Errors logged after ready: (records seen, text, kind, is a root-cause exception line).
         # Errors logged after ready: (records seen, text, kind, is a root-cause exception line, node).
         self._recent_errors: deque[tuple[int, str, str | None, bool, str | None]] = deque(maxlen=200)
         # Traceback frames (function names, outermost first) per (node, pid) since its last "Traceback".
@@ -134,10 +133,8 @@ class FailureTracker:
         "encountered a fatal error") may still replace it."""
         msg = msg.strip()
         own = fl.classify(msg)
-        kind, message, rank = own or "worker_died", msg, 1
-        best = 3 if own is not None and own not in fl.SYMPTOM_KINDS else 0
-        if best:
-            rank = best
+        best = 3 if own is not None and own not in fl.SYMPTOM_KINDS else 0  # the fatal line's own cause
+        kind, message, rank = own or "worker_died", msg, best or 1
         for _, text, k, exc, at in self._recent_errors:
             score = (4 if exc else 3) if k is not None else (2 if exc else 0)
             if score > best:
