@@ -262,6 +262,13 @@ class Log:
         for part in text.split("\n"):
             self.lines.append(pre + part)
 
+    def ray_cpp(self, who: Any, level: str, where: str, msg: str) -> None:
+        """Ray's C++ logger in a process (src/ray/util/logging.cc): "[%Y-%m-%d %H:%M:%S,%e %L %P %t] " and
+        RAY_CHECK's "file.cc:N: "; ``level`` is spdlog's letter (C for Ray's FATAL)."""
+        pid = self.ec_pid if who == "ec" else self.api_pid if who == "api" else self.worker_pid[who]
+        stamp = self.t.strftime("%Y-%m-%d %H:%M:%S") + ",417"
+        self.raw(who, f"[{stamp} {level} {pid} {pid + 31}] {where}: {msg}")
+
     def uvicorn(self, msg: str, level: str = "INFO") -> None:
         self.raw("api", f"{level + ':':<9} {msg}")
 
@@ -2188,6 +2195,118 @@ def _f_smem(L: Log) -> None:
     ], "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 147456, Hardware limit: "
        "101376. Reducing block sizes or `num_stages` may help.").replace("/vllm/../", "/"))
     L.log("api", "ERROR", "core_client.py:564", "Engine core proc EngineCore died unexpectedly, shutting down client.")
+
+
+# ---- issue 31's failure classes ----------------------------------------------------------------------
+
+PROFILE_FRAMES = [
+    ("v1/worker/gpu_worker.py", 290, "determine_available_memory", "self.model_runner.profile_run()"),
+    ("v1/worker/gpu_model_runner.py", 3511, "profile_run", "hidden_states, last_hidden_states = self._dummy_run("),
+]
+
+
+@scenario(Spec("fail_attention_backend_v0.26.0_mp-selected-backend-kv-dtype_plain", "0.26.0", executor="mp",
+               description="--attention-backend FLASHINFER with --kv-cache-dtype nvfp4: platforms/cuda.py's "
+               "'Selected backend %s is not valid for this configuration. Reason: %s' while the model is built",
+               expect=dict(outcome="failed", failure_kind="attention_backend", failure_stage="weights",
+                           root_cause="is not valid for this configuration", hint="Remove the setting",
+                           stages=stages(distributed="done", weights="failed"))))
+def _f_attn(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s3_distributed(L)
+    L.info(0, "gpu_model_runner.py:4735", f"Starting to load model {MODEL}...")
+    L.tick(3)
+    mp_worker_failed(L, 0, [
+        ("v1/worker/gpu_worker.py", 260, "load_model", "self.model_runner.load_model(eep_scale_up=eep_scale_up)"),
+        ("model_executor/model_loader/utils.py", 57, "initialize_model", "model = model_class(vllm_config=vllm_config, prefix=prefix)"),
+        ("attention/layer.py", 222, "__init__", "self.attn_backend = get_attn_backend("),
+        ("platforms/cuda.py", 404, "get_attn_backend_cls", "raise ValueError("),
+    ], "ValueError: Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration. Reason: "
+       "['kv_cache_dtype not supported']")
+
+
+@scenario(Spec("fail_triton_ptxas_v0.26.0_uniproc-sm121a_plain", "0.26.0", executor="mp", tp=1,
+               description="GB10 with Triton 3.5's bundled ptxas: Triton's PTXASError ('`ptxas` stderr:' + "
+               "\"ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\") in the profile run",
+               expect=dict(outcome="failed", failure_kind="triton_ptxas", failure_stage="kv_cache",
+                           root_cause="PTXASError", hint="TRITON_PTXAS_PATH",
+                           stages=stages(weights="done", kv_cache="failed"))))
+def _f_ptxas(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s4_weights(L)
+    L.tick(5)
+    engine_core_failed(L, [*PROFILE_FRAMES,
+                           ("../triton/backends/nvidia/compiler.py", 442, "make_cubin", 'raise PTXASError(f"{error}\\n"')],
+                       "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n`ptxas` stderr:\n"
+                       "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\n\nRepro command: "
+                       "/usr/local/lib/python3.12/dist-packages/triton/backends/nvidia/bin/ptxas -lineinfo -v "
+                       "--gpu-name=sm_121a /tmp/tmpkw7ug6t8.ptx -o /tmp/tmpkw7ug6t8.ptx.o")
+
+
+@scenario(Spec("fail_jit_build_v0.26.0_uniproc-flashinfer-ninja_plain", "0.26.0", executor="mp", tp=1,
+               description="FlashInfer JIT-builds its sampling kernel in the profile run and nvcc does not know "
+               "the GPU: FlashInfer's 'RuntimeError: Ninja build failed. Ninja output:' with ninja's "
+               "'ninja: build stopped: subcommand failed.'",
+               expect=dict(outcome="failed", failure_kind="jit_build", failure_stage="kv_cache",
+                           root_cause="Ninja build failed", hint="FlashInfer",
+                           stages=stages(weights="done", kv_cache="failed"))))
+def _f_ninja(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s4_weights(L)
+    L.tick(9)
+    engine_core_failed(L, [*PROFILE_FRAMES,
+                           ("v1/sample/ops/topk_topp_sampler.py", 294, "flashinfer_sample",
+                            "next_token_ids = flashinfer.sampling.top_k_top_p_sampling_from_logits("),
+                           ("../flashinfer/jit/cpp_ext.py", 286, "run_ninja", "raise RuntimeError(msg) from e")],
+                       "RuntimeError: Ninja build failed. Ninja output:\n[1/3] /usr/local/cuda/bin/nvcc "
+                       "--generate-dependencies-with-compile -c sampling.cu -o sampling.cuda.o\nFAILED: sampling.cuda.o\n"
+                       "nvcc fatal   : Unsupported gpu architecture 'compute_121a'\nninja: build stopped: subcommand failed.")
+
+
+@scenario(Spec("fail_ray_fatal_v0.26.0_ray-check-failed-after-ready_plain", "0.26.0",
+               description="serves, then Ray's RAY_CHECK fails in the EngineCore ('[... C pid tid] "
+               "core_worker.cc:N: Check failed: ...' and Ray's SIGABRT report): the engine is gone, whatever the "
+               "API server prints after it",
+               expect=dict(outcome="failed", failure_kind="ray_fatal", failure_stage="serving",
+                           root_cause="Check failed: ", hint="RAY_CHECK")))
+def _f_ray_fatal(L: Log) -> None:
+    happy(L)
+    L.tick(200)
+    L.ray_cpp("ec", "C", "core_worker.cc:912", "Check failed: _s.ok() Bad status: RpcError: RPC Error message: "
+              "Socket closed; RPC Error details:  rpc_code: 14")
+    L.ray_cpp("ec", "E", "logging.cc:440", "*** SIGABRT received at time=1775691200 on cpu 11 ***")
+    L.tick(1)
+    L.log("api", "ERROR", "core_client.py:564", "Engine core proc EngineCore died unexpectedly, shutting down client.")
+
+
+@scenario(Spec("fail_worker_died_v0.26.0_ray-remote-segfault-nccl-init_plain", "0.26.0",
+               description="the worker on node 2 segfaults while NCCL initialises; only the raylet's report "
+               "('A worker died or was killed ... Worker IP address: %s ...') reaches the head: the node is named "
+               "from that IP",
+               expect=dict(outcome="failed", failure_kind="worker_died", failure_stage="distributed",
+                           root_cause="The actor died unexpectedly", failure_node=NODE2_IP, hint=f"on {NODE2_IP}",
+                           stages=stages(placement="done", distributed="failed"))))
+def _f_remote_segv(L: Log) -> None:
+    s0_version(L)
+    s1_config(L)
+    s2_placement(L)
+    L.info(0, "parallel_state.py:1208", "world_size=2 rank=0 local_rank=0 distributed_init_method=tcp://"
+           f"{HEAD_IP}:29500 backend=nccl")
+    L.tick(4)
+    L.raw("ec", "(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
+          "troubleshoot the problem, check the logs for the dead worker. Lease ID: 0300000079077fa3 Worker ID: "
+          "389fd34f25c9d2fc Node ID: 824dbaf53959a002 Worker IP address: " + NODE2_IP + " Worker port: 10002 "
+          "Worker PID: 5237 Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a "
+          "connection error code 2. End of file. Some common causes include: (1) the process was killed by the "
+          "OOM killer due to high memory usage, (2) ray stop --force was called, or (3) the worker crashed "
+          "unexpectedly due to SIGSEGV or another unexpected error.")
+    L.tick(1)
+    engine_core_failed(L, [("v1/executor/ray_distributed_executor.py", 512, "_run_workers",
+                            "ray_worker_outputs = ray.get(ray_worker_outputs)")],
+                       "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
 
 
 def build(spec: Spec, fn: Callable[[Log], None]) -> bytes:

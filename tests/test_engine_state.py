@@ -34,6 +34,8 @@ AFTER_READY = LOGS / "fail_worker_died_v0.19.1_after-ready_plain.log"
 FAILED_START = LOGS / "fail_nccl_v0.12.0_ray_docker.log"
 OOM_START = LOGS / "fail_oom_v0.21.0_mp-cudagraphs_plain.log"
 STOPPED_BY_SIGNAL = LOGS / "happy_v0.33.0_stopped-by-sigterm_plain.log"
+RAY_FATAL_AFTER_READY = LOGS / "fail_ray_fatal_v0.26.0_ray-check-failed-after-ready_plain.log"
+REMOTE_WORKER_SEGV = LOGS / "fail_worker_died_v0.26.0_ray-remote-segfault-nccl-init_plain.log"
 NODES = (ExpectedNode("spark1", "10.0.0.1", 1.0), ExpectedNode("spark2", "10.0.0.2", 1.0))
 WALL0 = 1_800_000_000.0
 
@@ -474,6 +476,35 @@ def test_log_failure_after_ready_is_labelled_after_ready() -> None:
     assert truth.detail.startswith("crashed after 2m05s: worker_died after ready: ")
     assert "engine init" not in truth.detail and "during" not in truth.detail
     assert Unwatch in kinds(truth.take_effects())
+
+
+def test_a_fatal_ray_check_in_the_engine_after_ready_ends_ready() -> None:
+    """Ray's "[... C pid tid] core_worker.cc:N: Check failed: ..." in the EngineCore: Ray aborts it, so the
+    engine is gone although the log said ready (issue 31)."""
+    clock = Clock()
+    truth = ready(clock)
+    clock.advance(200)
+    truth.timeline(snapshot(RAY_FATAL_AFTER_READY))
+    assert truth.state is EngineState.FAILED
+    assert truth.detail.startswith("crashed after 3m20s: ray_fatal after ready: "), truth.detail
+    assert "Check failed" in truth.detail
+    assert Unwatch in kinds(truth.take_effects())
+
+
+def test_a_remote_workers_crash_names_its_node_from_the_ip_in_the_report() -> None:
+    """The raylet's "worker died" report carries the dead worker's IP: the configured node with that IP is
+    named; without configured nodes (an mp engine) the IP is."""
+    truth = machine(Clock())
+    truth.discovered(EngineState.STARTING, "vLLM running")
+    truth.timeline(snapshot(REMOTE_WORKER_SEGV))
+    assert truth.state is EngineState.FAILED
+    assert truth.detail.startswith("worker_died during distributed: "), truth.detail
+    assert "(on spark2, 10.0.0.2)" in truth.detail
+    assert not truth.wants_node_evidence  # the log already names the node
+    bare = EngineTruth((), clock=Clock(), wall=Clock().wall)
+    bare.discovered(EngineState.STARTING, "vLLM running")
+    bare.timeline(snapshot(REMOTE_WORKER_SEGV))
+    assert "(on 10.0.0.2)" in bare.detail
 
 
 def test_a_stop_by_signal_not_ours_is_stopped_not_failed() -> None:

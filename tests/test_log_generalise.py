@@ -87,6 +87,8 @@ def test_synthetic_log(entry: dict[str, Any], expected_nodes: int | None) -> Non
         assert not snap.failure.message.startswith(_SKIP_END), snap.failure.message
         assert snap.failure.hint
         assert exp.get("hint", "") in snap.failure.hint, snap.failure.hint
+        if "failure_node" in exp:
+            assert snap.failure.node == exp["failure_node"], snap.failure
     else:
         assert snap.failure is None, snap.failure
 

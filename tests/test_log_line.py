@@ -277,3 +277,18 @@ def test_the_common_record_reads_as_the_general_reader_reads_it() -> None:
                         taken += 1
                         assert common == _parse(seg), seg
     assert taken > seen // 5
+
+
+def test_ray_cpp_logger_header() -> None:
+    """src/ray/util/logging.cc: "[%Y-%m-%d %H:%M:%S,%e %L %P %t] " and RAY_CHECK's "file.cc:N: "; C is FATAL."""
+    rec = parse_line("(EngineCore_DP0 pid=1879) [2025-03-29 12:59:53,123 C 1879 1900] core_worker.cc:912: "
+                     "Check failed: x == y")
+    assert (rec.level, rec.message, rec.source_file, rec.role, rec.year) == (
+        "CRITICAL", "Check failed: x == y", "core_worker.cc:912", "EngineCore_DP0", 2025)
+    assert rec.time == "2025-03-29 12:59:53"
+    assert parse_line("[2024-06-24 02:49:00,315 E 54163 54163] logging.cc:365: *** SIGABRT received").level == "ERROR"
+    assert parse_line("[2024-06-24 02:49:00,315 F 1 1] a.cc:1: Check failed: z").level == "CRITICAL"
+    # RAY_CHECK's second space, and the raylet's "(raylet) " before the file (ray-project/ray#41071)
+    raylet = parse_line("[2023-11-09 23:36:12,914 C 75 75] (raylet) dependency_manager.cc:214:  Check failed: t")
+    assert (raylet.level, raylet.message, raylet.source_file) == ("CRITICAL", "Check failed: t",
+                                                                  "dependency_manager.cc:214")

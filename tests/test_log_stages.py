@@ -223,6 +223,24 @@ CASES = [
     ("engine_timeout", "weights", _CTX + _WEIGHTS + "(APIServer pid=6) TimeoutError: Timed out waiting for engine core processes to start. This is often caused by slow weight loading for large models. Waited 600s (configured by VLLM_ENGINE_READY_TIMEOUT_S).\n"),
     ("driver_mismatch", "config", "(APIServer pid=1) INFO 03-01 10:00:00 [utils.py:1] non-default args: {'model': 'm'}\n(APIServer pid=1) RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 803: system has unsupported display driver / cuda driver combination\n"),
     ("unknown", "weights", _CTX + _WEIGHTS + _FAIL + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] KeyError: 'model.layers.0.foo'\n" + _FINAL),
+    # platforms/cuda.py get_attn_backend_cls: "No valid attention backend found for {device_name} with {config_str}.
+    # Reasons: {reasons_str}."
+    ("attention_backend", "weights", _CTX + _WEIGHTS + _FAIL + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] ValueError: No valid attention backend found for cuda with head_size: 576, dtype: torch.bfloat16, kv_cache_dtype: fp8, block_size: None, use_mla: True, has_sink: False, use_sparse: True. Reasons: {FLASH_ATTN_MLA: [compute capability not supported], FLASHMLA: [compute capability not supported]}.\n" + _FINAL),
+    # triton/backends/nvidia/compiler.py make_cubin: PTXASError(f"{error}\n`ptxas` stderr:\n{log}\n..."), ptxas's
+    # "ptxas fatal   : Value '%s' is not defined for option '%s'".
+    ("triton_ptxas", "kv_cache", _CTX + _WEIGHTS + _KV + _FAIL
+     + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n"
+       "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] `ptxas` stderr:\n"
+       "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\n" + _FINAL),
+    # flashinfer/jit/cpp_ext.py run_ninja: RuntimeError("Ninja build failed." + " Ninja output:\n" + output)
+    ("jit_build", "kv_cache", _CTX + _WEIGHTS + _KV + _FAIL
+     + "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] RuntimeError: Ninja build failed. Ninja output:\n"
+       "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] nvcc fatal   : Unsupported gpu architecture 'compute_121a'\n"
+       "(EngineCore_DP0 pid=7) ERROR 03-01 10:03:00 [core.py:866] ninja: build stopped: subcommand failed.\n" + _FINAL),
+    # src/ray/util/logging.cc: "[%Y-%m-%d %H:%M:%S,%e %L %P %t] " + RAY_CHECK's "file.cc:N: Check failed: %s"
+    ("ray_fatal", "weights", _CTX + _WEIGHTS
+     + "(EngineCore_DP0 pid=7) [2026-03-01 10:03:00,412 C 7 91] core_worker.cc:912: Check failed: worker_context_.GetCurrentActorID().IsNil()\n"
+       "(EngineCore_DP0 pid=7) *** SIGABRT received at time=1772359380 on cpu 3 ***\n"),
 ]
 
 
@@ -244,6 +262,7 @@ MORE_SIGNATURES = [
     ("nccl", "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/2 clients joined."),
     ("port_in_use", "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use"),
     ("worker_died", "(raylet, ip=10.0.0.2) A worker died or was killed while executing a task by an unexpected system error."),
+    ("worker_died", "(RayWorkerWrapper pid=8, ip=10.0.0.2) *** SIGSEGV received at time=1775691200 on cpu 11 ***"),
     ("kernel_unsupported", "NotImplementedError: No compiled cutlass_scaled_mm for a compute capability less than CUDA device capability: 121"),
 ]
 
@@ -311,7 +330,8 @@ def test_every_failure_signature_reaches_the_error_path() -> None:
         "on startup is less than desired", "NCCL error", "nccl", "Cannot find model module",
         "does not recognize this architecture", "Invalid repository ID or local directory", "gated repo",
         "Repo id must", "is not a valid model identifier", "does not appear to have a file named config.json",
-        "validation error for", "No compiled cutlass",
+        "validation error for", "No compiled cutlass", "No valid attention backend found",
+        "is not valid for this configuration", "Invalid attention backend",
     }
     for sig in SIGNATURES:
         covered = any(kw in sig.keyword for kw in STARTUP_KEYWORDS)
@@ -380,3 +400,52 @@ def test_an_exception_the_start_survives_is_taken_back() -> None:
     assert snap.facts["ignored_error"] == "KeyError: 'optional_feature'"
     assert snap.stage("distributed").status == "running"
 
+
+
+# Ray's C++ logger (src/ray/util/logging.cc): "[%Y-%m-%d %H:%M:%S,%e %L %P %t] " + RAY_CHECK's "file.cc:N: Check
+# failed: %s"; %L "C" is Ray's FATAL. Ray aborts the process that printed it (issue 31).
+_READY = _log("12_").decode()
+_RAY_CHECK = "[2025-10-23 15:30:00,412 C {pid} 91] core_worker.cc:912: Check failed: _s.ok() Bad status: RpcError\n"
+
+
+def test_a_fatal_ray_check_in_the_engine_core_after_ready_ends_ready() -> None:
+    snap = parse_log_text(_READY + "(EngineCore_DP0 pid=1805889) " + _RAY_CHECK.format(pid=1805889))
+    assert snap.outcome == "failed" and snap.failure is not None
+    assert (snap.failure.kind, snap.failure.stage) == ("ray_fatal", "serving")
+    assert "Check failed: _s.ok()" in snap.failure.message and "RAY_CHECK" in snap.failure.hint
+
+
+def test_a_fatal_ray_check_in_a_worker_leaves_the_verdict_to_the_engine() -> None:
+    """In a worker it kills the worker; the engine says so itself when it next calls it."""
+    line = "(EngineCore_DP0 pid=1805889) (RayWorkerWrapper pid=77, ip=10.0.0.2) " + _RAY_CHECK.format(pid=77)
+    assert parse_log_text(_READY + line).outcome == "ready"
+
+
+def test_ray_error_level_lines_after_ready_are_no_crash() -> None:
+    line = "(EngineCore_DP0 pid=1805889) [2025-10-23 15:30:00,412 E 1805889 91] logging.cc:440: something\n"
+    assert parse_log_text(_READY + line).outcome == "ready"
+
+
+def test_a_new_kind_snippet_with_no_stage_gets_its_natural_stage() -> None:
+    """A pasted line alone: the stage where each kind fails, not "unknown"."""
+    cases = {
+        "attention_backend": ("ValueError: No valid attention backend found for cuda with head_size: 72, dtype: "
+                              "torch.float16. Reasons: {FLASH_ATTN: [head_size not supported]}.", "weights"),
+        "triton_ptxas": ("triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error",
+                         "kv_cache"),
+        "jit_build": ("RuntimeError: Error building extension 'sampling'", "kv_cache"),
+        "ray_fatal": ("[2026-03-01 10:03:00,412 C 7 91] core_worker.cc:912: Check failed: x", "distributed"),
+    }
+    for kind, (line, stage) in cases.items():
+        snap = parse_log_text(line + "\n")
+        assert snap.failure is not None, kind
+        assert (snap.failure.kind, snap.failure.stage) == (kind, stage)
+        assert "during unknown" not in snap.failure.hint
+
+
+def test_a_remote_workers_segfault_names_its_node() -> None:
+    """Ray's signal handler in the worker on 10.0.0.2, then the raylet's report: both name that node."""
+    segv = "(EngineCore_DP0 pid=7) (RayWorkerWrapper pid=8, ip=10.0.0.2) *** SIGSEGV received at time=1 on cpu 3 ***\n"
+    snap = parse_log_text(_CTX + segv)
+    assert snap.failure is not None and (snap.failure.kind, snap.failure.node) == ("worker_died", "10.0.0.2")
+    assert "10.0.0.2" in snap.failure.hint

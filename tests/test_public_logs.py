@@ -43,6 +43,8 @@ def mismatches(entry: dict[str, Any], snap: TimelineSnapshot) -> list[str]:
                 check("stage", failure.stage, entry["failure_stage"])
             if "root_cause" in entry and entry["root_cause"] not in failure.message:
                 bad.append(f"root cause: got {failure.message[:160]!r}, judged: {entry['root_cause']!r}")
+            if "failure_node" in entry:
+                check("node", failure.node, entry["failure_node"])
             if "hint" in entry and entry["hint"] not in failure.hint:
                 bad.append(f"hint: got {failure.hint[:120]!r}, judged to name {entry['hint']!r}")
             if failure.message.startswith(_GENERIC):

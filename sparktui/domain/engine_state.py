@@ -33,7 +33,9 @@ The rules, in one place:
   a crash (health/process) or the log's failure → *failed* "crashed after …: … after ready"; each of
   these asks the restart budget (``serving.auto_restart``);
 - before ready: a node lost from Ray fails the start naming it; a failure in the log names the node any
-  evidence (Ray, the SSH link) points at; the process gone without a ready log → *failed*.
+  evidence (Ray, the SSH link) points at; the process gone without a ready log → *failed*;
+- a failure the log places on a node (an IP in a remote worker's crash report, a Ray ``ip=`` prefix) names
+  that node by the configured node's name where one has that IP, else by the IP.
 """
 
 from __future__ import annotations
@@ -271,7 +273,8 @@ class EngineTruth:
                 cause = failure.message if failure is not None else "see the log"
                 kind = f"{failure.kind} after ready: " if failure is not None else ""
                 uptime = format_duration(self.ready_for or 0.0)
-                self._fail_after_ready(f"crashed after {uptime}: {kind}{cause}")
+                on = self._failure_node(failure.node) if failure is not None else ""
+                self._fail_after_ready(f"crashed after {uptime}: {kind}{cause}{on}")
             else:
                 self._set(EngineState.FAILED, self._failure_text(snapshot))
                 self._failed_by_log = True
@@ -581,7 +584,16 @@ class EngineTruth:
         if failure is None:
             return "failed"
         where = "after ready" if failure.stage == "serving" else f"during {failure.stage}"
-        return f"{failure.kind} {where}: {failure.message}{self._node_evidence()}"
+        on = self._failure_node(failure.node)
+        return f"{failure.kind} {where}: {failure.message}{on}{self._node_evidence()}"
+
+    def _failure_node(self, ip: str | None) -> str:
+        """Where the log says the failure happened: the configured node with that IP (and the IP), or the IP
+        alone when no configured node has it."""
+        if ip is None:
+            return ""
+        name = next((n.name for n in self.expected if n.ip == ip), None)
+        return f" (on {name}, {ip})" if name is not None else f" (on {ip})"
 
     def _node_evidence(self) -> str:
         """What points at a node: missing from Ray, or its SSH link down (now or during this run)."""
@@ -610,7 +622,7 @@ class EngineTruth:
         short wait, since Ray marks a killed node dead only after its health checks fail."""
         failure = self.snapshot.failure if self.snapshot is not None else None
         return (self._failed_by_log and len(self.expected) > 1 and failure is not None
-                and failure.kind in PEER_FAILURE_KINDS and not self._node_evidence())
+                and failure.kind in PEER_FAILURE_KINDS and failure.node is None and not self._node_evidence())
 
     def _set(self, state: EngineState, detail: str) -> None:
         self._failed_by_log = False   # whoever sets a state says again whether the log's verdict it is

@@ -15,7 +15,9 @@ Line layer (:mod:`.line`)
 Stream layer (:mod:`.stream`)
     ``LineSplitter(max_record_bytes=65536)``: ``feed(bytes) -> list[str]`` complete records (``\\n``,
     ``\\r\\n`` and ``\\r`` end a record, so CUDA-graph capture animates live; a line without end is cut at
-    the cap, the rest dropped; invalid UTF-8 replaced), ``feed_block(bytes) -> str`` (same, one string),
+    the cap, the rest dropped, unless records ran on in it: a log that lost its newlines is cut back into
+    records at vLLM's record starts, :mod:`.runon`; invalid UTF-8 replaced), ``feed_block(bytes) -> str``
+    (same, one string),
     ``feed_raw(bytes) -> bytes`` (same, undecoded: for ``Timeline.feed_bytes``), ``flush()``.
     ``LogReader``: ``feed(bytes) -> list[LogRecord]`` (splitter + line layer; a bar relayed by Ray as
     ``<prefix>\\n<bar>`` keeps its prefix). ``LogIngest``: a followed log, ``feed(bytes, now)`` (every line
@@ -28,7 +30,8 @@ Stage machine (:mod:`.stages`)
     ``waiting_for()``. ``now`` is the wall clock (``time.time()``).
     ``TimelineSnapshot``: ``outcome`` (``ready|failed|incomplete``), ``vllm_version``, ``model``,
     ``stages`` (``StageSnapshot``: name, status, started, ended, seconds, progress ``StageProgress``),
-    ``facts`` (read-only mapping), ``failure`` (``Failure``: kind, stage, message, hint) or None,
+    ``facts`` (read-only mapping), ``failure`` (``Failure``: kind, stage, message, hint, node: the IP the
+    failure's text or its process's Ray prefix names, or None) or None,
     ``nodes`` ("head" and Ray IPs), ``current`` (running stage, the next one between stages, or the
     failed one), ``last_progress_at``; ``stage(name)``, ``stall_seconds(now)``, ``to_json()``.
     ``STAGES``, ``STATUSES``, ``OUTCOMES``, ``FAILURE_KINDS``.

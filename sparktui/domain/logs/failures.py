@@ -31,6 +31,10 @@ FAILURE_KINDS = (
     "worker_died",
     "engine_timeout",
     "driver_mismatch",
+    "attention_backend",
+    "triton_ptxas",
+    "jit_build",
+    "ray_fatal",
     "unknown",
 )
 
@@ -109,12 +113,34 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("nccl", "Some NCCL operations have failed or timed out"),
     _sig("nccl", "NCCL communicator was aborted"),
     _sig("engine_timeout", "Timed out waiting for engine core"),
+    # Triton compiles each kernel's PTX with the ptxas it bundles (or TRITON_PTXAS_PATH); one older than the
+    # GPU rejects its architecture: ptxas's "ptxas fatal   : Value '%s' is not defined for option 'gpu-name'",
+    # which Triton raises as triton.runtime.errors.PTXASError ("PTXAS error: Internal Triton PTX codegen
+    # error" + "`ptxas` stderr:" + ptxas's lines). Before "compile": Inductor re-raises it inside its own
+    # errors.
+    _sig("triton_ptxas", "is not defined for option 'gpu-name'"),
+    _sig("triton_ptxas", "PTXASError"),
+    # A JIT build of a CUDA extension at start-up (FlashInfer's kernels, torch.utils.cpp_extension): ninja's
+    # "ninja: build stopped: subcommand failed.", FlashInfer's jit/cpp_ext.py "RuntimeError: Ninja build
+    # failed." (0.2.x+) and torch's cpp_extension "RuntimeError: Error building extension '%s'".
+    _sig("jit_build", "subcommand failed", r"ninja: build stopped: subcommand failed"),
+    _sig("jit_build", "Ninja build failed"),
+    _sig("jit_build", "Error building extension"),
     _sig("compile", "vLLM failed to compile the model"),
     _sig("compile", "BackendCompilerFailed"),
     _sig("compile", "InductorError"),
     _sig("compile", "Triton compilation failed"),
     _sig("compile", "Failed to run autotuning"),
     _sig("compile", "torch._dynamo.exc"),
+    # The attention backend selector (platforms/cuda.py get_attn_backend_cls, 0.11+): "Selected backend %s is
+    # not valid for this configuration. Reason: %s" (--attention-backend / VLLM_ATTENTION_BACKEND given) and
+    # "No valid attention backend found for %s with %s. Reasons: %s." (none fits); attention/selector.py
+    # (<= 0.10): "Invalid attention backend: '%s'. Valid backends are: %s". Before kernel_unsupported: the
+    # reasons may say "... not supported on this device".
+    _sig("attention_backend", "No valid attention backend found"),
+    _sig("attention_backend", "is not valid for this configuration",
+         r"Selected backend \S+ is not valid for this configuration"),
+    _sig("attention_backend", "Invalid attention backend"),
     _sig("kernel_unsupported", "Failed to find a kernel that can implement"),
     _sig("kernel_unsupported", "no kernel image is available"),
     _sig("kernel_unsupported", "not supported on this", r"not supported on this (?:GPU|device|platform)"),
@@ -139,6 +165,9 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig("driver_mismatch", "forward compatibility was attempted on non supported HW"),
     _sig("driver_mismatch", "CUDA driver version is insufficient"),
     _sig("driver_mismatch", "driver on your system is too old"),
+    # Ray's RAY_CHECK / RAY_LOG(FATAL) (src/ray/util/logging.cc): "Check failed: %s" at the fatal level, then
+    # Ray aborts the process (its "*** SIGABRT received at time=%d ***" follows).
+    _sig("ray_fatal", "Check failed", r"^Check failed\b|\] [\w./-]+:\d+: Check failed\b"),
     _sig("unsupported_architecture", "are not supported for now"),
     _sig("unsupported_architecture", "Error in inspecting model architecture"),
     _sig("unsupported_architecture", "Cannot find model module"),
@@ -161,6 +190,9 @@ SIGNATURES: tuple[Signature, ...] = (
     # A crash in native code: CPython's faulthandler ("Fatal Python error: %s"), the shell's report.
     _sig("worker_died", "Fatal Python error"),
     _sig("worker_died", "Segmentation fault"),
+    # Ray's failure signal handler in a worker (absl's, through src/ray/util/logging.cc): "*** SIGSEGV
+    # received at time=%d on cpu %d ***" (then "PC: @ ..." frames); Ray's prefix names the worker's node.
+    _sig("worker_died", "SIGSEGV received"),
     _sig("config_error", "validation error for"),
     _sig("config_error", "Value error, ", r"\[type=value_error, input_value="),  # pydantic's detail line
     _sig("config_error", "unrecognized arguments"),
@@ -177,7 +209,7 @@ _MARKERS = re.compile(
     r"|Error executing method|EngineCore encountered a fatal error|Ray workers have not started"
     r"|Worker \d+ failed to initialize|RayWorkerProc failed|RayTaskError|Frontend process failed"
     r"|died unexpectedly|EngineDeadError|worker died or was killed|killed due to memory pressure"
-    r"|Worker failed with error|Fatal Python error|Segmentation fault"
+    r"|Worker failed with error|Fatal Python error|Segmentation fault|SIGSEGV received"
 )
 # A Python exception line: ``ValueError: ...``, ``torch._inductor.exc.InductorError: ...``,
 # ``ray.exceptions.RayTaskError(ValueError): ...``, uvicorn/autoscaler ``Error: ...``.
@@ -211,9 +243,18 @@ KIND_STAGE = {
     "config_error": "config",
     "model_not_found": "config",
     "unsupported_architecture": "config",
+    # The attention backend is chosen while the model is built (load_model -> Attention.__init__).
+    "attention_backend": "weights",
+    # Triton and FlashInfer build a kernel on its first call: the profile run that sizes the KV cache is
+    # where a start first calls them (unless torch.compile or a warm-up did: the running stage then).
+    "triton_ptxas": "kv_cache",
+    "jit_build": "kv_cache",
+    # Ray's core worker links the engine to its workers; a fatal check with no stage under way is there.
+    "ray_fatal": "distributed",
 }
 # Kinds whose natural stage is only a default: the running stage wins when there is one.
-_STAGE_IF_NONE = {"model_not_found", "unsupported_architecture", "port_in_use"}
+_STAGE_IF_NONE = {"model_not_found", "unsupported_architecture", "port_in_use", "attention_backend",
+                  "triton_ptxas", "jit_build", "ray_fatal"}
 # A missing GPU is a placement failure when Ray says so ("Ray does not allocate any GPUs on the driver
 # node", "Current node has no GPU available. current_node_resource=..."); without Ray it shows in an mp
 # worker's init_device ("No CUDA GPUs are available") or the API server's platform detection ("Failed to
@@ -231,15 +272,15 @@ _CUDA_CAUSES = frozenset({"driver_mismatch", "oom", "kernel_unsupported"})
 
 # A worker's death is what the parent process sees; the worker's own lines (printed before or, buffered,
 # after it) give the cause.
-_SYMPTOMS = frozenset({"worker_died"})
+SYMPTOM_KINDS = frozenset({"worker_died"})
 
 
 def refines(kind: str | None, old_kind: str, old_message: str) -> bool:
     """A later line names the cause of an earlier failure that was only its symptom."""
     if kind is None or kind == old_kind:
         return False
-    if old_kind in _SYMPTOMS:
-        return kind not in _SYMPTOMS
+    if old_kind in SYMPTOM_KINDS:
+        return kind not in SYMPTOM_KINDS
     return kind in _CUDA_CAUSES and old_kind == "nccl" and _NCCL_CUDA_SYMPTOM.search(old_message) is not None
 
 
@@ -476,9 +517,39 @@ _HINTS = {
         "serving port."
     ),
     "worker_died": (
-        "A vLLM worker process died. Look at the lines just before for its cause (OOM killer, "
-        "segfault, NCCL abort); on the other node check `dmesg` and "
+        "A vLLM worker process died{on}. Look at the lines just before for its cause (OOM killer, "
+        "segfault, NCCL abort); on {that_node} check `dmesg` and "
         "/tmp/ray/session_latest/logs/worker-*.err."
+    ),
+    "attention_backend": (
+        "No attention backend in this vLLM supports this model on this GPU with these settings (the "
+        "message lists each backend's reasons). Do not force one: drop --attention-backend / "
+        "VLLM_ATTENTION_BACKEND and let vLLM choose, and check --kv-cache-dtype and --block-size, the usual "
+        "cause on GB10 (sm_121), where fewer backends exist than on H100/B200; or use a newer vLLM image."
+    ),
+    "attention_backend_selected": (
+        "The attention backend you selected (--attention-backend / VLLM_ATTENTION_BACKEND) does not "
+        "support this GPU, model or dtype (the reason is in the message). Remove the setting and let vLLM "
+        "choose, or pick a backend that supports it (on GB10, sm_121: FLASHINFER or TRITON_ATTN)."
+    ),
+    "triton_ptxas": (
+        "Triton's ptxas is too old for this GPU's architecture (GB10 is sm_121a; the ptxas that Triton "
+        "3.5 and older bundle does not know it), so no Triton kernel can be built. Set "
+        "TRITON_PTXAS_PATH to CUDA 13's ptxas (e.g. /usr/local/cuda/bin/ptxas) in the container on every "
+        "node, or use an image whose Triton knows sm_121."
+    ),
+    "jit_build": (
+        "A kernel library (FlashInfer) compiles CUDA kernels at start-up (JIT) and the build failed; "
+        "the ninja/nvcc lines before it say why. Check that the image has a CUDA toolkit (nvcc) new "
+        "enough for this GPU (GB10, sm_121, needs CUDA 12.9 or newer) and room in ~/.cache/flashinfer, "
+        "use an image with FlashInfer's kernels prebuilt for sm_121 (flashinfer-jit-cache), or avoid "
+        "the kernel (another --attention-backend, VLLM_USE_FLASHINFER_SAMPLER=0)."
+    ),
+    "ray_fatal": (
+        "Ray aborted a vLLM process{on} on a failed internal check (RAY_CHECK): that process, and with it "
+        "the engine, is gone. It usually follows a lost Ray node or GCS connection, or Ray versions that "
+        "differ between nodes: run `ray status`, check that every node runs the same image, read "
+        "/tmp/ray/session_latest/logs/ on {that_node}, then restart the engine."
     ),
     "worker_died_ray": (
         "Ray lost a vLLM worker actor{on}: its node stopped answering Ray (Ray stopped or restarted "
@@ -493,7 +564,7 @@ _HINTS = {
     ),
     "unknown_disk": "A disk is full or over quota. Free space on the volume the message names and restart.",
     "unknown": (
-        "vLLM failed during {stage}; the message is the first error line. Read the lines around it "
+        "vLLM failed{during}; the message is the first error line. Read the lines around it "
         "in the log."
     ),
 }
@@ -502,12 +573,13 @@ _HINTS = {
 _NO_ARCH_CODE = ("no kernel image", "invalid device function", "kernel image is invalid")
 
 
-def hint_for(kind: str, message: str, stage: str, facts: dict[str, object]) -> str:
-    """A sentence a person can act on, with the numbers the log gives."""
+def hint_for(kind: str, message: str, stage: str, facts: dict[str, object], node: str | None = None) -> str:
+    """A sentence a person can act on, with the numbers the log gives. ``node``: the node the failure names
+    (:func:`failure_node`), if any."""
     tp = facts.get("tensor_parallel_size")
     pp = facts.get("pipeline_parallel_size") or 1
     need = f"{tp * pp} " if isinstance(tp, int) and isinstance(pp, int) else ""
-    node = _NODE_BUNDLE.search(message)
+    bundle = _NODE_BUNDLE.search(message)
     seen = ", ".join(f"{k}: {v}" for k, v in _GPU_BUNDLE.findall(message))
     disk = any(word in message for word in _DISK_FULL)
     key = kind
@@ -528,21 +600,54 @@ def hint_for(kind: str, message: str, stage: str, facts: dict[str, object]) -> s
             key = "kernel_unsupported_hip"
         elif any(text in message for text in _NO_ARCH_CODE):
             key = "kernel_unsupported_arch"
+    elif kind == "attention_backend" and "Selected backend" in message:
+        key = "attention_backend_selected"
     template = _HINTS.get(key, _HINTS["unknown"])
     hint = template.format(
         need=need,
         need_or=need or "TP x PP ",
-        where=f"node:{node.group(1)}" if node else "the driver's node",
+        where=f"node:{bundle.group(1)}" if bundle else "the driver's node",
         dev="NPU" if "NPU" in message else "GPU",
         seen=f" (Ray lists {seen} there, so the resource name does not match)" if seen else "",
         stage=stage,
-        on=_actor_on(message),
+        on=f" on {node}" if node else _actor_on(message),
+        that_node=node or "the node it ran on",
+        during=f" during {stage}" if stage != UNKNOWN_STAGE else "",
         eager=", or use --enforce-eager to skip CUDA-graph memory" if stage == "cuda_graphs" else "",
     )
     detail = continuation_detail(message)
     if detail and key != "worker_died_ray":  # Ray's context lines: the hint already names the address
         hint += f" vLLM says: {detail}"
     return hint
+
+
+# An IPv4 address in a failure's text: the raylet's "Worker IP address: %s", ActorDiedError's "ip: %s", a
+# RayTaskError's "(pid=%d, ip=%s, ...)", the memory monitor's "(IP: %s, ID: %s)", gRPC's "ipv4:%s:%d", NCCL's
+# and torch's "tcp://%s:%d". Loopback and the unspecified address name no node.
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1?\d?\d)"
+_IPV4 = re.compile(rf"(?<![\d.])({_OCTET}(?:\.{_OCTET}){{3}})(?![\d.]*\d)")
+_NO_NODE = ("0.", "127.", "255.")
+
+
+# A collective fails on every rank at once: the rank that says so first is not where the fault is.
+_NODE_FROM_TEXT_ONLY = frozenset({"nccl"})
+
+
+def failure_node(message: str, logged_on: str | None, kind: str = "") -> str | None:
+    """The node a failure happened on, as an IP: the first node address its text carries (a remote worker's
+    crash report names the worker's node), else the Ray ``ip=`` of the process that logged it (None: the head,
+    or a log without Ray prefixes; and for an NCCL failure, which every rank reports)."""
+    if "." in message:
+        for m in _IPV4.finditer(message):
+            if not m.group(1).startswith(_NO_NODE):
+                return m.group(1)
+    return None if kind in _NODE_FROM_TEXT_ONLY else logged_on
+
+
+def is_ray_fatal(level: str | None, source_file: str | None) -> bool:
+    """A line of Ray's C++ logger at its fatal level (RAY_CHECK, RAY_LOG(FATAL)): Ray aborts the process that
+    printed it. (:mod:`.line` reads Ray's ``[date time,ms C pid tid] file.cc:N:`` header into the record.)"""
+    return level == "CRITICAL" and source_file is not None and ".cc:" in source_file
 
 
 def _actor_on(message: str) -> str:
@@ -555,7 +660,9 @@ def _actor_on(message: str) -> str:
 # colon. Ray's ActorDiedError ("The actor died unexpectedly before finishing this task.") goes on with the
 # actor's context, one "\tkey: value" line each (class_name, actor_id, pid, ip). The stage machine appends
 # those lines to the message (see Timeline); the hint quotes them.
-_ANNOUNCES = re.compile(r"Reasons:\s*$|[Pp]lease set\b[^.]*$|:\s*$|ActorDiedError\)?: The actor died")
+# Triton's PTXASError goes on with "`ptxas` stderr:" and ptxas's own lines (which name the architecture).
+_ANNOUNCES = re.compile(r"Reasons:\s*$|[Pp]lease set\b[^.]*$|:\s*$|ActorDiedError\)?: The actor died"
+                        r"|PTXASError: ")
 
 
 def announces_detail(message: str) -> bool:

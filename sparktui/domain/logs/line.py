@@ -76,6 +76,16 @@ _GLOG_HEADER = re.compile(
     r"(?:\d+ )?(?P<file>[^\]\s]+:\d+)\] ?"
 )
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
+# Ray's C++ logger (src/ray/util/logging.cc, spdlog's "[%Y-%m-%d %H:%M:%S,%e %L %P %t] %v"; RAY_LOG adds
+# "file.cc:N: ", the raylet "(raylet) " before it, RAY_CHECK a second space): ``[2025-03-29 12:59:53,123 C
+# 1879 1900] core_worker.cc:912:  Check failed: ...``. %L is spdlog's one-letter level: C (critical) is Ray's
+# FATAL; a glog build of Ray prints F.
+_RAY_CPP_HEADER = re.compile(
+    r"\[(?P<date>\d{4}-(?P<md>\d\d-\d\d)) (?P<hms>\d\d:\d\d:\d\d),\d+ (?P<lv>[TDIWECF]) \d+ \d+\] "
+    r"(?:\((?:raylet|gcs_server)\) )?(?P<file>[\w.-]+:\d+): +"
+)
+_RAY_CPP_LEVEL = {"T": "DEBUG", "D": "DEBUG", "I": "INFO", "W": "WARNING", "E": "ERROR", "C": "CRITICAL",
+                  "F": "CRITICAL"}
 # A vLLM record behind free text (VLLM_LOGGING_PREFIX, a launcher's own log format): where its process
 # prefix or header starts, searched near the start of the line only.
 _EMBEDDED = re.compile(rf"\((?:[^()]*? )?pid=\d+(?:, ip=[^)\s]+)?\) |(?:{_LEVELS}) \d\d-\d\d \d\d:\d\d:\d\d ")
@@ -492,6 +502,13 @@ def _parse(text: str) -> LogRecord:
             mmdd = m2["mmdd"].zfill(4)
             time = f"{mmdd[:2]}-{mmdd[2:]} {m2['hms']}"
             seconds = seconds_in_year(time)
+        else:
+            m2 = _RAY_CPP_HEADER.match(rest)
+            if m2 is not None:
+                level, source = _RAY_CPP_LEVEL[m2["lv"]], m2["file"]
+                time = f"{m2['date']} {m2['hms']}"
+                year = int(m2["date"][:4])
+                seconds = seconds_in_year(f"{m2['md']} {m2['hms']}")
     message = rest[m2.end():] if m2 is not None else rest
 
     repeat = 0

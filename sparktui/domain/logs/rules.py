@@ -215,7 +215,7 @@ ERROR_KEYWORDS: tuple[str, ...] = (
     # "torch._dynamo.exc.BackendCompilerFailed: ..." / "torch._dynamo.exc.Unsupported: ...", Ray's raylet
     # "... killed due to memory pressure (OOM) ...", the autoscaler's "No available node types ...".
     "Failed", "_dynamo.exc", "memory pressure", "No available node types", "Fatal Python error",
-    "Segmentation fault",
+    "Segmentation fault", "SIGSEGV received",
     # Exception classes whose name ends in neither Error nor Exception (triton.runtime.errors.OutOfResources),
     # c10d's watchdog (ProcessGroupNCCL.cpp), HIP/CUDA kernel and driver errors (see failures.SIGNATURES).
     "OutOfResources", "out of resource: ", "atchdog", "NCCL communicator was aborted", "Some NCCL operations",
@@ -223,6 +223,11 @@ ERROR_KEYWORDS: tuple[str, ...] = (
     "forward compatibility",
     # A traceback starts (its frames belong to it), and the lines vLLM's "Reasons:" messages go on with.
     "Traceback (most recent call last)", "cannot implement due to", "requires capability",
+    # Triton's PTXASError goes on with ptxas's own lines ("`ptxas` stderr:", "ptxas fatal   : Value
+    # 'sm_121a' is not defined for option 'gpu-name'").
+    "`ptxas` stderr", "is not defined for option 'gpu-name'",
+    # Ray's fatal check (RAY_CHECK: "Check failed: ..."), also read while serving.
+    "Check failed",
     *fl.FRAME_KEYWORDS,
 )
 # Progress bars: the bar text itself (a record may have lost its header).
@@ -236,7 +241,8 @@ STARTUP_KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
 # Once the API is up only a dying engine or a new start matters: the serving-time flood of stats,
 # access-log and NCCL lines is skipped without being parsed.
 SERVING_KEYWORDS: tuple[str, ...] = (
-    "ERROR", "Error", "died", "Dead", "fatal", "LLM engine (v", "vLLM API server version", "█  version",
+    "ERROR", "Error", "died", "Dead", "fatal", "Check failed", "LLM engine (v", "vLLM API server version",
+    "█  version",
     "Uvicorn running on", "CRITICAL", "Exception", "OutOfResources", "out of resource: ", "atchdog",
     *STOP_KEYWORDS,
     # NCCL's transport lines of the API server's own ranks come late: NCCL writes through C stdio, block

@@ -66,8 +66,6 @@ _BEFORE_VLLM_OK = frozenset({"ray_connect", "ray_connected", "ray_local", "ray_r
 STATUSES = ("pending", "running", "done", "failed", "skipped")
 _DISTRIBUTED = STAGE_INDEX["distributed"]
 _CONFIG = STAGE_INDEX["config"]
-# A worker dying is the effect of something (OOM kill, NCCL abort, ...): it never hides a cause found first.
-_SYMPTOM_KINDS = frozenset({"worker_died"})
 #: The bulk scan's piece (characters): a start reaching "ready" is scanned for every start-up keyword to the
 #: end of its piece, the rest of the block for the serving keywords only (a piece's own cost, a regex call or
 #: 20 ``str.find`` calls, is nothing next to scanning 32 K characters).
@@ -78,6 +76,8 @@ SCAN_PIECE = 32 * 1024
 _WORKER_ROLE = re.compile(
     r"RayWorker(?:Wrapper|Proc)|Worker(?:_[A-Z]+\d+)*|VllmWorker(?:Process| rank=\d+| \w+)?"
 )
+# Process names of vLLM's engine processes: the V1 EngineCore (EngineCore, EngineCore_DP0) and the API server.
+_ENGINE_ROLES = ("EngineCore", "APIServer")
 # Lines that only the API server prints, once per start: seen again past the config stage, a new start.
 _BANNER_RULES = frozenset({"api_version", "logo_version", "plain_version"})
 PLACEMENT_TIMEOUT_S = 1800  # vLLM's PG_WAIT_TIMEOUT: the placement bar's total
@@ -121,6 +121,9 @@ class Failure:
     stage: str
     message: str
     hint: str
+    # The node the failure happened on, as the log names it (an IP: a remote worker's crash report, Ray's
+    # ``ip=`` prefix); None when the log names none (the head node, or a log without Ray).
+    node: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +182,7 @@ class TimelineSnapshot:
                 "stage": self.failure.stage,
                 "message": self.failure.message,
                 "hint": self.failure.hint,
+                "node": self.failure.node,
             },
             "nodes": list(self.nodes),
             # Whether the stage times above carry a year (from a docker/k8s stamp, Ray's logger or a JSON
@@ -416,10 +420,10 @@ class Timeline:
                     self._on_rule(rule, m, rec)
             if self._outcome == "stopped":
                 return
-            if fl.FATAL_AFTER_READY.search(msg):
+            if fl.FATAL_AFTER_READY.search(msg) or self._ray_fatal_in_engine(rec):
                 self._fail_after_ready(rec)
             elif rec.level in ("ERROR", "CRITICAL") or (rec.level is None and fl.is_exception_line(msg)):
-                self._failures.note_serving_error(self.records_seen, msg)
+                self._failures.note_serving_error(self.records_seen, msg, rec.node)
             return
         if self._outcome == "incomplete":
             for rule, m in hits:
@@ -803,7 +807,10 @@ class Timeline:
             if not fl.refines(kind, current[0], current[2]):
                 return
             rank = current[3]  # the cause of the symptom found first (fl.refines) takes its rank
-        if current is not None and kind in _SYMPTOM_KINDS and current[0] not in (*_SYMPTOM_KINDS, "unknown"):
+        # A worker dying is the effect of something (OOM kill, NCCL abort, ...): it never hides a cause
+        # found first.
+        symptoms = fl.SYMPTOM_KINDS
+        if current is not None and kind in symptoms and current[0] not in (*symptoms, "unknown"):
             return
         k = kind or "unknown"
         if self._ready_s is not None or self._ready_wall is not None:
@@ -856,11 +863,19 @@ class Timeline:
                 if other.end_s is None and other.end_wall is None:
                     other.end_s, other.end_t, other.end_wall = self._last_s, self._last_t, self._now
 
+    @staticmethod
+    def _ray_fatal_in_engine(rec: LogRecord) -> bool:
+        """Ray's fatal check in an engine process (the EngineCore, the API server, a log without process
+        prefixes): Ray aborts that process, so a serving engine is gone, whatever vLLM prints after it. (In a
+        worker it kills the worker; the engine says so itself when it next calls it.)"""
+        return fl.is_ray_fatal(rec.level, rec.source_file) and (
+            rec.role is None or rec.role.startswith(_ENGINE_ROLES))
+
     def _fail_after_ready(self, rec: LogRecord) -> None:
         """The engine died while serving: the tracker names the cause (see
         :meth:`~.failure_tracker.FailureTracker.fail_after_ready`)."""
         self._mark_end_of_serving()
-        self._failures.fail_after_ready(rec.message)
+        self._failures.fail_after_ready(rec.message, rec.node)
         self._outcome = "failed"
 
     # --- reading -------------------------------------------------------------------------------------
@@ -898,12 +913,13 @@ class Timeline:
         failure = None
         if self._failures.found is not None:
             kind, stage, message, _ = self._failures.found
-            hint = fl.hint_for(kind, message, stage, self._facts)
+            node = fl.failure_node(message, self._failures.found_node, kind)
+            hint = fl.hint_for(kind, message, stage, self._facts, node)
             served = self._served_seconds()
             if served is not None:
                 message = f"crashed after serving {format_duration(served)} ({self._requests_served} " \
                           f"requests answered): {message}"
-            failure = Failure(kind, stage, message, hint)
+            failure = Failure(kind, stage, message, hint, node)
         facts = {k: v for k, v in self._facts.items() if k not in ("vllm_version", "model")}
         version = self._facts.get("vllm_version")
         if isinstance(version, str):

@@ -4,7 +4,9 @@ Why not a line reader: tqdm's CUDA-graph bar writes every update as ``\\r<bar>``
 physical line when capture is over, so ``readline`` sees nothing for the whole capture. Here ``\\r`` ends
 a record too (``\\r\\n`` counts once, even split across two chunks), so each update arrives as it is
 written. A line that never ends is cut at ``max_record_bytes`` and the rest of it dropped, which
-bounds memory whatever the remote side sends. Invalid UTF-8 becomes U+FFFD.
+bounds memory whatever the remote side sends. Invalid UTF-8 becomes U+FFFD. A log whose newlines were lost
+(a paste) is cut back into its records at vLLM's record starts (:mod:`.runon`): an over-long line at its
+last record start rather than at the cap.
 
 On top, ``LogIngest``: a followed log's bytes → the init-stage timeline (every line) and records to show
 (bounded). A live log can flood (an NCCL INFO storm, a client hammering the API with access-log lines).
@@ -21,6 +23,7 @@ from __future__ import annotations
 from collections import deque
 
 from sparktui.domain.logs.line import LogRecord, inherit_prefix, parse_line, split_glued
+from sparktui.domain.logs.runon import last_record_start, restore_newlines
 from sparktui.domain.logs.stages import Timeline
 
 DEFAULT_MAX_RECORD_BYTES = 64 * 1024
@@ -69,26 +72,37 @@ class LineSplitter:
         buf += data
         last = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
         if last == -1:
-            if len(buf) > self.max_record_bytes:
-                head = bytes(buf[: self.max_record_bytes]) + b"\n"
-                buf.clear()
-                self._discarding = True
-                self.truncated_records += 1
-            return head
-        block = bytes(buf[: last + 1])
+            return self._overflow() if len(buf) > self.max_record_bytes else b""
+        block = restore_newlines(bytes(buf[: last + 1]))
         del buf[: last + 1]
         if block.endswith(b"\r"):
             self._swallow_lf = True
         if len(buf) > self.max_record_bytes:  # the unfinished tail is already too long
-            head = bytes(buf[: self.max_record_bytes]) + b"\n"
-            buf.clear()
-            self._discarding = True
-            self.truncated_records += 1
+            head = self._overflow()
         return block + head
+
+    def _overflow(self) -> bytes:
+        """The buffer holds more than a record may without a line end: records that ran on (a log that lost
+        its newlines) are given up to the last record start, the rest waits for its end; one record that
+        long is cut at the cap and the rest of it dropped."""
+        buf = self._buf
+        cut = last_record_start(bytes(buf))
+        if cut > 0:
+            head = restore_newlines(bytes(buf[:cut]).rstrip(b" ")) + b"\n"
+            del buf[:cut]
+            if len(buf) <= self.max_record_bytes:
+                return head
+        else:
+            head = b""
+        head += bytes(buf[: self.max_record_bytes]) + b"\n"
+        buf.clear()
+        self._discarding = True
+        self.truncated_records += 1
+        return head
 
     def flush(self) -> list[str]:
         """End of stream: whatever is buffered is the last record."""
-        tail = bytes(self._buf).decode("utf-8", "replace")
+        tail = restore_newlines(bytes(self._buf)).decode("utf-8", "replace")
         self._buf.clear()
         self._discarding = False
         self._swallow_lf = False

@@ -118,7 +118,8 @@ def render_human(snap: TimelineSnapshot) -> str:
         f = snap.failure
         where = STAGE_LABELS.get(f.stage)
         lines.append("")
-        lines.append(f"FAILED: {f.kind} " + (f"during {where}" if where else "(stage unknown)"))
+        on = f" on {f.node}" if f.node else ""  # a bare file: the IP the log gives (no config to name it)
+        lines.append(f"FAILED: {f.kind} " + (f"during {where}" if where else "(stage unknown)") + on)
         for i, part in enumerate(f.message.split("\n")):
             lines.append(("  " if i == 0 else "    ") + part)
         lines.append(f"  hint: {f.hint}")
