@@ -28,7 +28,7 @@ Stage machine (:mod:`.stages`)
     ``waiting_for()``. ``now`` is the wall clock (``time.time()``).
     ``TimelineSnapshot``: ``outcome`` (``ready|failed|incomplete``), ``vllm_version``, ``model``,
     ``stages`` (``StageSnapshot``: name, status, started, ended, seconds, progress ``StageProgress``),
-    ``facts`` (read-only mapping), ``failure`` (``Failure``: kind, stage, message, hint) or None,
+    ``facts`` (read-only mapping), ``failure`` (``Failure``: kind, stage, message, hint, node) or None,
     ``nodes`` ("head" and Ray IPs), ``current`` (running stage, the next one between stages, or the
     failed one), ``last_progress_at``; ``stage(name)``, ``stall_seconds(now)``, ``to_json()``.
     ``STAGES``, ``STATUSES``, ``OUTCOMES``, ``FAILURE_KINDS``.

@@ -25,12 +25,15 @@ _DETAIL_LINES = 12  # lines a "Reasons:" message may go on for
 class FailureTracker:
     def __init__(self) -> None:
         self.found: Found | None = None
+        #: The node of the process that logged ``found``: Ray's ``ip=`` (or the name a feed gave it), None
+        #: for a line without a Ray node prefix (the head's own processes).
+        self.node: str | None = None
         # A failure is only tentative while all it rests on is an unexplained exception line (no signature,
         # no "failed to start"-style marker): a library printing a caught exception's traceback.
         self.confirmed = False
         self.pydantic_open = False  # the failure is a pydantic ValidationError awaiting its detail line
-        # Errors logged after ready: (records seen, text, kind, is a root-cause exception line).
-        self._recent_errors: deque[tuple[int, str, str | None, bool]] = deque(maxlen=200)
+        # Errors logged after ready: (records seen, text, kind, is a root-cause exception line, node).
+        self._recent_errors: deque[tuple[int, str, str | None, bool, str | None]] = deque(maxlen=200)
         # Traceback frames (function names, outermost first) per (node, pid) since its last "Traceback".
         self._frames: dict[ProcessKey, list[str]] = {}
         # The failure message announced detail on the next lines ("Reasons:"): whose lines, how many left.
@@ -71,6 +74,7 @@ class FailureTracker:
     def set(self, found: Found, key: ProcessKey) -> None:
         """The failure is now ``found`` (logged by process ``key``)."""
         self.found = found
+        self.node = key[0]
         self.pydantic_open = "validation error for" in found[2]
         if fl.announces_detail(found[2]):
             self._detail_from, self._detail_left = key, _DETAIL_LINES
@@ -78,6 +82,7 @@ class FailureTracker:
     def clear(self) -> None:
         """A tentative failure taken back."""
         self.found = None
+        self.node = None
         self.pydantic_open = False
 
     def _take_detail(self, msg: str) -> bool:
@@ -108,24 +113,25 @@ class FailureTracker:
         self.found = (kind, stage, f"{msg}: {text}", rank)
         return stage, old_stage
 
-    def note_serving_error(self, seen: int, msg: str) -> None:
-        """An error line while serving: a candidate cause of a crash that may follow."""
+    def note_serving_error(self, seen: int, msg: str, node: str | None = None) -> None:
+        """An error line while serving (logged on ``node``): a candidate cause of a crash that may follow."""
         text = msg.strip()
         if not text.startswith(TRACEBACK_NOISE):
             self._recent_errors.append((seen, text, fl.classify(text),
-                                        fl.is_exception_line(text) and not fl.is_wrapper(text)))
+                                        fl.is_exception_line(text) and not fl.is_wrapper(text), node))
 
-    def fail_after_ready(self, msg: str) -> None:
+    def fail_after_ready(self, msg: str, node: str | None = None) -> None:
         """The engine died while serving. The cause is the best error logged before the fatal line (a
         classified exception, then any classified line, then an exception line); later lines (the
         traceback the EngineCore prints after "encountered a fatal error") may still replace it."""
         msg = msg.strip()
         kind, message, rank = fl.classify(msg) or "worker_died", msg, 1
         best = 0
-        for _, text, k, exc in self._recent_errors:
+        for _, text, k, exc, where in self._recent_errors:
             score = (4 if exc else 3) if k is not None else (2 if exc else 0)
             if score > best:
-                best, kind, message, rank = score, k or "unknown", text, score
+                best, kind, message, rank, node = score, k or "unknown", text, score, where
         self.found = (kind, "serving", message, rank)  # after ready: not a start-up stage
+        self.node = node
         self.confirmed = True
         self._frames.clear()

@@ -121,6 +121,9 @@ class Failure:
     stage: str
     message: str
     hint: str
+    #: The node of the process that logged the failure, as the log names it (Ray's ``ip=``, or the name a
+    #: feed gave that address); None: a line without a Ray node prefix, the head's own processes.
+    node: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,7 +422,7 @@ class Timeline:
             if fl.FATAL_AFTER_READY.search(msg):
                 self._fail_after_ready(rec)
             elif rec.level in ("ERROR", "CRITICAL") or (rec.level is None and fl.is_exception_line(msg)):
-                self._failures.note_serving_error(self.records_seen, msg)
+                self._failures.note_serving_error(self.records_seen, msg, rec.node)
             return
         if self._outcome == "incomplete":
             for rule, m in hits:
@@ -860,7 +863,7 @@ class Timeline:
         """The engine died while serving: the tracker names the cause (see
         :meth:`~.failure_tracker.FailureTracker.fail_after_ready`)."""
         self._mark_end_of_serving()
-        self._failures.fail_after_ready(rec.message)
+        self._failures.fail_after_ready(rec.message, rec.node)
         self._outcome = "failed"
 
     # --- reading -------------------------------------------------------------------------------------
@@ -903,7 +906,7 @@ class Timeline:
             if served is not None:
                 message = f"crashed after serving {format_duration(served)} ({self._requests_served} " \
                           f"requests answered): {message}"
-            failure = Failure(kind, stage, message, hint)
+            failure = Failure(kind, stage, message, hint, self._failures.node)
         facts = {k: v for k, v in self._facts.items() if k not in ("vllm_version", "model")}
         version = self._facts.get("vllm_version")
         if isinstance(version, str):
