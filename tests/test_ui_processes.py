@@ -85,3 +85,35 @@ async def test_the_process_view_lists_and_sorts() -> None:
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, ProcessScreen)
+
+
+COLUMN_KEYS = ("node", "pid", "name", "kind", "cpu", "rss", "gpu", "command")
+
+
+async def test_the_demo_lists_its_processes_with_cpu_and_memory() -> None:
+    """Issue 31: the demo's process view said "–" for CPU % and RSS; its processes now carry what a probe
+    reads (resident memory, CPU seconds), and CPU % is the delta of two readings, as on a real node."""
+    from sparktui.sim.demo import DemoBackend
+    from sparktui.ui.app import SparkApp
+
+    backend = DemoBackend(seed=7, frozen_at=75.0)   # serving: raylet, the API server, a worker per node
+    app = SparkApp(backend, roles=backend.node_roles, cluster_name="demo")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("P")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProcessScreen)
+        table = screen.query_one("DataTable")
+        rows = [dict(zip(COLUMN_KEYS, map(str, table.get_row_at(i)), strict=True))
+                for i in range(table.row_count)]
+        assert sorted((r["node"], r["kind"]) for r in rows) == [
+            ("spark1", "ray-worker"), ("spark1", "raylet"), ("spark1", "vllm"),
+            ("spark2", "ray-worker"), ("spark2", "raylet")]
+        for row in rows:
+            assert row["cpu"] != "–" and float(row["cpu"]) > 0, row
+            assert row["rss"] != "–", row
+        by_kind = {(r["node"], r["kind"]): float(r["cpu"]) for r in rows}
+        # A Ray worker drives its GPU: the busiest; raylet only schedules.
+        assert by_kind[("spark1", "ray-worker")] > by_kind[("spark1", "vllm")] > by_kind[("spark1", "raylet")]
+        assert rows[0]["kind"] == "ray-worker"   # sorted by CPU, busiest first
