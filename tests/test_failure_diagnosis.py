@@ -68,3 +68,15 @@ def test_the_timeline_report_tells_it_in_the_same_order() -> None:
     head = f"FAILED: oom on {STORY.node_ip('spark2')} · in KV cache\n  hint: Out of GPU memory"
     assert failed.startswith(head)
     assert failed.index("hint:") < failed.index("torch.OutOfMemoryError: CUDA out of memory")
+
+
+def test_a_crash_after_ready_names_the_node_of_the_error_it_blames() -> None:
+    timeline = Timeline()
+    timeline.feed_text(start_log())
+    ip = STORY.node_ip("spark2")
+    timeline.feed_text(
+        f"(EngineCore_DP0 pid=9) (RayWorkerWrapper pid=7, ip={ip}) ERROR 10-23 15:20:00 [ray_utils.py:82] "
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+        "(EngineCore_DP0 pid=9) ERROR 10-23 15:20:01 [core.py:700] EngineCore encountered a fatal error.\n")
+    failure = timeline.snapshot().failure
+    assert failure is not None and (failure.kind, failure.stage, failure.node) == ("oom", "serving", ip)
