@@ -36,7 +36,7 @@ def test_json_output_matches_golden_and_exit_0(capsys: pytest.CaptureFixture[str
 def test_failed_log_exits_1_and_shows_failure(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["timeline", str(_log("09_"))]) == 1
     out = capsys.readouterr().out
-    assert "FAILED: kernel_unsupported during weights" in out
+    assert "FAILED: kernel_unsupported in weights" in out
     assert "Failed to find a kernel" in out and "hint:" in out
     assert "weights" in out and "failed" in out
 

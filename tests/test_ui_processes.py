@@ -85,3 +85,82 @@ async def test_the_process_view_lists_and_sorts() -> None:
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, ProcessScreen)
+
+
+COLUMN_KEYS = ("node", "pid", "name", "kind", "cpu", "rss", "gpu", "command")
+
+
+async def test_the_demo_lists_its_processes_with_cpu_and_memory() -> None:
+    """Issue 31: the demo's process view said "–" for CPU % and RSS; its processes now carry what a probe
+    reads (resident memory, CPU seconds), and CPU % is the delta of two readings, as on a real node."""
+    from sparktui.sim.demo import DemoBackend
+    from sparktui.ui.app import SparkApp
+
+    backend = DemoBackend(seed=7, frozen_at=75.0)   # serving: raylet, the API server, a worker per node
+    app = SparkApp(backend, roles=backend.node_roles, cluster_name="demo")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("P")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProcessScreen)
+        table = screen.query_one("DataTable")
+        rows = [dict(zip(COLUMN_KEYS, map(str, table.get_row_at(i)), strict=True))
+                for i in range(table.row_count)]
+        assert sorted((r["node"], r["kind"]) for r in rows) == [
+            ("spark1", "ray-worker"), ("spark1", "raylet"), ("spark1", "vllm"),
+            ("spark2", "ray-worker"), ("spark2", "raylet")]
+        for row in rows:
+            assert row["cpu"] != "–" and float(row["cpu"]) > 0, row
+            assert row["rss"] != "–", row
+        by_kind = {(r["node"], r["kind"]): float(r["cpu"]) for r in rows}
+        # A Ray worker drives its GPU: the busiest; raylet only schedules.
+        assert by_kind[("spark1", "ray-worker")] > by_kind[("spark1", "vllm")] > by_kind[("spark1", "raylet")]
+        assert rows[0]["kind"] == "ray-worker"   # sorted by CPU, busiest first
+
+
+async def test_a_real_process_on_the_local_node_shows_its_cpu_and_memory() -> None:
+    """The real path, on this machine: a busy process that calls itself ``vllm``, the probe reading the real
+    /proc (as on a node), its samples through the node feed, and the process view showing its figures."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import sparktui.probe
+    from sparktui.domain.node_reading import NodeFeed
+
+    busy = subprocess.Popen(["vllm", "-c", "while True: pass"], executable=sys.executable)
+    probe = subprocess.Popen([sys.executable, str(Path(sparktui.probe.__file__)), "--interval", "0.2",
+                              "--proc-every", "0.2", "--count", "50", "--no-containers"],
+                             stdout=subprocess.PIPE, text=True)
+    feed = NodeFeed()
+    try:
+        assert probe.stdout is not None
+        event = None
+        for line in probe.stdout:   # until a sample lists it with a CPU % (two scans apart), at most 10 s
+            event = feed.sampled("spark1", Sample.from_json(json.loads(line)))
+            rows = [r for r in event.reading.process_rows if r.pid == busy.pid]
+            if rows and rows[0].cpu_percent is not None:
+                break
+        else:
+            raise AssertionError("the probe never gave the busy process a CPU %")
+    finally:
+        probe.kill()
+        busy.kill()
+        probe.wait()
+        busy.wait()
+    (row,) = rows
+    assert row.kind == "vllm"
+    assert row.cpu_percent is not None and row.cpu_percent > 10   # a spinning loop: most of a core
+    assert row.rss is not None and row.rss > 1024**2
+    app, backend = make_app()
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(event)
+        await settle(pilot, app)
+        await pilot.press("P")
+        await pilot.pause()
+        table = app.screen.query_one("DataTable")
+        shown = dict(zip(COLUMN_KEYS, map(str, table.get_row(f"spark1:{busy.pid}")), strict=True))
+        assert shown["cpu"] == f"{row.cpu_percent:.1f}" and shown["rss"].endswith("MiB")

@@ -41,7 +41,7 @@ def timeline_view(snapshot: TimelineSnapshot) -> TimelineView:
         if value and key not in facts:
             facts[key] = value
     f = snapshot.failure
-    failure = None if f is None else FailureView(f.kind or "unknown", f.stage, f.message, f.hint)
+    failure = None if f is None else FailureView(f.kind or "unknown", f.stage, f.message, f.hint, f.node)
     # The snapshot's own rule (``TimelineSnapshot.stall_seconds``): a stall only while the start runs.
     last = snapshot.last_progress_at if snapshot.outcome == "incomplete" else None
     return TimelineView(snapshot.outcome, tuple(stages), MappingProxyType(facts), failure, last)

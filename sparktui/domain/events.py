@@ -90,6 +90,9 @@ class FailureView:
     stage: str | None
     message: str
     hint: str
+    #: The node of the process that logged it, as the log names it (Ray's ``ip=`` or a name); None: the
+    #: head's own processes (``sparktui.domain.logs.diagnosis.failure_node`` names it for the screen).
+    node: str | None = None
 
 
 def _no_facts() -> Mapping[str, object]:

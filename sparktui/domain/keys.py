@@ -27,6 +27,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "full_log": "z",
     "pause": "p",
     "processes": "P",
+    "engine": "e",
     "find_next": "n",
     "find_previous": "N",
     "log_down": "j",

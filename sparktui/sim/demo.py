@@ -194,6 +194,11 @@ class Load:
 IDLE = Load(gpu=0, cpu=3, roce=0.002)
 #: The worker runs no API server and no engine core: less CPU, the same GPU work.
 CPU_FACTOR = {NODES[0]: 1.0, NODES[1]: 0.55}
+CPU_COUNT = 20   # a GB10's cores (10 Cortex-X925 + 10 Cortex-A725)
+#: Our processes in the process view (``P``): kind → (share of the node's busy cores, resident memory in GiB
+#: at rest). A Ray worker actor drives its GPU from one busy thread and holds its shard's host side; the API
+#: server tokenizes and streams; raylet only schedules. (GPU memory is the worker's, in NVML's list.)
+PROCESS_LOAD = {"ray-worker": (0.55, 2.4), "vllm": (0.25, 1.4), "raylet": (0.02, 0.19)}
 STAGE_LOAD = {
     "config": Load(2, 35, 0.01),
     "placement": Load(2, 20, 0.05),
@@ -255,6 +260,10 @@ class NodeSim:
     mem: float = 0.0
     temp: float = 38.0
     last_gpu: tuple[float, float] = (0.0, 0.0)   # utilisation %, power W of the latest sample
+    #: CPU seconds each of our processes has used (what the probe reads from /proc/PID/stat), and when the
+    #: last sample was taken (the simulated monotonic clock).
+    cpu_seconds: dict[int, float] = field(default_factory=dict)
+    sampled_at: float | None = None
 
     def __post_init__(self) -> None:
         self.cpu_factor = CPU_FACTOR.get(self.name, 1.0)
@@ -297,11 +306,13 @@ class NodeSim:
                 procs = (NodeProcess(STORY.api_pid, "vllm", "vllm"), *procs)
             # The engine's memory is the Ray worker actor's (it holds this node's shard and KV cache).
             gpu_procs = (GpuProcess(worker, "ray::RayWorkerWrapper", int(engine_gib * GIB)),)
+        cpu = round(min(100.0, load.cpu * self.cpu_factor * jitter), 1)
+        procs = self._measured(procs, t, cpu, engine_gib)
         return Sample(
             seq=self.seq, mono=t, wall=EPOCH + t, host=self.name, interval=interval,
             memory=MemorySample(total=MEM_TOTAL, used=used, available=MEM_TOTAL - used,
                                 cached=int(cached_gib * GIB), swap_total=0, swap_used=0),
-            cpu=CpuSample(percent=round(min(100.0, load.cpu * self.cpu_factor * jitter), 1), count=20),
+            cpu=CpuSample(percent=cpu, count=CPU_COUNT),
             gpu=GpuSample(source="nvml", driver_version="580.95.05", devices=(GpuDevice(
                 index=0, name="NVIDIA GB10", util_percent=round(gpu), temperature_c=round(self.temp),
                 power_w=round(power, 1), sm_clock_mhz=2418 if gpu > 20 else 1200, memory_unified=True,
@@ -319,6 +330,28 @@ class NodeSim:
             processes=procs,
             received=received,
         )
+
+    def _measured(self, procs: tuple[NodeProcess, ...], t: float, cpu_percent: float,
+                  engine_gib: float) -> tuple[NodeProcess, ...]:
+        """``procs`` with what the probe reads of each: resident memory, and CPU seconds that grow by the
+        process's share of the node's busy cores (``PROCESS_LOAD``) since the last sample, so the process
+        view's CPU % (the delta of two readings, as on a real node) follows the start."""
+        since = 0.0 if self.sampled_at is None else max(0.0, t - self.sampled_at)
+        self.sampled_at = t
+        busy_cores = cpu_percent / 100.0 * CPU_COUNT
+        measured = []
+        for p in procs:
+            share, rss_gib = PROCESS_LOAD.get(p.kind, (0.01, 0.1))
+            if p.kind == "ray-worker":
+                rss_gib += 0.03 * engine_gib   # the shard's host-side buffers grow with the weights
+            # (A wobble of its own, not the node's random stream: every other figure of the demo stays.)
+            wobble = 1.0 + 0.08 * math.sin(t * 0.9 + p.pid)
+            used = self.cpu_seconds.get(p.pid, 0.0) + since * busy_cores * share * wobble
+            self.cpu_seconds[p.pid] = used
+            measured.append(dataclasses.replace(p, rss=int(rss_gib * GIB), cpu_seconds=used, read_at=t))
+        for gone in set(self.cpu_seconds) - {p.pid for p in procs}:
+            del self.cpu_seconds[gone]   # a process that exited (a restart's new one starts at zero)
+        return tuple(measured)
 
 
 # ---- the engine's state: decided by the real state machine (``EngineTruth``) from simulated evidence ----

@@ -134,6 +134,9 @@ class SparkApp(App[int]):
                  "Switch between the vLLM log and each node's Ray worker log"),
         _binding("full_log", "toggle_full_log", "Full log", "Full-screen log"),
         _binding("processes", "processes", "Processes", "Our processes on every node, sortable", show=False),
+        _binding("engine", "toggle_engine_focus", "Engine",
+                 "Scroll the engine column (arrows, j/k, PgUp/PgDn, Home/End); again: back to the log",
+                 show=False),
         _binding("pause", "toggle_pause", "Pause charts", "Hold the node charts and readings still",
                  show=False),
         _binding("find_next", "find_next(True)", "Next match", show=False),
@@ -231,7 +234,8 @@ class SparkApp(App[int]):
             with Horizontal(id="nodes"):
                 for name, _role in self.node_roles:
                     yield NodePanel(self.state.nodes[name], id=node_widget_id(name), classes="node-panel")
-            yield EnginePanel(id="engine")
+            head = next((name for name, role in self.node_roles if role == "head"), None)
+            yield EnginePanel(self.node_addresses, head, id="engine")
         yield Static(id="asymmetry")
         yield LogPane(self.ui_config.log_buffer_lines, naive=self.switches.naive_log,
                       aliases=self.node_addresses, id="logpane")
@@ -720,6 +724,14 @@ class SparkApp(App[int]):
 
     def action_log_top(self) -> None:
         self.query_one(LogPane).go_top()
+
+    def action_toggle_engine_focus(self) -> None:
+        """``e``: the keys scroll the engine column (a long diagnosis); again, the log has them back."""
+        engine = self.query_one(EnginePanel)
+        if engine.has_focus:
+            self.query_one(LogPane).log_widget.focus()
+        else:
+            engine.focus()
 
     def action_processes(self) -> None:
         from sparktui.ui.screens.processes import ProcessScreen

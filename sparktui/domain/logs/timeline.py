@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from sparktui.domain.durations import format_duration
+from sparktui.domain.logs.diagnosis import diagnosis, node_label
 from sparktui.domain.logs.rules import STAGE_LABELS
-from sparktui.domain.logs.stages import Timeline, TimelineSnapshot
+from sparktui.domain.logs.stages import Failure, Timeline, TimelineSnapshot
 from sparktui.domain.logs.stream import LineSplitter
 
 _CHUNK = 1 << 20
@@ -115,12 +116,20 @@ def render_human(snap: TimelineSnapshot) -> str:
         lines.append("")
         lines.append("Nodes: " + ", ".join(snap.nodes))
     if snap.failure is not None:
-        f = snap.failure
-        where = STAGE_LABELS.get(f.stage)
         lines.append("")
-        on = f" on {f.node}" if f.node else ""  # a bare file: the IP the log gives (no config to name it)
-        lines.append(f"FAILED: {f.kind} " + (f"during {where}" if where else "(stage unknown)") + on)
-        for i, part in enumerate(f.message.split("\n")):
-            lines.append(("  " if i == 0 else "    ") + part)
-        lines.append(f"  hint: {f.hint}")
+        lines.extend(_failure_lines(snap.failure))
     return "\n".join(lines)
+
+
+def _failure_lines(f: Failure) -> list[str]:
+    """``FAILED: oom on 10.0.0.2 · in KV cache``, the hint, then the log's message (the diagnosis' order)."""
+    # A log alone names a worker node by its Ray address; the head's lines name none (no node shown).
+    parts = diagnosis(f.kind, STAGE_LABELS.get(f.stage), node_label(f.node, {}, None), f.hint, f.message)
+    text = {part.role: part.text for part in parts}
+    out = [f"FAILED: {f.kind} {text.get('where') or '(stage unknown)'}"]
+    for part in parts:
+        if part.role == "hint":
+            out.append(f"  hint: {part.text}")
+        elif part.role == "message":
+            out.extend(("  " if i == 0 else "    ") + line for i, line in enumerate(part.text.split("\n")))
+    return out

@@ -5,23 +5,26 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Label, Static
 
 from sparktui.domain.events import (
     EngineChanged,
     EngineState,
+    FailureView,
     OperationView,
     StageView,
     StepStatus,
     TimelineView,
 )
 from sparktui.domain.history import RunRecord, format_remaining, ready_eta, stage_eta
+from sparktui.domain.logs.diagnosis import diagnosis, node_label
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.ui import format as fmt
 from sparktui.ui.stages import FACT_CAPTIONS, STAGE_LABELS, STAGE_ORDER
@@ -157,12 +160,25 @@ def _height(text: Text) -> int:
     return text.plain.count("\n") + 1 if text.plain else 0
 
 
-class EnginePanel(Vertical):
-    def __init__(self, **kwargs: Any) -> None:
+class EnginePanel(VerticalScroll):
+    """The engine column. It scrolls (a failure's raw message can be longer than the column): the mouse
+    wheel over it, and the keys of a scrolling view while it has the focus (``e``, Tab or a click gives it;
+    j/k as in the log)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j", "scroll_down", "Scroll down", show=False),
+        Binding("k", "scroll_up", "Scroll up", show=False),
+    ]
+
+    def __init__(self, node_names: Mapping[str, str] | None = None, head: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         #: When each stage was first seen running, on the dashboard's clock, so a running stage's time keeps
         #: counting between log lines (the log's own times only move when a line arrives).
         self._running_since: dict[str, float] = {}
+        #: Address (as Ray prints it in ``ip=``) → node name, and the head's name: a failure's node by name.
+        self._node_names = dict(node_names or {})
+        self._head = head
 
     def elapsed(self, view: StageView, now: float) -> float | None:
         if view.status == "running":
@@ -182,13 +198,14 @@ class EnginePanel(Vertical):
             yield Button("Stop", id="btn-stop", variant="error", compact=True)
             yield Button("Smoke test", id="btn-smoke", compact=True)
             yield Label(" READ-ONLY ", id="readonly-badge")
+        # The diagnosis first: the stage bars below say where the start got to, the diagnosis what to do,
+        # and at 120×40 (or 80×24) whatever comes after the nine bars is below the fold.
+        yield Static(id="engine-failure")
         yield Static(id="operation-steps")
         with Vertical(id="stages"):
             for name in STAGE_ORDER:
                 yield StageRow(name)
         yield Static(id="stage-summary")
-        # The diagnosis before the facts: at 120×40 whatever comes last is below the fold.
-        yield Static(id="engine-failure")
         yield EngineFacts(id="engine-facts")
         yield ServingView(id="serving")
 
@@ -225,15 +242,7 @@ class EnginePanel(Vertical):
         failure_box = self.query_one("#engine-failure", Static)
         failure_box.display = failure is not None or engine.state is EngineState.FAILED
         if failure is not None:
-            t = Text()
-            t.append(f" {failure.kind} ", style="bold white on red")
-            if failure.stage:
-                t.append(f" in {STAGE_LABELS.get(failure.stage, failure.stage)}", style="bold red")
-            t.append(f"\n{failure.message}\n", style="red")
-            if failure.hint:
-                t.append("hint: ", style="bold")
-                t.append(failure.hint)
-            show(failure_box, t)
+            show(failure_box, self.failure_text(failure))
         elif engine.state is EngineState.FAILED:
             show(failure_box, Text(engine.detail or "failed", style="bold red"))
         self.show_operation(operation)
@@ -249,6 +258,24 @@ class EnginePanel(Vertical):
         if ready:
             show(summary, stage_summary(views))
         self.query_one(ServingView).display = ready
+
+    def failure_text(self, failure: FailureView) -> Text:
+        """`` oom  on spark2 · in KV cache``, ``hint: …``, then the log's message, dimmer (see
+        ``sparktui.domain.logs.diagnosis``)."""
+        stage = STAGE_LABELS.get(failure.stage, failure.stage) if failure.stage else None
+        node = node_label(failure.node, self._node_names, self._head)
+        t = Text()
+        for part in diagnosis(failure.kind, stage, node, failure.hint, failure.message):
+            if part.role == "kind":
+                t.append(f" {part.text} ", style="bold white on red")
+            elif part.role == "where":
+                t.append(f" {part.text}", style="bold red")
+            elif part.role == "hint":
+                t.append("\nhint: ", style="bold")
+                t.append(part.text)
+            else:
+                t.append(f"\n{part.text}", style="red")
+        return t
 
     @staticmethod
     def _state_text(engine: EngineChanged, running: StageView | None) -> Text:
