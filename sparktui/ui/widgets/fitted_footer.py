@@ -45,11 +45,14 @@ class FittedFooter(Footer):
         room = self.app.size.width - sum(key_width(w, self.compact) + 2
                                          for w in widgets if isinstance(w, FooterKey) and not _ranked(w))
         kept: set[int] = set()
+        # In order of importance, until one does not fit: a less important key never stands where a more
+        # important one was dropped, even when it is short enough to.
         for key in sorted(keys, key=lambda k: self.rank(k.action)):
             width = key_width(key, self.compact)
-            if width <= room:
-                kept.add(id(key))
-                room -= width
+            if width > room:
+                break
+            kept.add(id(key))
+            room -= width
         for widget in widgets:
             if _ranked(widget):
                 if id(widget) not in kept:
