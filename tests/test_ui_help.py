@@ -9,6 +9,7 @@ import re
 from itertools import pairwise
 
 import pytest
+from textual.app import SystemCommand
 from textual.widgets import Button
 from textual.widgets._footer import FooterKey
 
@@ -101,8 +102,8 @@ async def test_palette_offers_every_action_that_has_a_key() -> None:
         for binding_id, keys in bound_actions(app).items():
             shown = app.key_display(binding_id)
             assert set(shown.split()) >= keys
-            assert any(c.help.endswith(f"({shown})") for c in commands), binding_id
-        assert sum(c.help.endswith(f"({app.key_display(i)})") for c in commands for i in DEFAULT_KEYS) \
+            assert any(what(c).endswith(f"({shown})") for c in commands), binding_id
+        assert sum(what(c).endswith(f"({app.key_display(i)})") for c in commands for i in DEFAULT_KEYS) \
             >= len(DEFAULT_KEYS)
         for title in ("Processes", "Find in log", "Link test", "Pause charts", "Wrap log lines", "Save log",
                       "Log of one node", "Fix failed check", "Probe lines in the log", "Copy line"):
@@ -119,6 +120,11 @@ async def test_palette_offers_every_action_that_has_a_key() -> None:
             if isinstance(app.screen, ProcessScreen):
                 break
         assert isinstance(app.screen, ProcessScreen)
+
+
+def what(command: SystemCommand) -> str:
+    """A palette command's help without the reason it cannot run now."""
+    return command.help.split(" — not now: ")[0]
 
 
 def footer_key(app: SparkApp, action: str) -> FooterKey:
@@ -146,7 +152,7 @@ async def test_start_is_greyed_with_the_reason_while_the_engine_is_ready() -> No
         assert any("the engine is ready: stop it first, or restart" in n for n in notifications(app))
         # The palette says it too, and refuses the same way.
         command = next(c for c in app.get_system_commands(app.screen) if c.title == "Start engine")
-        assert "not now: the engine is ready" in command.help
+        assert command.help.endswith("— not now: the engine is ready: stop it first, or restart")
         await command.callback()
         assert backend.calls == []
         await pilot.press("question_mark")
@@ -222,3 +228,17 @@ async def test_the_footer_fits_again_after_a_resize() -> None:
             await pilot.pause(0.05)
         shown = assert_footer_whole(app)
         assert len(shown) < len(FOOTER_RANK) and {"help", "quit"} <= set(shown)
+
+
+async def test_a_greyed_key_typed_into_a_text_box_is_text_not_a_refusal() -> None:
+    app, backend = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        await pilot.press("n")   # nothing searched yet: n says why it does nothing
+        await settle(pilot, app)
+        assert any("nothing to find yet" in n for n in notifications(app))
+        app.clear_notifications()
+        await pilot.press("slash", "n", "N", "s", "t")
+        await settle(pilot, app)
+        assert notifications(app) == [] and backend.calls == []
+        assert app.query_one("#log-input").value == "nNst"

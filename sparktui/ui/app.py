@@ -603,7 +603,9 @@ class SparkApp(App[int]):
             button = self.query_one(f"#btn-{button_id}", Button)
             reason = self.unavailable(binding_id)
             button.disabled = reason is not None
-            button.tooltip = f"not now: {reason}" if reason else bindings[binding_id].tooltip or None
+            tooltip = f"not now: {reason}" if reason else bindings[binding_id].tooltip or None
+            if button.tooltip != tooltip:   # (setting it looks for the mouse: at every engine event)
+                button.tooltip = tooltip
         for action in LIFECYCLE_ACTIONS:
             self.query_one(f"#btn-{action}", Button).display = not self.readonly
         self.query_one("#readonly-badge").display = self.readonly
@@ -935,9 +937,9 @@ class SparkApp(App[int]):
             for binding_id in ids:
                 binding = bindings[binding_id]
                 reason = self.unavailable(binding_id)
-                what = (f"not now: {reason} — " if reason else "") + (binding.tooltip or binding.description)
+                what = f"{binding.tooltip or binding.description} ({self.key_display(binding_id)})"
                 title = PALETTE_TITLES.get(binding_id, binding.description)
-                yield SystemCommand(title, f"{what} ({self.key_display(binding_id)})",
+                yield SystemCommand(title, what + (f" — not now: {reason}" if reason else ""),
                                     partial(self.perform, binding_id))
 
 
