@@ -10,6 +10,8 @@ from itertools import pairwise
 
 import pytest
 from textual.app import SystemCommand
+from textual.pilot import Pilot
+from textual.widget import Widget
 from textual.widgets import Button
 from textual.widgets._footer import FooterKey
 
@@ -242,3 +244,28 @@ async def test_a_greyed_key_typed_into_a_text_box_is_text_not_a_refusal() -> Non
         await settle(pilot, app)
         assert notifications(app) == [] and backend.calls == []
         assert app.query_one("#log-input").value == "nNst"
+
+
+async def tooltip_over(pilot: Pilot[int], app: SparkApp, widget: Widget, expected: str) -> str:
+    """Hover ``widget`` and wait (up to 3 s) for the tooltip to say ``expected``; what it says then."""
+    await pilot.hover(widget)
+    text = ""
+    for _ in range(60):
+        await pilot.pause(0.05)
+        tooltip = app.screen.query_one("#textual-tooltip")
+        text = str(tooltip.render()) if tooltip.display else ""
+        if text == expected:
+            break
+    return text
+
+
+async def test_hovering_a_greyed_start_says_why() -> None:
+    app, backend = make_app()
+    async with app.run_test(size=(120, 40), tooltips=True) as pilot:
+        await settle(pilot, app)
+        backend.post(EngineChanged(EngineState.READY))
+        await settle(pilot, app)
+        reason = "the engine is ready: stop it first, or restart"
+        for widget, says in ((app.query_one("#btn-start"), f"not now: {reason}"),
+                             (footer_key(app, "start"), f"Start: not now — {reason}")):
+            assert await tooltip_over(pilot, app, widget, says) == says
