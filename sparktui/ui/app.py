@@ -924,7 +924,7 @@ class SparkApp(App[int]):
                 what = binding.description or binding.action.replace("_", " ")
                 generic.setdefault(what, []).append(self.get_key_display(binding))
         rows = [KeyRow(" ".join(dict.fromkeys(keys)), what) for what, keys in generic.items()]
-        return [*sections, KeySection("Textual (the focused widget, the palette)", rows)]
+        return [*sections, KeySection("Textual's own keys (the focused panel, the palette)", rows)]
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Every action that has a key (the same rows as the help screen), then Textual's theme, screenshot
