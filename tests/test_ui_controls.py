@@ -195,15 +195,18 @@ async def test_closing_the_app_waits_for_the_backend_to_finish_closing() -> None
     assert isinstance(backend, SlowToCloseBackend) and backend.closed
 
 
-async def test_question_mark_toggles_the_keys_panel() -> None:
-    # The panel's module (Textual's Markdown) is imported only when it is first shown.
+async def test_question_mark_toggles_the_keys_screen() -> None:
+    from sparktui.ui.screens.keys_help import KeysScreen
+
     app, _ = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        assert not app.screen.query("HelpPanel")
         await pilot.press("question_mark")
         await pilot.pause()
-        assert len(app.screen.query("HelpPanel")) == 1
+        assert isinstance(app.screen, KeysScreen)
         await pilot.press("question_mark")
         await pilot.pause()
-        assert not app.screen.query("HelpPanel")
+        assert not isinstance(app.screen, KeysScreen)
+        await pilot.press("question_mark", "escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, KeysScreen)

@@ -42,6 +42,17 @@ DEFAULT_KEYS: dict[str, str] = {
     "save_log": "ctrl+s",
 }
 
+#: The help screen's groups, in its order, each with its binding ids in the order listed there. Every id of
+#: ``DEFAULT_KEYS`` is in exactly one group (a test holds this).
+KEY_GROUPS: dict[str, tuple[str, ...]] = {
+    "Engine": ("start", "restart", "stop", "smoke_test", "bench", "linktest", "fix"),
+    "Log": ("find", "find_next", "find_previous", "filter", "level", "node", "log_source", "probes", "wrap",
+            "log_down", "log_up", "log_page_down", "log_page_up", "log_top", "follow", "copy_line",
+            "save_log"),
+    "View": ("full_log", "engine", "processes", "pause"),
+    "App": ("help", "quit"),
+}
+
 #: What a user may write for a key, in the name Textual gives it (so "/" and "slash" conflict).
 _KEY_ALIASES = {"/": "slash", "?": "question_mark", " ": "space", "+": "plus", "-": "minus"}
 
@@ -54,6 +65,11 @@ def key_names(spec: str) -> list[str]:
         if key:
             keys.append(_KEY_ALIASES.get(key, key))
     return keys
+
+
+def effective_keys(overrides: Mapping[str, str]) -> dict[str, list[str]]:
+    """Binding id → its keys as bound once ``overrides`` (``[ui.keys]``) replace the defaults."""
+    return {a: key_names(overrides.get(a, default)) for a, default in DEFAULT_KEYS.items()}
 
 
 def key_problems(overrides: Mapping[str, str]) -> dict[str, str]:
@@ -70,7 +86,7 @@ def key_problems(overrides: Mapping[str, str]) -> dict[str, str]:
             problems[action] = f"unknown action (known: {', '.join(DEFAULT_KEYS)})"
         elif not key_names(spec):
             problems[action] = "names no key"
-    effective = {a: key_names(overrides.get(a, default)) for a, default in DEFAULT_KEYS.items()}
+    effective = effective_keys(overrides)
     owners: dict[str, list[str]] = {}
     for action, keys in effective.items():
         for key in dict.fromkeys(keys):
