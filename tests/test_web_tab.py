@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.ui.web import SERVER_PID_ENV
+from sparktui.ui.web import SERVER_PID_ENV, app_command
 from sparktui.ui.web_tab import EXIT_GRACE_S
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -78,3 +78,9 @@ def test_a_tab_process_ends_when_its_server_is_gone(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "sparktui", "--demo"], env=env, stdin=subprocess.PIPE,
                           capture_output=True, timeout=30)
     assert done.returncode == 0 and b"__GANGLION__" not in done.stdout
+
+
+def test_the_tab_command_makes_the_dashboard_the_servers_own_child() -> None:
+    """``exec``: no shell between the server and the dashboard (signals and the server's death reach it)."""
+    assert (app_command(["--demo", "--web", "--port", "9000", "--readonly"], python="/usr/bin/python3")
+            == "exec /usr/bin/python3 -m sparktui --demo --readonly")

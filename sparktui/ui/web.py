@@ -13,10 +13,12 @@ said out loud (and ``--readonly`` is the way to share a view).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shlex
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,9 +70,13 @@ def serve(argv: Sequence[str], host: str = DEFAULT_HOST, port: int = DEFAULT_POR
     class TabEndingServer(Server):
         async def on_shutdown(self, app: Any) -> None:
             # aiohttp's shutdown waits for the open websockets (20 s and more with a tab open); a tab's
-            # process that ends says "exit", and textual-serve closes that tab's websocket.
+            # process that ends says "exit", and textual-serve closes that tab's websocket. Waited for
+            # here, while the loop that watches them still runs (asyncio warns of a child it outlives).
             await super().on_shutdown(app)
-            terminate_tabs()
+            tabs = terminate_tabs()
+            deadline = time.monotonic() + TABS_END_WITHIN_S
+            while running(tabs) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
 
     try:
         TabEndingServer(command, host=host, port=port, title="sparktui").serve()
@@ -95,9 +101,19 @@ def terminate_tabs() -> list[psutil.Process]:
     return tabs
 
 
+def running(tabs: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``tabs`` that have not ended (a zombie has)."""
+    alive = []
+    for tab in tabs:
+        with contextlib.suppress(psutil.Error):
+            if tab.status() != psutil.STATUS_ZOMBIE:
+                alive.append(tab)
+    return alive
+
+
 def end_tabs(within: float = TABS_END_WITHIN_S) -> None:
-    """Once the server has stopped: the tabs' processes still running (textual-serve does not wait for
-    them) get SIGTERM, and SIGKILL if not gone ``within`` seconds."""
+    """Once the server has stopped: the tabs' processes still running (a server stopped before its loop
+    ran its shutdown) get SIGTERM, and SIGKILL if not gone ``within`` seconds."""
     _, alive = psutil.wait_procs(terminate_tabs(), timeout=within)
     for tab in alive:
         with contextlib.suppress(psutil.Error):
