@@ -1,8 +1,8 @@
 """A headless Chromium driven over the Chrome DevTools Protocol, for the web-mode test.
 
 Debian's ``chromium`` package and aiohttp's websocket client (aiohttp comes with textual-serve) are all it
-needs: no browser download, no webdriver. Only what the test uses: open a page, click, type, press keys,
-take a screenshot, read a tab the page opened.
+needs: no browser download, no webdriver. Only what the tests use: open a page, click, type, press keys,
+take a screenshot, read a tab the page opened, open and close tabs.
 """
 
 from __future__ import annotations
@@ -131,6 +131,13 @@ class Browser:
 
     async def open(self, url: str) -> None:
         await self.call("Page.navigate", url=url)
+
+    async def new_tab(self, url: str) -> str:
+        """Opens ``url`` in a tab of its own; returns the tab's id for ``close_tab``."""
+        return str((await self.call("Target.createTarget", browser=True, url=url))["targetId"])
+
+    async def close_tab(self, tab: str) -> None:
+        await self.call("Target.closeTarget", browser=True, targetId=tab)
 
     async def click(self, x: int, y: int) -> None:
         for kind in ("mousePressed", "mouseReleased"):

@@ -1,16 +1,21 @@
 """``sparktui --web`` in a real headless Chromium (Debian's package, driven over the DevTools protocol): the
 page shows the dashboard — both node panels and the stage bars, read from the SVG screenshot the app
-delivers *through the browser* (it opens in a new tab) — and key presses typed into the page reach the app."""
+delivers *through the browser* (it opens in a new tab) — and key presses typed into the page reach the app.
+No tab's dashboard process outlives its tab or its server, however the server ends."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.browser_cdp import Browser, chromium
@@ -102,3 +107,84 @@ async def test_the_dashboard_in_a_browser(tmp_path: Path) -> None:
         os.killpg(server.pid, 15)
         server.wait(15)
         out.close()
+
+
+def _ours(token: str) -> list[psutil.Process]:
+    """Every process started with ``token`` in its environment: servers, tabs' dashboards, anything left."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if "sparktui" in " ".join(proc.info["cmdline"] or ()) and proc.environ().get(_TOKEN) == token:
+                found.append(proc)
+    return found
+
+
+def _cpu(procs: list[psutil.Process]) -> list[str]:
+    """Each process with its CPU share over a second, for a failure to show what is left and what spins."""
+    shares = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.cpu_percent()
+    time.sleep(1)
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            shares.append(f"{proc.pid} {' '.join(proc.cmdline())} {proc.cpu_percent():.0f} % CPU")
+    return shares
+
+
+_TOKEN = "SPARKTUI_TEST_WEB_RUN"
+
+
+async def test_no_dashboard_process_outlives_its_tab_or_server(tmp_path: Path) -> None:
+    """Three servers, one stopped each way (SIGTERM, SIGINT, SIGKILL: the tab's process must see its server
+    die), each with a tab open; the first also with a tab that is closed. Afterwards nothing of ours runs."""
+    import asyncio
+
+    token = uuid.uuid4().hex
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "SPARKTUI_CONFIG": "", _TOKEN: token}
+    stops = (signal.SIGTERM, signal.SIGINT, signal.SIGKILL)
+    servers: dict[signal.Signals, tuple[subprocess.Popen[bytes], int]] = {}
+    try:
+        for how in stops:
+            port = _free_port()
+            log = (tmp_path / f"server-{how.name}.log").open("w")
+            servers[how] = (subprocess.Popen(
+                [sys.executable, "-m", "sparktui", "--demo", "--web", "--port", str(port)], env=env,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True), port)
+        for _, port in servers.values():
+            _wait_port(port, 60)
+
+        def tabs(how: signal.Signals) -> list[psutil.Process]:
+            with contextlib.suppress(psutil.Error):
+                return [p for p in psutil.Process(servers[how][0].pid).children() if p.is_running()
+                        and p.status() != psutil.STATUS_ZOMBIE]
+            return []
+
+        async def tick() -> None:
+            await asyncio.sleep(0.2)
+
+        async with Browser() as browser:
+            for _, port in servers.values():
+                await browser.new_tab(f"http://127.0.0.1:{port}/")
+            closing = await browser.new_tab(f"http://127.0.0.1:{servers[signal.SIGTERM][1]}/")
+            await _until(lambda: all(len(tabs(how)) == (2 if how == signal.SIGTERM else 1) for how in stops),
+                         60, tick, "a dashboard process for every tab")
+
+            await browser.close_tab(closing)
+            await _until(lambda: len(tabs(signal.SIGTERM)) == 1, 10, tick, "the closed tab's process to end")
+
+            # The servers stop while their tabs are still open.
+            for how, (server, _) in servers.items():
+                server.send_signal(how)
+            for how, (server, _) in servers.items():
+                assert server.wait(15) == (-9 if how == signal.SIGKILL else 0), how.name
+
+        deadline = time.monotonic() + 10
+        while _ours(token) and time.monotonic() < deadline:
+            await tick()
+        left = _ours(token)
+        assert not left, "left behind after 10 s:\n" + "\n".join(_cpu(left))
+    finally:
+        for proc in _ours(token):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()

@@ -94,6 +94,13 @@ def _load_quiet(path: Path | None) -> SparkConfig | None:
 
 def run(args: argparse.Namespace) -> int:
     from sparktui.config import ConfigError, UIConfig
+    from sparktui.ui.web import served_by
+
+    web_server = served_by()   # this process is a `--web` tab's
+    if web_server is not None:
+        from sparktui.ui.web_tab import end_with_server
+
+        end_with_server(web_server)
 
     try:
         choice = choose(args)
@@ -169,6 +176,10 @@ def run(args: argparse.Namespace) -> int:
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
                    readonly=readonly, node_addresses=addresses, history=history, bench=bench,
                    linktest=linktest, fix=fix, switches=AppSwitches(screenshot=screenshot))
+    if web_server is not None:
+        from sparktui.ui.web_tab import TabDriver
+
+        app.driver_class = TabDriver
     size = _size(getattr(args, "size", None))
     if screenshot is not None:
         # Headless: the screenshot is made by the app itself, at the size asked for (default 160×48).
