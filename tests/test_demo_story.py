@@ -126,14 +126,27 @@ def test_the_story_is_the_shipped_example_config() -> None:
     assert args[args.index("--gpu-memory-utilization") + 1] == str(STORY.gpu_memory_utilization)
 
 
+def _bar_shape(line: str) -> str:
+    """A progress line with its figures, bar cells and padding taken out."""
+    line = re.sub(r"\|[ ▏▎▍▌▋▊▉█]+\|", "|BAR|", line)
+    line = re.sub(r"\d+(?:\.\d+)?(?:s/it|it/s)", "RATE", line)
+    return re.sub(r"\s+", " ", re.sub(r"\d+(?:\.\d+)?", "N", line))
+
+
 def test_the_recorded_lines_are_real() -> None:
-    """The template's bars and routes are the shipped v0.10.2 recording's lines, byte for byte (after
-    the Ray prefix the template adds); the KV sizing is V1's arithmetic on the story's numbers."""
+    """The log's bars have the shipped v0.10.2 recording's bars' shape (their figures come from the story's
+    pace) and its routes are that recording's lines, byte for byte (after the Ray prefix the template
+    adds); the KV sizing is V1's arithmetic on the story's numbers."""
     real = set(recording_text("single-node-tp2-h200-qwen3-next-80b-a3b-ready_v0.10.2").splitlines())
+    real_shapes = {_bar_shape(line) for line in real if "checkpoint shards:" in line or "CUDA graphs" in line}
     start = template("start")
-    bars = [line.split(") ", 2)[-1] for line in start.splitlines() if "checkpoint shards:" in line
+    bars = [line.split(") ", 2)[-1] for line in start_log().splitlines() if "checkpoint shards:" in line
             or "Capturing CUDA graphs" in line]
-    assert len(bars) == 44 and all(bar in real for bar in bars)
+    finished = [bar for bar in bars if " 0/" not in bar]
+    assert len(finished) == STORY.shards + 1 + 2 and all(_bar_shape(bar) in real_shapes for bar in finished)
+    # tqdm's first state of each bar (the recording kept only the shard bar's).
+    assert all(bar.endswith(("| 0/67 [00:00<?, ?it/s]", "| 0/41 [00:00<?, ?it/s]")) for bar in bars
+               if " 0/" in bar)
     routes = [line.split(") ", 1)[1] for line in start.splitlines() if "[launcher.py:44] Route:" in line]
     real_routes = {line.split(") ", 1)[1] for line in real if "[launcher.py:44] Route:" in line}
     assert routes and set(routes) == real_routes
