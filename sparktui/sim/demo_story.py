@@ -262,7 +262,8 @@ def _log_text(story: DemoStory, nccl: str, fail: str | None) -> str:
 def schedule(lines: Sequence[str], story: DemoStory = STORY) -> list[float]:
     """Seconds after launch of each line: the pace's anchors and progress bars fix some, and every other
     line takes the recording's rhythm between the fixed ones around it (its stamps' share of the gap);
-    after the last fixed line, the recording's own spacing."""
+    after the last fixed line, the recording's own spacing. (Untimed lines — bars, NCCL's — inherit the
+    stamp before them, in the recording as in the parser.)"""
     fixed: dict[int, float] = {0: 0.0}
     anchors = dict(story.pace.anchors(story.shards))
     bars = story.pace.bars(story.shards)
@@ -291,7 +292,9 @@ def schedule(lines: Sequence[str], story: DemoStory = STORY) -> list[float]:
             times.append(t0 + max(0, recorded[i] - r0))
         else:
             t1, r1 = fixed[after], recorded[after]
-            share = (recorded[i] - r0) / (r1 - r0) if r1 > r0 else (i - before) / (after - before)
+            # Two fixed lines in one recorded second: what lies between comes as a burst with the later one
+            # (so the lines before a stamp-less progress bar carry its second, and its stage starts there).
+            share = (recorded[i] - r0) / (r1 - r0) if r1 > r0 else 1.0
             times.append(t0 + (t1 - t0) * min(1.0, max(0.0, share)))
     return times
 

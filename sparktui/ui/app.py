@@ -58,7 +58,7 @@ from sparktui.ui.compositor import MainScreen
 from sparktui.ui.screens.confirm import ConfirmScreen
 from sparktui.ui.state import HISTORY_POINTS, DashboardState
 from sparktui.ui.widgets.engine_panel import EnginePanel, ServingView
-from sparktui.ui.widgets.log_pane import LogPane
+from sparktui.ui.widgets.log_pane import HEAD, LogPane
 from sparktui.ui.widgets.node_panel import NodePanel
 from sparktui.ui.widgets.util import node_widget_id, show
 
@@ -233,8 +233,10 @@ class SparkApp(App[int]):
                     yield NodePanel(self.state.nodes[name], id=node_widget_id(name), classes="node-panel")
             yield EnginePanel(id="engine")
         yield Static(id="asymmetry")
-        yield LogPane(self.ui_config.log_buffer_lines, naive=self.switches.naive_log,
-                      aliases=self.node_addresses, id="logpane")
+        head = next((name for name, role in self.node_roles if role == "head"), None)
+        aliases = {HEAD: head, **self.node_addresses} if head else self.node_addresses
+        yield LogPane(self.ui_config.log_buffer_lines, naive=self.switches.naive_log, aliases=aliases,
+                      id="logpane")
         yield Footer()
 
     def on_resize(self, event: Resize) -> None:
