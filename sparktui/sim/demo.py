@@ -60,7 +60,7 @@ from sparktui.sim.demo_story import ORIGIN, STORY, timed_log
 from sparktui.sim.log_stamps import restamp
 from sparktui.sim.timeline_feed import TimelineFeed
 
-#: A fixed wall-clock origin for the simulation (2026-01-01 00:00 UTC) so frozen screens never change.
+#: A fixed wall-clock origin for the simulation (the story's) so frozen screens never change.
 EPOCH = ORIGIN
 GIB = 1024**3
 MEM_TOTAL = STORY.mem_total_bytes

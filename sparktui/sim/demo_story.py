@@ -26,8 +26,9 @@ from sparktui.sim import tqdm_format
 from sparktui.sim.log_stamps import restamp, stamp_seconds
 
 GIB = 1024**3
-#: The demo's wall clock at launch when nothing else gives one (2026-01-01 00:00 UTC, as the simulation's).
-ORIGIN = 1_767_225_600.0
+#: The demo's wall clock: its simulation starts at 2026-04-08 14:10:00 UTC (an afternoon shortly after NGC
+#: 26.03 shipped vLLM 0.17.1), so the log's stamps read as a time of day, not as a timer from midnight.
+ORIGIN = 1_775_657_400.0
 SHARDS_DESC = "Loading safetensors checkpoint shards"
 PIECEWISE_DESC = "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)"
 FULL_DESC = "Capturing CUDA graphs (decode, FULL)"
