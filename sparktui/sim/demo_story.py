@@ -6,7 +6,8 @@ a field of ``DemoStory``; the log is built from templates whose lines are real r
 lines (``sparktui/assets/recorded/demo/``, sources in ``sparktui/assets/recorded/SOURCES.md``) with the
 run's values put in by ``string.Template``. So the log, the node panels and the preflight steps cannot
 disagree: they all read this one object (``tests/test_demo_story.py`` parses the log with the real parser
-and checks every fact against it).
+and checks every fact against it). Time is one of its facts: ``DemoPace`` says when each step happens, and
+the log's stated durations, its progress bars and every line's time come from it.
 
 Values follow the shipped example ``config.toml`` (two Sparks, 192.168.100.10/.11, TP 2 over Ray,
 ``--max-model-len 32768 --gpu-memory-utilization 0.85``). vLLM 0.17.1 is what NGC's
