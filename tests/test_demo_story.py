@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from sparktui.domain.events import EngineChanged, EngineState, NodeSampled, Notice
-from sparktui.domain.logs import parse_line, timeline_from_bytes
+from sparktui.domain.events import EngineChanged, EngineState, LogRecords, NodeSampled, Notice
+from sparktui.domain.logs import LogRecord, parse_line, timeline_from_bytes
 from sparktui.domain.telemetry import NodeTelemetry
 from sparktui.sim import demo
 from sparktui.sim.demo import SCENARIOS, DemoSimulation, engine_memory_gib
-from sparktui.sim.demo_story import STORY, start_log, template
+from sparktui.sim.demo_story import STORY, start_log, template, timed_log
+from sparktui.sim.log_stamps import stamp_seconds
 from sparktui.sim.recording import recording_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,6 +118,7 @@ def test_the_story_is_the_shipped_example_config() -> None:
     assert all(n["interface"] == STORY.interface for n in nodes)
     assert all(tuple(n["rdma_devices"]) == STORY.rdma_devices for n in nodes)
     engine = config["engine"]
+    assert engine["image"] == STORY.image                          # the image whose vLLM the log states
     assert engine["model"] == STORY.model and engine["served_model_name"] == STORY.served_model_name
     assert engine["tensor_parallel_size"] == STORY.tensor_parallel_size
     assert engine["pipeline_parallel_size"] == STORY.pipeline_parallel_size
@@ -126,14 +129,27 @@ def test_the_story_is_the_shipped_example_config() -> None:
     assert args[args.index("--gpu-memory-utilization") + 1] == str(STORY.gpu_memory_utilization)
 
 
+def _bar_shape(line: str) -> str:
+    """A progress line with its figures, bar cells and padding taken out."""
+    line = re.sub(r"\|[ ▏▎▍▌▋▊▉█]+\|", "|BAR|", line)
+    line = re.sub(r"\d+(?:\.\d+)?(?:s/it|it/s)", "RATE", line)
+    return re.sub(r"\s+", " ", re.sub(r"\d+(?:\.\d+)?", "N", line))
+
+
 def test_the_recorded_lines_are_real() -> None:
-    """The template's bars and routes are the shipped v0.10.2 recording's lines, byte for byte (after
-    the Ray prefix the template adds); the KV sizing is V1's arithmetic on the story's numbers."""
+    """The log's bars have the shipped v0.10.2 recording's bars' shape (their figures come from the story's
+    pace) and its routes are that recording's lines, byte for byte (after the Ray prefix the template
+    adds); the KV sizing is V1's arithmetic on the story's numbers."""
     real = set(recording_text("single-node-tp2-h200-qwen3-next-80b-a3b-ready_v0.10.2").splitlines())
+    real_shapes = {_bar_shape(line) for line in real if "checkpoint shards:" in line or "CUDA graphs" in line}
     start = template("start")
-    bars = [line.split(") ", 2)[-1] for line in start.splitlines() if "checkpoint shards:" in line
+    bars = [line.split(") ", 2)[-1] for line in start_log().splitlines() if "checkpoint shards:" in line
             or "Capturing CUDA graphs" in line]
-    assert len(bars) == 44 and all(bar in real for bar in bars)
+    finished = [bar for bar in bars if " 0/" not in bar]
+    assert len(finished) == STORY.shards + 1 + 2 and all(_bar_shape(bar) in real_shapes for bar in finished)
+    # tqdm's first state of each bar (the recording kept only the shard bar's).
+    assert all(bar.endswith(("| 0/67 [00:00<?, ?it/s]", "| 0/41 [00:00<?, ?it/s]")) for bar in bars
+               if " 0/" in bar)
     routes = [line.split(") ", 1)[1] for line in start.splitlines() if "[launcher.py:44] Route:" in line]
     real_routes = {line.split(") ", 1)[1] for line in real if "[launcher.py:44] Route:" in line}
     assert routes and set(routes) == real_routes
@@ -253,3 +269,89 @@ def test_every_scenario_is_listed_and_unknown_ones_are_refused() -> None:
     assert set(SCENARIOS) == {"start", "oom", "nccl-socket-fallback", "wedge", "worker-lost"}
     with pytest.raises(ValueError, match="unknown demo scenario"):
         DemoSimulation(scenario="nope")
+
+
+# ---- one story in time (issue 31): the log's durations, the bars and the clock agree --------------------
+def _start_to_ready(scenario: str = "start") -> tuple[DemoSimulation, list[LogRecord], list[EngineChanged]]:
+    """The demo's start, run headlessly to ready: its log records and its engine events, in order."""
+    sim = DemoSimulation(seed=7, scenario=scenario)
+    sim.request("start")
+    records: list[LogRecord] = []
+    engine: list[EngineChanged] = []
+    t = 0.0
+    while sim.state not in (EngineState.READY, EngineState.FAILED):
+        t += 0.25
+        assert t < 120, sim.state
+        for event in sim.advance(t):
+            if isinstance(event, LogRecords) and event.source == "vllm":
+                records += event.records
+            elif isinstance(event, EngineChanged):
+                engine.append(event)
+    return sim, records, engine
+
+
+def _stated(records: list[LogRecord], pattern: str) -> list[float]:
+    return [float(m.group(1)) for r in records if (m := re.search(pattern, r.raw))]
+
+
+def _tqdm_seconds(records: list[LogRecord], desc: str) -> float:
+    """A bar's final ``[mm:ss<…`` elapsed, as tqdm printed it."""
+    last = [m for r in records if desc in r.raw and (m := re.search(r"\[(\d\d):(\d\d)<", r.raw))][-1]
+    return int(last.group(1)) * 60 + int(last.group(2))
+
+
+def test_the_log_and_the_bars_agree_on_each_stage_s_duration() -> None:
+    """Each stage's duration as the stage bars show it, and every duration the log's own lines state for it
+    (vLLM's figures and tqdm's elapsed), within 10 %."""
+    _sim, records, engine = _start_to_ready()
+    bars = {v.name: v.seconds for v in next(e for e in reversed(engine) if e.timeline).timeline.stages}
+    stated = {
+        "weights": [*_stated(records, r"Loading weights took ([\d.]+) seconds"),
+                    *_stated(records, r"Model loading took [\d.]+ GiB memory and ([\d.]+) seconds"),
+                    _tqdm_seconds(records, "Loading safetensors checkpoint shards")],
+        "compile": _stated(records, r"torch\.compile takes ([\d.]+) s in total"),
+        "cuda_graphs": [*_stated(records, r"Graph capturing finished in (\d+) secs"),
+                        _tqdm_seconds(records, "(mixed prefill-decode, PIECEWISE)")
+                        + _tqdm_seconds(records, "(decode, FULL)")],
+    }
+    for stage, figures in stated.items():
+        shown = bars[stage]
+        assert figures and shown, stage
+        for figure in figures:
+            assert figure == pytest.approx(shown, rel=0.10), (stage, figure, shown)
+    # The engine core's own total of what follows the weights (profiling, KV cache, graphs, warm-up).
+    init = _stated(records, r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) seconds")
+    after_weights = sum(bars[s] or 0.0 for s in ("compile", "kv_cache", "cuda_graphs", "engine"))
+    assert init and init[0] == pytest.approx(after_weights, rel=0.10)
+
+
+@pytest.mark.parametrize("scenario", ["start", "oom", "nccl-socket-fallback"])
+def test_the_log_s_stamps_are_the_demo_s_clock(scenario: str) -> None:
+    """Every stamped line (vLLM, Ray and PyTorch's glog stamps alike) carries the demo's wall clock at the
+    moment it was printed: in order, none from the recording's hours among them."""
+    sim, records, _ = _start_to_ready(scenario)
+    assert sim.launched_at is not None
+    launched = demo.EPOCH + sim.launched_at
+    midnight = launched - launched % 86_400
+    stamps = [s for r in records if (s := stamp_seconds(r.raw)) is not None]   # whole seconds, as vLLM's
+    assert len(stamps) > 50
+    assert stamps == sorted(stamps)
+    assert launched - 1 <= midnight + stamps[0] and midnight + stamps[-1] <= demo.EPOCH + sim.t
+    dated = [m.group(1) for r in records if (m := re.search(r"(?:INFO|WARNING|ERROR) (\d\d-\d\d) ", r.raw))]
+    assert set(dated) == {time.strftime("%m-%d", time.gmtime(launched))}
+
+
+def test_the_pace_is_stated_once_and_the_text_log_keeps_it() -> None:
+    """``start_log`` (what the parser tests read) is the replay's log: parsed alone, its stage durations are
+    the pace's, and its progress bars reach their totals at the pace's times."""
+    pace = STORY.pace
+    snap = timeline_from_bytes(start_log().encode(), expected_nodes=2)
+    seconds = {s.name: s.seconds for s in snap.stages}
+    assert seconds["weights"] == pace.compile_at - pace.weights_at
+    assert seconds["compile"] == pace.compiled_at - pace.compile_at
+    assert seconds["cuda_graphs"] == pace.graphs_done_at - pace.graphs_at
+    assert sum(s or 0.0 for s in seconds.values()) == pace.ready_at
+    timed = timed_log()
+    assert [at for at, _ in timed] == sorted(at for at, _ in timed)
+    shards = [at for at, line in timed if f"{STORY.shards}/{STORY.shards} [" in line]
+    assert shards[0] == pytest.approx(pace.shards_at + STORY.shards * pace.shard_seconds)

@@ -36,7 +36,7 @@ async def test_every_frame_of_a_start_is_written_as_textual_writes_it(
         return lean
 
     monkeypatch.setattr(LeanCompositor, "render_partial_update", both_ways)
-    backend = DemoBackend(seed=7, ready_after=5.0)
+    backend = DemoBackend(seed=7, speed=12.0)   # the story at twelve times its pace: ready in ~6 s
     app = SparkApp(backend, roles=backend.node_roles, cluster_name="demo")
     async with app.run_test(size=size) as pilot:
         assert isinstance(app.screen, MainScreen)

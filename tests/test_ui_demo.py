@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,15 +14,19 @@ from pathlib import Path
 import pytest
 
 from sparktui.commands.dashboard import choose
+from sparktui.domain.engine_view import timeline_view
 from sparktui.domain.events import EngineChanged, EngineState, NodeSampled, OperationRefused
 from sparktui.domain.telemetry import NodeTelemetry
-from sparktui.sim.demo import DemoBackend, DemoSimulation
+from sparktui.sim.demo import EPOCH, DemoBackend, DemoSimulation
 from sparktui.sim.demo_story import STORY
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens.confirm import ConfirmScreen
+from sparktui.ui.widgets.engine_panel import EnginePanel, eta_text
+from sparktui.ui.widgets.log_pane import LogPane
 from tests.ui_fakes import settle
 
 ROOT = Path(__file__).resolve().parents[1]
+REMAINING = re.compile(r"about \d+(?:h \d+m| s| min)|a few seconds")
 
 
 def run_until(sim: DemoSimulation, state: EngineState, limit: float = 120.0) -> float:
@@ -184,3 +189,63 @@ def test_a_demo_scenario_from_the_command_line(tmp_path: Path) -> None:
     )
     svg = out.read_text().replace("&#160;", " ")
     assert "failed" in svg and "OutOfMemoryError" in svg   # the state and, in the log, the cause
+
+
+# ---- one story in time (issue 31): the ETA, the ready line, the node filter ------------------------------
+def test_the_demo_eta_says_one_remaining_time_that_agrees_with_its_history() -> None:
+    """Through the whole start the ETA line states one remaining time, and elapsed + remaining is the
+    history's time to ready (the made-up earlier runs differ from this one by a few percent)."""
+    backend = DemoBackend(seed=7)
+    runs = backend.history_runs()
+    sim = backend.sim
+    sim.request("start")
+    panel = EnginePanel()
+    checked = 0
+    t = 0.0
+    while sim.state is not EngineState.READY:
+        t += 1.0
+        assert t < 120
+        sim.advance(t)
+        if sim.feed is None or sim.launched_at is None or sim.feed.snapshot().outcome != "incomplete":
+            continue
+        views = timeline_view(sim.feed.snapshot()).stages
+        running = next((v for v in views if v.status == "running"), None)
+        if running is None:
+            continue
+        text = eta_text(list(views), running, panel.elapsed(running, EPOCH + sim.t), runs).plain
+        remaining = REMAINING.findall(text)
+        assert len(remaining) == 1, text
+        took = re.search(r"the last 3 runs took (\d+)m(\d\d)s$", text)
+        assert took, text
+        typical = int(took.group(1)) * 60 + int(took.group(2))
+        # "a few seconds" is under 5 s, "about N s" rounds to 5 s, "about N min" to a minute.
+        words = remaining[0].split()
+        left, rounding = (2.5, 2.5) if words[1] == "few" else (
+            (float(words[1]), 2.5) if words[2] == "s" else (60 * float(words[1]), 30.0))
+        assert sim.t - sim.launched_at + left == pytest.approx(typical, abs=0.1 * typical + rounding), text
+        checked += 1
+    assert checked > 40
+
+
+async def test_the_ready_line_names_the_first_token_once() -> None:
+    backend = DemoBackend(seed=7, frozen_at=75.0)
+    app = SparkApp(backend, roles=backend.node_roles)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        state = str(app.query_one("#engine-state").render())
+        assert "ready" in state and state.count("first token") == 1, state
+
+
+async def test_the_node_filter_names_the_nodes_as_the_panels_do() -> None:
+    backend = DemoBackend(seed=7, frozen_at=30.0)
+    app = SparkApp(backend, roles=backend.node_roles)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        pane = app.query_one(LogPane)
+        seen = []
+        for _ in range(3):
+            await pilot.press("o")
+            await settle(pilot, app)
+            seen.append(pane.node_filter)
+            assert pane.node_filter is None or f"node {pane.node_filter}" in pane.filter_summary()
+        assert seen == [STORY.nodes[0], STORY.nodes[1], None]     # spark1, spark2, all: never "head"

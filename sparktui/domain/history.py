@@ -212,6 +212,15 @@ def typical_stage_seconds(runs: Sequence[RunRecord], stage: str, last: int = 3) 
     return statistics.median(durations), len(durations)
 
 
+def typical_ready_seconds(runs: Sequence[RunRecord], last: int = 3) -> tuple[float | None, int]:
+    """Median time from the log's first line to ready over the newest ``last`` runs that got there (the sum
+    of their stages, as the stage summary adds them up and as ``ready_eta`` counts), and how many."""
+    totals = [sum(r.stages.values()) for r in runs if r.outcome == "ready" and r.stages][-last:]
+    if not totals:
+        return None, 0
+    return statistics.median(totals), len(totals)
+
+
 def stage_eta(
     runs: Sequence[RunRecord],
     stage: str,

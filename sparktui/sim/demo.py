@@ -1,7 +1,8 @@
 """``sparktui --demo``: a simulated two-node cluster in this process — no SSH, no root, no GPU, no Ray.
 
-A recorded real vLLM start (``sparktui.sim.recording``) is replayed through the real log parser and stage
-machine (``sparktui.domain.logs``), with its gaps squeezed so it reaches ready in about a minute; node
+The story's vLLM start (``sparktui.sim.demo_story``: real recorded lines with the story's figures and pace)
+is replayed in real time through the real log parser and stage machine (``sparktui.domain.logs``), so it
+reaches ready in about a minute and every duration it states is one the clock measures; node
 telemetry is made up to follow the stage the log is in (RoCE traffic while weights load, GPUs busy while
 compiling and capturing CUDA graphs, unified memory rising with the weights and the KV cache) and is posted
 as real ``telemetry.Sample`` objects, so the dashboard runs exactly the code it runs for real nodes.
@@ -16,7 +17,6 @@ import asyncio
 import dataclasses
 import math
 import random
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -56,19 +56,14 @@ from sparktui.domain.telemetry import (
     Sample,
 )
 from sparktui.sim.demo_scenarios import DEFAULT_SCENARIO, SCENARIOS, Scenario
-from sparktui.sim.demo_story import STORY, start_log
-from sparktui.sim.recording import RecordedLine, parse_recorded, ready_index
+from sparktui.sim.demo_story import ORIGIN, STORY, timed_log
+from sparktui.sim.log_stamps import restamp
 from sparktui.sim.timeline_feed import TimelineFeed
 
-#: A fixed wall-clock origin for the simulation (2026-01-01 00:00 UTC) so frozen screens never change.
-EPOCH = 1_767_225_600.0
+#: A fixed wall-clock origin for the simulation (the story's) so frozen screens never change.
+EPOCH = ORIGIN
 GIB = 1024**3
 MEM_TOTAL = STORY.mem_total_bytes
-#: Longest silence kept from the recording (its 160 s weight download becomes this).
-MAX_GAP_S = 2.5
-#: Seconds a burst of progress-bar updates (shards, CUDA-graph shapes) is spread over.
-PROGRESS_SPAN_S = 9.0
-_PROGRESS_HINT = re.compile(r"\d+%(?: Completed \||\|)")
 NODES = STORY.nodes
 ROLES = {NODES[0]: "head", NODES[1]: "worker"}
 NODE_IPS = dict(zip(STORY.nodes, STORY.ips, strict=True))
@@ -118,11 +113,6 @@ RAY_DEAD_AFTER_S = 6.0
 RAY_DEAD_MESSAGE = "Unexpected termination: health check failed due to missing too many heartbeats"
 
 
-def story_recording(scenario: Scenario) -> list[RecordedLine]:
-    """The head's vLLM log for this scenario's start, as replayable lines."""
-    return parse_recorded(start_log(STORY, nccl=scenario.nccl, fail=scenario.fail))
-
-
 @dataclass(frozen=True)
 class ReplayLine:
     at: float                 # seconds after `vllm serve` was launched
@@ -131,55 +121,15 @@ class ReplayLine:
     remote: bool              # forwarded by Ray from the worker node
 
 
-def squeeze(lines: Sequence[RecordedLine], target_seconds: float) -> list[ReplayLine]:
-    """Keep the recording's rhythm but cap every silence at ``MAX_GAP_S``, give progress bars time to
-    animate (tqdm lines carry no timestamp, so a recording has all of a bar's updates at one instant), then
-    scale so uvicorn's "Application startup complete" (or a failed start's last line) lands at
-    ``target_seconds``."""
-    cut = ready_index(list(lines))
-    end = (cut + 12) if cut is not None else len(lines)   # a few lines after ready (the routes, the banner)
-    kept = list(lines[:end])
-    runs: list[list[int]] = []
-    for i, line in enumerate(kept):
-        if runs and kept[runs[-1][0]].offset_seconds == line.offset_seconds:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    times = [0.0] * len(kept)
-    t = 0.0
-    for r, run in enumerate(runs):
-        here = kept[run[0]].offset_seconds
-        nxt = kept[runs[r + 1][0]].offset_seconds if r + 1 < len(runs) else here
-        bars = sum(1 for i in run if _PROGRESS_HINT.search(kept[i].text))
-        if bars >= 3:
-            span = min(PROGRESS_SPAN_S, max(nxt - here, PROGRESS_SPAN_S / 2))
-        else:
-            span = min(MAX_GAP_S, nxt - here)
-        for k, i in enumerate(run):
-            times[i] = t + (span * k / len(run) if bars >= 3 else 0.0)
-        t += span
-    ready_at = times[cut] if cut is not None and cut < len(times) else (times[-1] or 1.0)
-    scale = target_seconds / ready_at if ready_at else 1.0
+def story_replay(scenario: Scenario) -> list[ReplayLine]:
+    """The head's vLLM log for this scenario's start, each line at the time the story's pace gives it (the
+    demo plays it in real time: the log's durations, bars and stamps agree with the clock)."""
     out = []
-    for line, at in zip(kept, times, strict=True):
+    for at, text in timed_log(STORY, nccl=scenario.nccl, fail=scenario.fail):
         # The story's log names spark2 by its Ray ``ip=`` already; the line is replayed as written.
-        remote = f"ip={NODE_IPS[NODES[1]]})" in line.raw
-        out.append(ReplayLine(at * scale, line.raw, NODES[1] if remote else NODES[0], remote))
+        remote = f"ip={NODE_IPS[NODES[1]]})" in text
+        out.append(ReplayLine(at, text, NODES[1] if remote else NODES[0], remote))
     return out
-
-
-_VLLM_STAMP = re.compile(r"\b(DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d\b")
-_RAY_STAMP = re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?=,\d{3})")
-
-
-def restamp(text: str, wall: float) -> str:
-    """Put the simulation's clock into a recorded line, so stage durations match what the demo shows."""
-    tm = time.gmtime(wall)
-    if _VLLM_STAMP.search(text):
-        text = _VLLM_STAMP.sub(lambda m: f"{m.group(1)} {time.strftime('%m-%d %H:%M:%S', tm)}", text, count=1)
-    elif _RAY_STAMP.search(text):
-        text = _RAY_STAMP.sub(time.strftime("%Y-%m-%d %H:%M:%S", tm), text, count=1)
-    return text
 
 
 # ---- what each stage does to the hardware ----------------------------------------------------------
@@ -379,15 +329,15 @@ class DemoSimulation:
     """The whole demo cluster as a function of simulated time. ``advance(t)`` returns the events that
     happened up to ``t``; nothing here reads a real clock or sleeps."""
 
-    def __init__(self, seed: int = 7, scenario: str = DEFAULT_SCENARIO, ready_after: float = 52.0,
-                 interval: float = 1.0, live_received: bool = False) -> None:
+    def __init__(self, seed: int = 7, scenario: str = DEFAULT_SCENARIO, interval: float = 1.0,
+                 live_received: bool = False) -> None:
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown demo scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
         self.scenario = SCENARIOS[scenario]
         self.rng = random.Random(seed)
         self.interval = interval
         self.live_received = live_received
-        self.replay = squeeze(story_recording(self.scenario), ready_after)
+        self.replay = story_replay(self.scenario)
         self.nodes = {n: NodeSim(n, random.Random(seed * 31 + i)) for i, n in enumerate(NODES)}
         self.node_feed = NodeFeed()
         self.t = 0.0
@@ -833,14 +783,14 @@ class DemoBackend:
 
     def __init__(self, *, seed: int = 7, frozen_at: float | None = None, autostart: bool = True,
                  readonly: bool = False, speed: float = 1.0, scenario: str = DEFAULT_SCENARIO,
-                 ready_after: float = 52.0, tick: float = 0.1) -> None:
+                 tick: float = 0.1) -> None:
         self.readonly = readonly
         self.frozen_at = frozen_at
         self.autostart = autostart
         self.speed = speed
         self.tick = tick
-        self.seed, self.scenario, self.ready_after = seed, scenario, ready_after
-        self.sim = DemoSimulation(seed, scenario, ready_after, live_received=frozen_at is None)
+        self.seed, self.scenario = seed, scenario
+        self.sim = DemoSimulation(seed, scenario, live_received=frozen_at is None)
         self._runs: list[RunRecord] | None = None
         self._sink: EventSink | None = None
         self._t0 = time.monotonic()
@@ -908,7 +858,7 @@ class DemoBackend:
         """Three made-up earlier starts of the demo's model, so the stage bars show ETAs as they do with a
         real run history (durations from a dry run of this same simulation, give or take 15 %)."""
         if self._runs is None:
-            dry = DemoSimulation(self.seed, DEFAULT_SCENARIO, self.ready_after)
+            dry = DemoSimulation(self.seed, DEFAULT_SCENARIO)
             dry.request("start")
             t = 0.0
             while dry.state is not EngineState.READY and t < 300:

@@ -27,7 +27,9 @@ class TimelineFeed:
         records = [self._named(r) for r in self.reader.feed(data)]
         for record in records:
             self.timeline.feed(record, now)
-        self._last_snapshot = self.timeline.snapshot()
+        # At ``now``: a running stage's seconds are the clock's since it began, as a live dashboard counts
+        # them (not up to its last stamped line: a progress bar's lines carry no stamp).
+        self._last_snapshot = self.timeline.snapshot(now)
         return records
 
     @property

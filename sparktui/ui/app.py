@@ -61,7 +61,7 @@ from sparktui.ui.screens.keys_help import KeyRow, KeySection, KeysScreen
 from sparktui.ui.state import HISTORY_POINTS, DashboardState
 from sparktui.ui.widgets.engine_panel import EnginePanel, ServingView
 from sparktui.ui.widgets.fitted_footer import FittedFooter
-from sparktui.ui.widgets.log_pane import LogPane
+from sparktui.ui.widgets.log_pane import HEAD, LogPane
 from sparktui.ui.widgets.node_panel import NodePanel
 from sparktui.ui.widgets.util import node_widget_id, show
 
@@ -262,8 +262,9 @@ class SparkApp(App[int]):
             head = next((name for name, role in self.node_roles if role == "head"), None)
             yield EnginePanel(self.node_addresses, head, id="engine")
         yield Static(id="asymmetry")
-        yield LogPane(self.ui_config.log_buffer_lines, naive=self.switches.naive_log,
-                      aliases=self.node_addresses, id="logpane")
+        aliases = {HEAD: head, **self.node_addresses} if head else self.node_addresses
+        yield LogPane(self.ui_config.log_buffer_lines, naive=self.switches.naive_log, aliases=aliases,
+                      id="logpane")
         yield FittedFooter(rank=self._footer_rank, why_not=self._why_not_action)
 
     def on_resize(self, event: Resize) -> None:

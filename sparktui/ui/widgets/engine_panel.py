@@ -23,7 +23,7 @@ from sparktui.domain.events import (
     StepStatus,
     TimelineView,
 )
-from sparktui.domain.history import RunRecord, format_remaining, ready_eta, stage_eta
+from sparktui.domain.history import RunRecord, format_remaining, ready_eta, stage_eta, typical_ready_seconds
 from sparktui.domain.logs.diagnosis import diagnosis, node_label
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.ui import format as fmt
@@ -288,10 +288,9 @@ class EnginePanel(VerticalScroll):
         # (A backend may put the stage name in the detail; it is in the label already.)
         shown = (running.name, running.label) if running is not None else ()
         quiet = state in (EngineState.FAILED, EngineState.UNKNOWN)
+        # (Ready: the state machine's detail names the readiness check's first token; said once.)
         if engine.detail and not quiet and engine.detail not in shown:
             t.append(f"  {engine.detail}", style="dim")
-        if state is EngineState.READY and engine.ttft_seconds is not None:
-            t.append(f"  first token {engine.ttft_seconds * 1000:.0f} ms", style="dim")
         return t
 
     def show_operation(self, op: OperationView | None) -> None:
@@ -334,23 +333,26 @@ class EnginePanel(VerticalScroll):
 
 def eta_text(views: list[StageView], running: StageView | None, elapsed: float | None,
              runs: Sequence[RunRecord]) -> Text:
-    """``about 8 min left; last 3 runs 14m50s · ready in about 20 min`` for the running stage, from earlier
-    runs of the same model and image (empty without any)."""
+    """``ready in about 20 min; the last 3 runs took 25m10s``: one remaining time, the whole start's, and the
+    history it rests on, from earlier runs of the same model and image (empty without any). A stage slower
+    than those runs says so instead, with its usual time: no remaining time can be known then."""
     t = Text(no_wrap=True, overflow="ellipsis")
     if running is None or not runs:
         return t
     fraction = (running.done or 0.0) / running.total if running.total else None
     eta = stage_eta(runs, running.name, elapsed or 0.0, fraction)
-    described = eta.describe()
-    if described:   # (the running stage is named on the line above)
-        t.append(described, style="bold yellow" if eta.overdue else "")
+    if eta.overdue:   # (the running stage is named on the line above)
+        t.append(eta.describe(), style="bold yellow")
+        return t
     ready = ready_eta(runs, running.name, elapsed or 0.0, fraction,
                       done=[v.name for v in views if v.status in ("done", "skipped")])
-    # The overall figure only when it says more than the stage's (the last stage ahead: the same time).
-    if ready is not None and (eta.remaining_seconds is None
-                              or format_remaining(ready) != format_remaining(eta.remaining_seconds)):
-        t.append(" · ready in ", style="dim")
-        t.append(format_remaining(ready))
+    typical, count = typical_ready_seconds(runs)
+    if ready is None:
+        return t
+    t.append(f"ready in {format_remaining(ready)}")
+    if typical is not None:
+        basis = "the last run" if count == 1 else f"the last {count} runs"
+        t.append(f"; {basis} took {fmt.duration(typical)}", style="dim")
     return t
 
 

@@ -60,9 +60,10 @@ def level_of(record: LogRecord) -> int:
 
 
 def node_of(record: LogRecord, aliases: Mapping[str, str] | None = None) -> str:
-    if record.node is None:
-        return HEAD
-    return aliases.get(record.node, record.node) if aliases else record.node
+    """The node that printed a record, by name: the head's own lines carry none (``HEAD``), a worker's carry
+    the address Ray prints; ``aliases`` names both as the panels do."""
+    node = HEAD if record.node is None else record.node
+    return aliases.get(node, node) if aliases else node
 
 
 def format_record(record: LogRecord, aliases: Mapping[str, str] | None = None) -> str:
@@ -218,7 +219,8 @@ class LogPane(Vertical):
     def __init__(self, buffer_lines: int, naive: bool = False, aliases: Mapping[str, str] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        #: Node address → node name (Ray prints ``ip=``; the config knows which node that is).
+        #: Node address → node name (Ray prints ``ip=``; the config knows which node that is), and ``HEAD``
+        #: → the head node's name (its own lines name no node).
         self.aliases = dict(aliases or {})
         self.buffer_lines = buffer_lines
         #: Write every line as it arrives (the slow way the benchmark compares against).
