@@ -52,3 +52,11 @@ def test_every_relative_link_resolves(page: str, target: str) -> None:
 
 def test_the_readme_is_short() -> None:
     assert len((REPO / "README.md").read_bytes()) <= 25_000
+
+
+def test_every_failure_kind_is_explained_in_docs_failures() -> None:
+    from sparktui.domain.logs import FAILURE_KINDS
+
+    text = (REPO / "docs" / "failures.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(\w+)` \|", text, re.MULTILINE))
+    assert documented == set(FAILURE_KINDS)

@@ -144,15 +144,15 @@ async def test_smoke_test_needs_ready_then_shows_the_answer() -> None:
 
 
 async def test_keys_remapped_from_config() -> None:
-    # (a and e: free keys — g and k now move in the log, and a shared key is a config error)
-    app, backend = make_app(keys={"start": "a", "stop": "e"})
+    # (a and u: free keys — g and k move in the log, e scrolls the engine; a shared key is a config error)
+    app, backend = make_app(keys={"start": "a", "stop": "u"})
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         await pilot.press("s")
         await pilot.press("a")
         await settle(pilot, app)
         assert backend.calls == ["start"]
-        await pilot.press("e")
+        await pilot.press("u")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
 

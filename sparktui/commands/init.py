@@ -187,7 +187,7 @@ def conclude(args: argparse.Namespace, hosts: list[str], facts: list[DiscoveredH
 def _header(hosts: list[str], done: str) -> str:
     return (f"sparktui config {done} by `sparktui init` on " + time.strftime("%Y-%m-%d %H:%M")
             + " from what it found on " + ", ".join(hosts)
-            + ".\nEvery key is explained in the shipped config.toml and the README's config reference; "
+            + ".\nEvery key is explained in the shipped config.toml and in docs/configuration.md; "
             "edit freely.")
 
 

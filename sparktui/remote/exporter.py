@@ -3,7 +3,7 @@ and the newest bench sweep, served by ``prometheus_client``'s own HTTP server on
 
 No global metrics: every scrape builds its families from the latest state, so a node that went away
 or a stage that has not run yet is simply absent (never a stale or made-up 0). Names and labels are
-listed in the README ("Prometheus export") and in ``METRICS`` below.
+listed in docs/serving.md ("Prometheus export") and in ``METRICS`` below.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def docker_run(
     Flags follow NVIDIA's ``run_cluster.sh`` (host network, ``--gpus all``, ``--shm-size``, the model
     cache mounted, the NCCL/UCX environment block) plus what that script lacks for RoCE: the RDMA
     devices, ``IPC_LOCK`` and an unlimited memlock so NCCL can register memory (the
-    README's docker runtime section).
+    docker runtime section of docs/lifecycle.md).
     The container idles (``sleep infinity`` under ``--init``, which reaps orphans) instead of running
     ``ray start --block`` in the foreground, so no terminal has to stay open.
     """
