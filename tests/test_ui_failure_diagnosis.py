@@ -53,6 +53,9 @@ async def test_the_oom_hint_and_its_node_are_on_screen(size: tuple[int, int]) ->
         assert "oom on spark2 · in KV cache" in text
         assert "hint: Out of GPU memory during kv_cache. Lower --gpu-memory-utilization" in text
         assert "stop other GPU processes first." in text   # the hint's last words: all of it shows
+        # The column scrolls inside its own box: the screen itself never overflows (no scrollbar of its own
+        # taking two columns from the log).
+        assert app.screen.max_scroll_y == 0 and not app.screen.show_vertical_scrollbar
 
 
 async def test_the_engine_column_scrolls_by_keyboard() -> None:
