@@ -1,6 +1,9 @@
 """An idle dashboard does no work: with the source frozen (the engine ready, both nodes connected, no new
 sample, no log line) nothing is drained and no widget is refreshed for seconds; the first new sample
-wakes the drain once and repaints its node."""
+wakes the drain once and repaints its node.
+
+No test here waits a fixed time: each waits for the app's ticks (``SparkApp.ticks``, with a shorter tick
+where the test counts ticks) or for its events to be applied (``events_applied``, ``drain_pending``)."""
 
 from __future__ import annotations
 
@@ -10,19 +13,43 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 from textual.widget import Widget
 
-from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged
+from sparktui.domain.events import EngineChanged, EngineState, Event, NodeLinkChanged
+from sparktui.ui.app import AppSwitches, SparkApp
 from tests.test_ui_panels import gb10_sample
-from tests.ui_fakes import make_app, settle
+from tests.ui_fakes import FakeBackend, make_app, settle
+from tests.waiting import wait_until
+
+#: The tick's period in the tests that count ticks: a fifth of the real 1 s, the same behaviour sooner.
+FAST_TICK = 0.2
+FAST = AppSwitches(tick_seconds=FAST_TICK)
+
+
+async def wait_for_ticks(app: SparkApp, count: int) -> None:
+    """Wait until the app has ticked ``count`` more times."""
+    target = app.ticks + count
+    await wait_until(lambda: app.ticks >= target, f"{count} ticks", state=lambda: f"{app.ticks} of {target}")
+
+
+async def post_and_apply(pilot: Pilot[Any], app: SparkApp, backend: FakeBackend, *events: Event) -> None:
+    """Post ``events``, wait until a drain applied them and no further drain is armed (the one re-armed
+    after writing log lines included), then for the screen to catch up."""
+    target = app.events_applied + len(events)
+    backend.post(*events)
+    await wait_until(lambda: app.events_applied >= target and not app.drain_pending,
+                     f"{len(events)} event(s) applied",
+                     state=lambda: f"{app.events_applied} of {target}, drain pending: {app.drain_pending}")
+    await pilot.pause()
 
 
 async def test_idle_dashboard_schedules_no_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    app, backend = make_app()
+    app, backend = make_app(switches=FAST)
     refreshed: Counter[str] = Counter()
     drains = 0
     original_refresh = Widget.refresh
-    original_drain = app._drain
+    original_drain = app.drain
 
     def counting_refresh(self: Widget, *args: Any, **kwargs: Any) -> Widget:
         refreshed[type(self).__name__ + ("#" + self.id if self.id else "")] += 1
@@ -41,21 +68,22 @@ async def test_idle_dashboard_schedules_no_refresh(monkeypatch: pytest.MonkeyPat
                          backend.sampled(name, gb10_sample(2, 20_000)))
         backend.post(EngineChanged(EngineState.READY, "serving"))
         await settle(pilot, app)
-        await asyncio.sleep(1.5)   # what the first frames and the first tick still lay out
+        await wait_for_ticks(app, 2)   # what the first frames and the first ticks still lay out
         await pilot.pause()
         monkeypatch.setattr(Widget, "refresh", counting_refresh)
-        monkeypatch.setattr(app, "_drain", counting_drain)
-        await asyncio.sleep(3.5)   # three ticks of the 1 s clock, seventy of the old 20 Hz drain
+        monkeypatch.setattr(app, "drain", counting_drain)
+        await wait_for_ticks(app, 3)   # three ticks, a dozen periods of the old 20 Hz drain
         await pilot.pause()
         assert drains == 0
-        assert app._drain_timer is None
+        assert not app.drain_pending
         assert not refreshed, refreshed
 
         # The counters see work when there is some: one sample that changes what is drawn (the GPU busy),
         # one drain, its node repainted. (One that changes nothing drawn repaints nothing: the charts'
         # columns sit at fixed places in time, and the text is the same.)
         backend.post(backend.sampled("spark1", gb10_sample(3, 30_000, util=55.0)))
-        await asyncio.sleep(0.5)
+        await wait_until(lambda: drains == 1 and not app.drain_pending, "the sample's drain",
+                         state=lambda: f"{drains} drains")
         await pilot.pause()
         assert drains == 1
         assert refreshed
@@ -78,19 +106,16 @@ async def test_a_log_line_repaints_the_log_and_lays_out_nothing(monkeypatch: pyt
 
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(LogRecords("vllm", records([f"INFO 04-14 16:08:{i % 60:02d} [x.py:1] line {i}"
-                                                  for i in range(200)])))
-        await settle(pilot, app)
-        await asyncio.sleep(0.5)
-        await pilot.pause()
+        await post_and_apply(pilot, app, backend, LogRecords("vllm", records(
+            [f"INFO 04-14 16:08:{i % 60:02d} [x.py:1] line {i}" for i in range(200)])))
         log = app.query_one("#log")
-        assert log.show_vertical_scrollbar
+        await wait_until(lambda: log.show_vertical_scrollbar, "the log's scrollbar")
+        await pilot.pause()
         before = log.max_scroll_y
         monkeypatch.setattr(Widget, "refresh", counting_refresh)
         for i in range(3):
-            backend.post(LogRecords("vllm", records([f"INFO 04-14 16:09:0{i} [x.py:1] more {i}"])))
-            await asyncio.sleep(0.3)
-            await pilot.pause()
+            await post_and_apply(pilot, app, backend,
+                                 LogRecords("vllm", records([f"INFO 04-14 16:09:0{i} [x.py:1] more {i}"])))
         assert not layouts, layouts
         assert log.max_scroll_y == before + 3          # the scroll range grew with the lines
         assert log.scroll_offset.y == log.max_scroll_y  # and the log still follows the end
@@ -121,26 +146,20 @@ async def test_a_steps_progress_repaints_the_step_list_and_lays_out_only_a_new_h
 
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(OperationChanged(op(7)), EngineChanged(EngineState.STARTING))
-        await settle(pilot, app)
-        await asyncio.sleep(0.3)
-        await pilot.pause()
-        backend.post(OperationChanged(op(8)))   # (the list's height is known once it has been laid out)
-        await asyncio.sleep(0.3)
-        await pilot.pause()
+        await post_and_apply(pilot, app, backend, OperationChanged(op(7)),
+                             EngineChanged(EngineState.STARTING))
         box = app.query_one("#operation-steps")
+        await wait_until(lambda: box.size.height > 0, "the step list laid out")
+        # (the list's height is known once it has been laid out)
+        await post_and_apply(pilot, app, backend, OperationChanged(op(8)))
         height = box.size.height
         monkeypatch.setattr(Widget, "refresh", counting_refresh)
         for done in (9, 10):
-            backend.post(OperationChanged(op(done)))
-            await asyncio.sleep(0.2)
-            await pilot.pause()
+            await post_and_apply(pilot, app, backend, OperationChanged(op(done)))
         assert "⟳ step 10" in str(box.render()) and box.size.height == height
         assert not layouts["Static#operation-steps"], layouts
         # A step whose message wraps onto more lines: a new height, and the screen is laid out for it.
-        backend.post(OperationChanged(op(10, "waiting for the GCS " * 12)))
-        await asyncio.sleep(0.3)
-        await pilot.pause()
+        await post_and_apply(pilot, app, backend, OperationChanged(op(10, "waiting for the GCS " * 12)))
         assert layouts["Static#operation-steps"] == 1, layouts
         assert "waiting for the GCS" in str(box.render())
 
@@ -153,7 +172,7 @@ async def test_stage_bars_keep_no_timers_and_a_countless_stage_sweeps_with_the_t
     from sparktui.ui.widgets.stage_bar import StageBar, _SweepBar
     from tests.test_ui_panels import fed_timeline
 
-    app, backend = make_app()
+    app, backend = make_app(switches=FAST, refresh_interval=FAST_TICK)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         backend.post(EngineChanged(EngineState.STARTING, timeline=fed_timeline("Memory profiling takes")))
@@ -176,12 +195,14 @@ async def test_stage_bars_keep_no_timers_and_a_countless_stage_sweeps_with_the_t
             return original_refresh(self, *args, **kwargs)
 
         monkeypatch.setattr(Widget, "refresh", counting_refresh)
-        await asyncio.sleep(2.2)   # two ticks
+        ticks = app.ticks
+        await wait_for_ticks(app, 2)
         await pilot.pause()
+        ticked = app.ticks - ticks
         assert swept and all(countless_bar for _, countless_bar in swept), swept
         # The refreshes come in the ticks' moments (a bar's update and its sweep), not at a rate of their own.
-        moments = [t for i, (t, _) in enumerate(swept) if i == 0 or t - swept[i - 1][0] > 0.3]
-        assert 2 <= len(moments) <= 3, swept
+        moments = [t for i, (t, _) in enumerate(swept) if i == 0 or t - swept[i - 1][0] > 0.3 * FAST_TICK]
+        assert 2 <= len(moments) <= ticked, swept
 
 
 async def test_a_start_draws_its_clock_in_the_node_samples_frames(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -191,7 +212,7 @@ async def test_a_start_draws_its_clock_in_the_node_samples_frames(monkeypatch: p
     from sparktui.ui.widgets.stage_bar import _SweepBar
     from tests.test_ui_panels import fed_timeline
 
-    app, backend = make_app()
+    app, backend = make_app(switches=FAST, refresh_interval=FAST_TICK)
     moments: list[tuple[float, str]] = []
     original_refresh = Widget.refresh
 
@@ -205,29 +226,34 @@ async def test_a_start_draws_its_clock_in_the_node_samples_frames(monkeypatch: p
         await settle(pilot, app)
         backend.post(EngineChanged(EngineState.STARTING, timeline=fed_timeline("Memory profiling takes")))
         await settle(pilot, app)
-        await asyncio.sleep(0.4)   # off the timer's phase
+        await wait_for_ticks(app, 1)
 
-        def samples(seq: int) -> None:
-            backend.post(*(backend.sampled(name, gb10_sample(seq, seq * 10_000, util=float(seq)))
-                           for name in ("spark1", "spark2")))
+        async def sample_every_tick() -> None:
+            """The nodes' sampler: both nodes' samples each period, off the timer's phase."""
+            await asyncio.sleep(0.4 * FAST_TICK)
+            for seq in range(1, 1000):
+                backend.post(*(backend.sampled(name, gb10_sample(seq, seq * 10_000, util=float(seq)))
+                               for name in ("spark1", "spark2")))
+                await asyncio.sleep(FAST_TICK)
 
-        samples(1)
-        await asyncio.sleep(1.0)
-        monkeypatch.setattr(Widget, "refresh", counting_refresh)
-        for seq in range(2, 5):
-            samples(seq)
-            await asyncio.sleep(1.0)
+        def count(kind: str) -> int:
+            return [k for _, k in moments].count(kind)
+
+        sampler = asyncio.create_task(sample_every_tick())
+        try:
+            await wait_until(lambda: app.events_applied >= 2, "the first samples")
+            monkeypatch.setattr(Widget, "refresh", counting_refresh)
+            await wait_until(lambda: count("clock") >= 3, "three ticks drawn", state=lambda: moments)
+        finally:
+            sampler.cancel()
         await pilot.pause()
         sample_times = [t for t, kind in moments if kind == "sample"]
         clock_times = [t for t, kind in moments if kind == "clock"]
-        assert len(clock_times) >= 3, moments
         assert all(min(abs(t - s) for s in sample_times) < 0.05 for t in clock_times), moments
 
         # Samples stop (a node link down, say): the timer draws the clock again.
         moments.clear()
-        await asyncio.sleep(2.7)
-        await pilot.pause()
-        assert [kind for _, kind in moments].count("clock") >= 1, moments
+        await wait_until(lambda: count("clock") >= 1, "the timer's tick drawn", state=lambda: moments)
 
 
 async def test_engine_changes_between_ticks_leave_the_sweep_where_it_is(
@@ -250,12 +276,11 @@ async def test_engine_changes_between_ticks_leave_the_sweep_where_it_is(
         timeline = fed_timeline("Memory profiling takes")
         backend.post(EngineChanged(EngineState.STARTING, timeline=timeline))
         await settle(pilot, app)
-        while time.monotonic() - app._ticked_at > 0.05:   # just after a tick
-            await asyncio.sleep(0.01)
+        await wait_for_ticks(app, 1)   # just after a tick: the real tick's second until the next
+        ticks = app.ticks
         monkeypatch.setattr(Widget, "refresh", counting_refresh)
         for i in range(4):
-            backend.post(EngineChanged(EngineState.STARTING, f"batch {i}", timeline=timeline))
-            await asyncio.sleep(0.15)
-        await pilot.pause()
-        assert time.monotonic() - app._ticked_at > 0.5, "no tick in the window"
+            await post_and_apply(pilot, app, backend,
+                                 EngineChanged(EngineState.STARTING, f"batch {i}", timeline=timeline))
+        assert app.ticks == ticks, "no tick in the window"
         assert not swept, swept

@@ -13,7 +13,7 @@ from sparktui.config import UIConfig
 from sparktui.domain.events import Event, EventSink, NodeSampled, OperationRefused
 from sparktui.domain.node_reading import NodeFeed
 from sparktui.domain.telemetry import Sample
-from sparktui.ui.app import SparkApp
+from sparktui.ui.app import AppSwitches, SparkApp
 
 FIXED_NOW = 1_767_225_600.0
 
@@ -65,9 +65,10 @@ class FakeBackend:
 
 
 def make_app(backend: FakeBackend | None = None, clock: Callable[[], float] = lambda: FIXED_NOW,
-             **ui: Any) -> tuple[SparkApp, FakeBackend]:
+             switches: AppSwitches | None = None, **ui: Any) -> tuple[SparkApp, FakeBackend]:
     backend = backend or FakeBackend()
-    app = SparkApp(backend, UIConfig(**ui), roles={"spark1": "head", "spark2": "worker"}, clock=clock)
+    app = SparkApp(backend, UIConfig(**ui), roles={"spark1": "head", "spark2": "worker"}, clock=clock,
+                   switches=switches or AppSwitches())
     return app, backend
 
 

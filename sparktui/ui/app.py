@@ -81,10 +81,12 @@ _CLOCKED_STATES = frozenset({EngineState.PREFLIGHT, EngineState.STARTING, Engine
 @dataclass(frozen=True)
 class AppSwitches:
     """Switches for benchmarks and the README's screenshot, never for a person at the dashboard: how often
-    the event inbox is drained, the naive log pane (``benchmarks/bench_logflood.py``'s baseline), and a
-    screenshot to save after some seconds (``sparktui --screenshot``)."""
+    the event inbox is drained, the naive log pane (``benchmarks/bench_logflood.py``'s baseline), a
+    screenshot to save after some seconds (``sparktui --screenshot``), and the tick's period (the tests',
+    which count ticks rather than wait seconds for them)."""
 
     flush_hz: float = FLUSH_HZ
+    tick_seconds: float = TICK_SECONDS
     naive_log: bool = False
     screenshot: tuple[Path, float] | None = None
 
@@ -244,6 +246,8 @@ class SparkApp(App[int]):
         self._runs: Sequence[RunRecord] = ()
         self._shown_state = EngineState.UNKNOWN
         self.events_applied = 0
+        #: Ticks run so far (:meth:`_tick_now`): what a test waits for instead of a second of wall time.
+        self.ticks = 0
         #: The line printed on the terminal after quitting (None: nothing to say).
         self.exit_message: str | None = None
         #: ``p``: the node charts and readings hold still.
@@ -298,7 +302,7 @@ class SparkApp(App[int]):
         self._arm_drain()  # what the backend posted before the first frame
         if self.poll_always:
             self.set_interval(1.0 / self.switches.flush_hz, self.drain)
-        self.set_interval(TICK_SECONDS, self._tick)
+        self.set_interval(self.switches.tick_seconds, self._tick)
         self._backend_worker = self.run_worker(self._run_backend(), name="backend", group="backend",
                                                exit_on_error=False)
         # Everything built so far (widgets, styles, Textual's caches) lives as long as the app: move it out of
@@ -348,6 +352,11 @@ class SparkApp(App[int]):
         self._inbox.append(event)
         if self._drain_timer is None:
             self._arm_drain()
+
+    @property
+    def drain_pending(self) -> bool:
+        """Whether a drain is armed (events wait in the inbox): never, on an idle dashboard."""
+        return self._drain_timer is not None
 
     def _arm_drain(self) -> None:
         self._drain_timer = self.set_timer(1.0 / self.switches.flush_hz, self._timed_drain, name="drain")
@@ -471,15 +480,16 @@ class SparkApp(App[int]):
         node's together). Then the tick is drawn in their frame: one frame a second instead of two, during
         a start (a stage's elapsed time) and whenever a link is down (its countdown). The timer takes over
         within 1.5 s when samples stop."""
-        return (not self.poll_always and self.ui_config.refresh_interval <= TICK_SECONDS
+        tick = self.switches.tick_seconds
+        return (not self.poll_always and self.ui_config.refresh_interval <= tick
                 and self._sampled_at is not None
-                and time.monotonic() - self._sampled_at < 1.5 * TICK_SECONDS)
+                and time.monotonic() - self._sampled_at < 1.5 * tick)
 
     def _tick_with_samples(self) -> None:
         """In a drain that applied a node sample: the tick, if one is due (half a tick since the last, so
         two nodes' samples a few milliseconds apart draw it once)."""
         self._sampled_at = now = time.monotonic()
-        if self._ticks_with_samples() and now - self._ticked_at >= 0.5 * TICK_SECONDS:
+        if self._ticks_with_samples() and now - self._ticked_at >= 0.5 * self.switches.tick_seconds:
             self._tick_now()
 
     def _tick_now(self) -> None:
@@ -487,6 +497,7 @@ class SparkApp(App[int]):
         start runs, retry countdowns of links that are down, samples gone stale, the two-node-hang check
         while the engine should be working. Nothing else is touched: an idle dashboard repaints nothing."""
         self._ticked_at = time.monotonic()
+        self.ticks += 1
         nodes = self.state.update_staleness(self.ui_config.refresh_interval)
         nodes |= {n.name for n in self.state.nodes.values() if n.link_phase != "connected"}
         clock = self.state.engine.state in _CLOCKED_STATES or self.state.operation_running
