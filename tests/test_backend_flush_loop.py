@@ -13,6 +13,7 @@ from pathlib import Path
 from sparktui.config import load_config
 from sparktui.domain.events import Event, LogRecords
 from sparktui.remote.backend import FLUSH_INTERVAL, QUIET_TICK, STREAM_BATCH_SECONDS, SshBackend
+from tests.waiting import wait_until
 
 CONFIG = Path(__file__).resolve().parents[1] / "config.toml"
 
@@ -25,15 +26,15 @@ async def test_a_quiet_log_wakes_the_loop_once_a_second_and_lines_at_once() -> N
     backend.truth.tick = lambda: ticks.append(time.monotonic())  # type: ignore[method-assign]
     task = asyncio.create_task(backend._flush_loop())
     try:
-        await asyncio.sleep(2.5 * QUIET_TICK)
-        assert 2 <= len(ticks) <= 3   # not 25: nothing arrived
+        await wait_until(lambda: len(ticks) >= 3, "three ticks", state=lambda: ticks)
+        gaps = [b - a for a, b in itertools.pairwise(ticks)]
+        assert all(gap > 0.9 * QUIET_TICK for gap in gaps), gaps   # not ten a second: nothing arrived
         # Lines arrive (the follower's callback feeds the log and sets the event): posted in one batch.
         t0 = time.monotonic()
         for i in range(3):
             backend._engine.log_bytes(f"INFO 12-01 10:00:0{i} [x.py:1] line {i}\n".encode())
             backend._log_arrived.set()
-        while not any(isinstance(e, LogRecords) for _, e in posted) and time.monotonic() - t0 < 2:
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: any(isinstance(e, LogRecords) for _, e in posted), "the lines posted")
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -13,6 +13,7 @@ import pytest
 from sparktui.domain.backoff import Backoff
 from sparktui.remote.line_stream import LineStream
 from sparktui.remote.transport import LinkPhase, LinkState, LocalTransport, TransportError
+from tests.waiting import wait_until
 
 QUICK = Backoff(initial=0.05, maximum=0.4, jitter=0.0)
 
@@ -91,9 +92,7 @@ async def test_a_command_that_delivers_nothing_is_reported_and_backed_off() -> N
             pass
 
     task = asyncio.create_task(read())
-    while stream.sessions < 4:
-        await asyncio.sleep(0.02)
-        assert loop.time() - t0 < 60
+    await wait_until(lambda: stream.sessions >= 4, "four sessions", timeout=60)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task

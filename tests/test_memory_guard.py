@@ -11,6 +11,7 @@ from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.memory_guard import MemoryGuard
 from sparktui.domain.telemetry import MemoryPressure, MemorySample, Sample
+from tests.waiting import wait_until
 
 GIB = 1024**3
 
@@ -124,8 +125,7 @@ async def test_the_dashboard_backend_stops_vllm_on_a_trip(tmp_path: Any) -> None
     for t in range(1, 4):
         backend._guard_memory("spark1", sample(t, 90))
         backend._guard_memory("spark2", sample(t, 12 - 3 * t))
-    for _ in range(20):
-        await asyncio.sleep(0.01)
+    await wait_until(lambda: controller.stops >= 1, "vLLM stopped")
     assert controller.stops == 1
     last = [e for e in events if isinstance(e, EngineChanged)][-1]
     assert last.state is EngineState.FAILED

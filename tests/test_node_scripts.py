@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.oplock import LockAnswer, LockHolder, refusal
 
@@ -61,8 +63,8 @@ def test_follower_ends_when_its_stdin_closes_on_a_quiet_log(tmp_path: Path) -> N
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdin is not None
     assert proc.stdout.readline().startswith(b"R ")
-    time.sleep(0.5)
-    assert proc.poll() is None  # following a log nobody writes: nothing to write, still alive
+    with pytest.raises(subprocess.TimeoutExpired):  # following a log nobody writes: nothing to write,
+        proc.wait(timeout=0.5)                        # still alive after its polls (0.2 s apart)
     proc.stdin.close()
     assert proc.wait(timeout=5) == 0
 
