@@ -71,7 +71,7 @@ class NsenterTransport(LocalTransport):
 
 
 def nsenter_transports(bed: Testbed) -> dict[str, NsenterTransport]:
-    return {name: NsenterTransport(name, bed._nsenter(name)) for name in bed.names}
+    return {name: NsenterTransport(name, bed.nsenter(name)) for name in bed.names}
 
 
 def host_path(bed: Testbed, name: str, path: str) -> Path:

@@ -310,7 +310,7 @@ def _sized_sparks() -> list[DiscoveredHost]:
 
 
 async def test_the_picking_screen_keeps_model_and_writes_it(tmp_path, capsys):
-    from textual.widgets import Select, Static
+    from textual.widgets import OptionList, Select, Static
 
     from sparktui.commands.init import conclude
     from sparktui.ui.init_app import InitApp
@@ -324,7 +324,9 @@ async def test_the_picking_screen_keeps_model_and_writes_it(tmp_path, capsys):
         pick = app.query_one("#pick-model", Select)
         # not in the scan, still offered and picked: a path or an HF id is a model all the same
         assert pick.value == "/tmp/models/standin-model"
-        assert ("/tmp/models/standin-model  (--model)", "/tmp/models/standin-model") in pick._options
+        offered = pick.query_one(OptionList)   # the list the select opens
+        assert "/tmp/models/standin-model  (--model)" in [str(offered.get_option_at_index(i).prompt)
+                                                          for i in range(offered.option_count)]
         assert 'model = "/tmp/models/standin-model"' in str(app.query_one("#toml", Static).render())
         await pilot.press("w")
     picked = app.return_value

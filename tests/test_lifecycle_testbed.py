@@ -168,7 +168,7 @@ async def test_one_operation_at_a_time_and_preflight_catches_problems(testbed: T
     async with harness(testbed, extra_args=["--max-model-len", "4096", "--enable-turbo-mode"]) as h:
         # A tagged leftover of "an earlier run" on the worker.
         python = h.config.node("spark2").python
-        subprocess.Popen([*testbed._nsenter("spark2"), "env", "SPARKTUI_TAG=sparktui/spark2", python, "-c",
+        subprocess.Popen([*testbed.nsenter("spark2"), "env", "SPARKTUI_TAG=sparktui/spark2", python, "-c",
                           "import time; time.sleep(120)"], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
         await asyncio.sleep(0.5)

@@ -26,11 +26,12 @@ from sparktui.domain.logs import STAGE_LABELS, STAGES
 from sparktui.domain.logs.stages import Timeline
 from sparktui.domain.telemetry import CpuSample, GpuDevice, GpuSample, MemorySample, RdmaPort, Sample
 from sparktui.sim.recording import DEFAULT_RECORDING, recording_text
-from sparktui.ui.app import SparkApp
+from sparktui.ui.app import AppSwitches, SparkApp
 from sparktui.ui.state import AsymmetryWatch
 from sparktui.ui.widgets.engine_panel import StageRow
 from sparktui.ui.widgets.node_panel import NodePanel, NodeSummary
 from tests.ui_fakes import FIXED_NOW, FakeBackend, make_app, settle
+from tests.waiting import wait_until
 
 GIB = 1024**3
 DATA = Path(__file__).parent / "data" / "vllm-logs"
@@ -236,13 +237,13 @@ async def test_stage_eta_from_earlier_runs() -> None:
 
 async def test_a_node_whose_samples_stop_says_so() -> None:
     now = [FIXED_NOW]
-    app, backend = make_app(clock=lambda: now[0])
+    app, backend = make_app(clock=lambda: now[0], switches=AppSwitches(tick_seconds=0.1))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         backend.post(backend.sampled("spark1", gb10_sample(1, 0)))
         await settle(pilot, app)
         assert "no sample for" not in panel_text(app, "spark1")
         now[0] += 12
-        app._tick_now()
-        await pilot.pause()
-        assert "no sample for 12s" in panel_text(app, "spark1")
+        # The next tick sees the sample's age.
+        await wait_until(lambda: "no sample for 12s" in panel_text(app, "spark1"), "the stale sample shown",
+                         pilot=pilot, state=lambda: panel_text(app, "spark1"))

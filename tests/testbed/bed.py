@@ -538,15 +538,19 @@ class Testbed:
             raise TestbedError(f"host {name} is not running")
         return host.init_pid
 
-    def _nsenter(self, name: str) -> list[str]:
+    def nsenter(self, name: str) -> list[str]:
+        """The command prefix that runs a command inside host ``name``'s namespaces."""
         return ["nsenter", "--target", str(self._init_pid(name)), "--net", "--pid", "--uts", "--mount", "--"]
+
+    #: The old name, for branches written before the rename (tests/test_no_sleep_asserts.py flags its use).
+    _nsenter = nsenter
 
     def exec(
         self, name: str, argv: Sequence[str], *, input: str | None = None, timeout: float = 30,
         check: bool = False,
     ) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` inside host ``name`` (its namespaces, its /tmp) from the root namespace."""
-        return subprocess.run([*self._nsenter(name), *argv], input=input, capture_output=True, text=True,
+        return subprocess.run([*self.nsenter(name), *argv], input=input, capture_output=True, text=True,
                               timeout=timeout, check=check)
 
     def pids(self, name: str) -> list[int]:
@@ -592,7 +596,7 @@ class Testbed:
         listeners, _ = self._sshd_pids(name)
         if not listeners:
             # Daemonised: it is re-parented to the host's init, like the first one.
-            proc = subprocess.run([*self._nsenter(name), SSHD, "-f", str(host.sshd_config),
+            proc = subprocess.run([*self.nsenter(name), SSHD, "-f", str(host.sshd_config),
                                    "-E", str(host.sshd_log)], capture_output=True, text=True, timeout=timeout)
             if proc.returncode != 0:
                 raise TestbedError(f"starting sshd on {name} failed: {proc.stderr.strip()}")
@@ -647,7 +651,7 @@ class Testbed:
         # The stub hook must be on dockerd's own PATH: that is where it looks for it.
         path = f"{DOCKER_STUBS}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         script = 'log=$1; shift; "$@" </dev/null >>"$log" 2>&1 &'
-        proc = subprocess.run([*self._nsenter(name), "env", f"PATH={path}", "sh", "-c", script, "sh",
+        proc = subprocess.run([*self.nsenter(name), "env", f"PATH={path}", "sh", "-c", script, "sh",
                                str(self.dockerd_log(name)), *self.dockerd_argv(name)],
                               capture_output=True, text=True, timeout=30)
         if proc.returncode != 0:

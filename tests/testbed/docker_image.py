@@ -219,7 +219,7 @@ def install(bed: Testbed, *, progress: bool = False) -> str:
     if others:
         saved = bed.dir / "image.tar"
         bed.docker(first, "save", "-o", str(saved), IMAGE, timeout=600)
-        loads = {name: subprocess.Popen([*bed._nsenter(name), "docker", "load", "-q", "-i", str(saved)],
+        loads = {name: subprocess.Popen([*bed.nsenter(name), "docker", "load", "-q", "-i", str(saved)],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for name in others}
         for name, proc in loads.items():
