@@ -97,7 +97,8 @@ def _is_fixed_wait(stmt: ast.stmt) -> bool:
         return name == "pause" and bool(call.args or call.keywords)
     # A counted loop of waits is one long wait (a ``while`` loop waits for its condition: fine).
     if isinstance(stmt, ast.For | ast.AsyncFor) and not stmt.orelse:
-        return all(_is_fixed_wait(s) for s in stmt.body)
+        return (any(_is_fixed_wait(s) for s in stmt.body)
+                and all(_is_fixed_wait(s) or _is_idle_wait(s) for s in stmt.body))
     return False
 
 
@@ -146,7 +147,8 @@ def test_the_scan_finds_what_it_looks_for() -> None:
         "    time.sleep(0.5)\n"
         "    assert y\n"
         "    for _ in range(3):\n"
-        "        await pilot.pause(0.1)\n"
+        "        await asyncio.sleep(0.1)\n"
+        "        await pilot.pause()\n"
         "    assert z\n"
         "    await asyncio.sleep(0.1)\n"   # a pace, not a wait for a result: fine
         "    post()\n"
@@ -161,7 +163,7 @@ def test_the_scan_finds_what_it_looks_for() -> None:
         "    self._mine = 1\n"
         "    u = obj.__dict__\n")
     assert sleeps_before_asserts(tree) == [2, 5, 7]
-    assert private_reads(tree) == [(19, "app._inbox")]
+    assert private_reads(tree) == [(20, "app._inbox")]
 
 
 def test_no_test_sleeps_and_then_asserts() -> None:

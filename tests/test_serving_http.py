@@ -26,6 +26,7 @@ from sparktui.remote.api_client import EngineApi, EngineApiError
 from sparktui.remote.serving_watch import ServingWatch, verify_ready
 from sparktui.remote.transport import LocalTransport
 from tests.serving_profiles import EngineLoad, exposition, sample_load
+from tests.waiting import wait_until
 
 ANSWER = "Hello there, friend! How are you doing on this fine day today?"
 
@@ -292,8 +293,7 @@ async def test_watch_posts_snapshots_then_detects_a_crash(engine_server: LocalSe
         watch = ServingWatch(api, ready_at=time.monotonic(), health_fail_seconds=0.3, interval=0.05,
                              window_seconds=1.0)
         task = asyncio.create_task(watch.run(events.append))
-        while watch.stats.scrapes < 4:
-            await asyncio.sleep(0.02)
+        await wait_until(lambda: watch.stats.scrapes >= 4, "four scrapes")
         engine.health_status = 503
         crash = await asyncio.wait_for(task, 5.0)
     snaps = [e.snapshot for e in events if isinstance(e, ServingSampled)]
@@ -387,7 +387,9 @@ async def test_watch_warns_once_about_a_stalled_engine(engine_server: LocalServe
     async with EngineApi(engine_server.url) as api:
         watch = ServingWatch(api, ready_at=time.monotonic(), interval=0.05, stall_notice_seconds=0.3)
         task = asyncio.create_task(watch.run(events.append))
-        await asyncio.sleep(0.8)
+        await wait_until(lambda: any(isinstance(e, Notice) for e in events), "the stall notice")
+        scrapes = watch.stats.scrapes   # the stall goes on: the watch scrapes on, and says nothing more
+        await wait_until(lambda: watch.stats.scrapes >= scrapes + 6, "six scrapes after the notice")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

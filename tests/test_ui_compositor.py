@@ -14,6 +14,7 @@ from textual._compositor import ChopsUpdate, Compositor
 from sparktui.sim.demo import DemoBackend
 from sparktui.ui.app import SparkApp
 from sparktui.ui.compositor import LeanCompositor, MainScreen
+from tests.waiting import wait_until
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
@@ -40,17 +41,14 @@ async def test_every_frame_of_a_start_is_written_as_textual_writes_it(
     app = SparkApp(backend, roles=backend.node_roles, cluster_name="demo")
     async with app.run_test(size=size) as pilot:
         assert isinstance(app.screen, MainScreen)
-        shown = ""
-        for _ in range(300):   # through the start to ready (a loaded machine takes longer), then serving
-            await asyncio.sleep(0.2)
-            await pilot.pause()
-            shown = str(app.query_one("#engine-state").render()).lower()
-            if "ready" in shown or "serving" in shown:
-                break
-        for _ in range(10):
-            await asyncio.sleep(0.2)
-            await pilot.pause()
-        assert "ready" in shown or "serving" in shown, shown
+        def shown() -> str:
+            return str(app.query_one("#engine-state").render()).lower()
+
+        # Through the start to ready (a loaded machine takes longer), then some frames of serving.
+        await wait_until(lambda: "ready" in shown() or "serving" in shown(), "ready", timeout=60, pilot=pilot,
+                         state=shown)
+        at_ready = frames["compared"]
+        await wait_until(lambda: frames["compared"] >= at_ready + 5, "five frames at ready", pilot=pilot)
     assert frames["compared"] > 20, frames
 
 
