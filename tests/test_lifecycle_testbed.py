@@ -29,6 +29,7 @@ from tests.harness import explain as _explain
 from tests.harness import start_ready as shared_start_ready
 from tests.lifecycle_helpers import host_path, lifecycle_config
 from tests.testbed import Testbed
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.testbed, pytest.mark.ray]
 
@@ -173,7 +174,7 @@ async def test_one_operation_at_a_time_and_preflight_catches_problems(testbed: T
                          stderr=subprocess.DEVNULL, start_new_session=True)
         await asyncio.sleep(0.5)
         first = asyncio.create_task(h.controller.preflight())
-        await asyncio.sleep(0.05)
+        await wait_until(lambda: h.controller.busy == "preflight", "the preflight running")
         with pytest.raises(OperationRefused, match="preflight is running"):
             await h.controller.start()
         view = await first

@@ -107,9 +107,18 @@ def _is_idle_wait(stmt: ast.stmt) -> bool:
     return call is not None and _called(call) == "pause" and not (call.args or call.keywords)
 
 
+def _asserts(stmt: ast.stmt) -> bool:
+    """An ``assert``, or a ``with pytest.raises(…)`` block (an assert that something fails)."""
+    if isinstance(stmt, ast.Assert):
+        return True
+    return isinstance(stmt, ast.With | ast.AsyncWith) and any(
+        isinstance(item.context_expr, ast.Call) and _called(item.context_expr) == "raises"
+        for item in stmt.items)
+
+
 def sleeps_before_asserts(tree: ast.AST) -> list[int]:
     """Lines of fixed waits whose next statement in the same block (past any ``pilot.pause()``, which only
-    lets the app catch up) is an ``assert``."""
+    lets the app catch up) is an ``assert`` or a ``pytest.raises``."""
     found = []
     for node in ast.walk(tree):
         for field in ("body", "orelse", "finalbody"):
@@ -122,7 +131,7 @@ def sleeps_before_asserts(tree: ast.AST) -> list[int]:
                 after = i + 1
                 while after < len(block) and (_is_idle_wait(block[after]) or _is_fixed_wait(block[after])):
                     after += 1
-                if after < len(block) and isinstance(block[after], ast.Assert):
+                if after < len(block) and _asserts(block[after]):
                     found.append(stmt.lineno)
     return sorted(found)
 
@@ -159,11 +168,14 @@ def test_the_scan_finds_what_it_looks_for() -> None:
         "    while not done():\n"         # a wait for a condition: fine
         "        time.sleep(0.1)\n"
         "    assert done()\n"
+        "    time.sleep(0.05)\n"
+        "    with pytest.raises(E):\n"
+        "        f()\n"
         "    v = app._inbox\n"
         "    self._mine = 1\n"
         "    u = obj.__dict__\n")
-    assert sleeps_before_asserts(tree) == [2, 5, 7]
-    assert private_reads(tree) == [(20, "app._inbox")]
+    assert sleeps_before_asserts(tree) == [2, 5, 7, 20]
+    assert private_reads(tree) == [(23, "app._inbox")]
 
 
 def test_no_test_sleeps_and_then_asserts() -> None:
