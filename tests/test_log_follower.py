@@ -13,6 +13,7 @@ from sparktui.domain.lifecycle.frames import Frame, FrameDecoder, FrameError
 from sparktui.domain.lifecycle.ray_logs import LogFile, choose_worker_log, parse_listing
 from sparktui.remote.log_follower import LogFollower
 from sparktui.remote.transport import LocalTransport
+from tests.waiting import wait_until
 
 
 def test_frame_decoder_handles_split_frames() -> None:
@@ -48,14 +49,6 @@ def test_ray_worker_log_choice() -> None:
     assert d == "/tmp/ray/x/logs" and listed == (LogFile("a", 1, 2.0, "RayWorkerWrapper"),) and err is None
 
 
-async def _until(cond, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
-
-
 async def test_follow_resumes_after_drops_without_loss_or_duplicates(tmp_path: Path) -> None:
     path = tmp_path / "vllm.log"
     transport = LocalTransport("local")
@@ -76,7 +69,10 @@ async def test_follow_resumes_after_drops_without_loss_or_duplicates(tmp_path: P
                     # Drop the channel mid-stream, as a lost SSH connection would: once the session has
                     # delivered (one dropped before its first byte counts as a failed start, and those
                     # back off, up to 10 s).
-                    await _until(lambda seen=delivered: follower._proc is not None and follower.offset > seen)
+                    def delivering(seen: int = delivered) -> bool:
+                        return follower._proc is not None and follower.offset > seen
+
+                    await wait_until(delivering, "the session delivering")
                     delivered = follower.offset
                     proc = follower._proc
                     assert proc is not None
@@ -84,7 +80,8 @@ async def test_follow_resumes_after_drops_without_loss_or_duplicates(tmp_path: P
                 if i % 50 == 0:
                     await asyncio.sleep(0.005)
         size = path.stat().st_size
-        await _until(lambda: follower.offset == size)
+        await wait_until(lambda: follower.offset == size, "the whole log followed",
+                         state=lambda: follower.offset)
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -105,13 +102,13 @@ async def test_follow_waits_for_the_file_then_sees_a_new_run(tmp_path: Path) -> 
                            on_waiting=lambda: events.append("waiting"), poll=0.02)
     task = asyncio.create_task(follower.run())
     try:
-        await _until(lambda: events == ["waiting"])
+        await wait_until(lambda: events == ["waiting"], "waiting for the log", state=lambda: events)
         path.write_bytes(b"run 1 line a\n")
-        await _until(lambda: b"".join(chunks) == b"run 1 line a\n")
+        await wait_until(lambda: b"".join(chunks) == b"run 1 line a\n", "run 1's line", state=lambda: chunks)
         # The next engine start moves the log aside and writes a new one.
         os.replace(path, tmp_path / "vllm.log.prev")
         path.write_bytes(b"run 2\n")
-        await _until(lambda: b"".join(chunks).endswith(b"run 2\n"))
+        await wait_until(lambda: b"".join(chunks).endswith(b"run 2\n"), "run 2's line", state=lambda: chunks)
         assert events == ["waiting", "reset", "reset"]
         assert follower.offset == len(b"run 2\n")
     finally:
