@@ -10,6 +10,7 @@ from itertools import pairwise
 
 import pytest
 from textual.app import SystemCommand
+from textual.command import CommandList
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Button
@@ -27,6 +28,7 @@ from sparktui.ui.screens.keys_help import KeysScreen
 from sparktui.ui.screens.processes import ProcessScreen
 from sparktui.ui.widgets.fitted_footer import FittedFooter
 from tests.ui_fakes import make_app, notifications, settle
+from tests.waiting import wait_until
 
 
 def screen_text(app: SparkApp) -> str:
@@ -114,14 +116,17 @@ async def test_palette_offers_every_action_that_has_a_key() -> None:
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"processes")
-        for _ in range(20):
-            await pilot.pause(0.05)
+        found = app.screen.query_one(CommandList)
+
+        def offered() -> str:
+            at = found.highlighted
+            return "" if at is None else str(found.get_option_at_index(at).prompt)
+
+        await wait_until(lambda: "Processes" in offered(), "the palette offering Processes", pilot=pilot,
+                         state=offered)
         await pilot.press("enter")
-        for _ in range(20):
-            await pilot.pause(0.05)
-            if isinstance(app.screen, ProcessScreen):
-                break
-        assert isinstance(app.screen, ProcessScreen)
+        await wait_until(lambda: isinstance(app.screen, ProcessScreen), "the process screen", pilot=pilot,
+                         state=lambda: app.screen)
 
 
 def what(command: SystemCommand) -> str:
@@ -226,8 +231,16 @@ async def test_the_footer_fits_again_after_a_resize() -> None:
         await settle(pilot, app)
         assert len(assert_footer_whole(app)) == len(FOOTER_RANK)
         await pilot.resize_terminal(80, 24)
-        for _ in range(10):
-            await pilot.pause(0.05)
+        footer = app.query_one(FittedFooter)
+
+        def refitted() -> bool:   # the footer recomposes after the resize's refresh
+            keys = list(footer.query(FooterKey))
+            return footer.region.width == 80 and bool(keys) and all(
+                k.region.width and k.region.right <= footer.region.right for k in keys)
+
+        await wait_until(refitted, "the footer refitted to 80 columns", pilot=pilot,
+                         state=lambda: [k.region for k in footer.query(FooterKey)])
+        await pilot.pause()
         shown = assert_footer_whole(app)
         assert len(shown) < len(FOOTER_RANK) and {"help", "quit"} <= set(shown)
 
