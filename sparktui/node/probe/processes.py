@@ -14,7 +14,6 @@ from sparktui.node.probe.problems import Problems, why_failed
 RAY_DAEMONS = ("raylet", "gcs_server")
 
 
-
 def classify(argv: list[str], comm: str) -> str | None:
     """Which of our kinds a process is (Ray daemons, Ray workers, vLLM), or None."""
     first = argv[0] if argv else comm
