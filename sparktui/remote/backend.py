@@ -8,6 +8,10 @@ the ``EngineController`` → operations (preflight, start, stop, restart) and re
 after "Application startup complete" → verify that it can generate, then watch ``/health`` and
 ``/metrics`` until it stops or crashes. Run history is written at every ready or failure.
 
+All the engine evidence goes to one ``EngineSession`` (``sparktui.domain.engine_session``), which decides
+the state and asks, through the ports plugged here, for the readiness check, the history record, the Ray
+watch and an automatic restart (its budget is the session's restart policy).
+
 The engine lives on the nodes, detached: cancelling ``run`` (quitting the dashboard) stops watching,
 never the engine.
 """
@@ -132,7 +136,7 @@ class SshBackend:
         #: The engine log and what it says, posted with the state (``EngineChanged``); the log shown (the
         #: engine's, or a node's Ray worker log).
         engine_log = LogIngest(len(config.nodes), display_cap=config.ui.log_buffer_lines)
-        self._engine = EngineFeed(self.session.truth, engine_log, self._post)
+        self._engine = EngineFeed(self.session, engine_log, self._post)
         self._shown_log = self._engine.log
         #: Set when log bytes arrive (the engine's or the shown one): the flush loop's wake-up.
         self._log_arrived = asyncio.Event()
@@ -459,8 +463,9 @@ class SshBackend:
             if batch:
                 self._post(LogRecords(self._log_source, batch))
                 posted_at = time.monotonic()
-            self._engine.flush()
-            self.session.tick()
+            with self.session.held():    # the log's news and the time passed: one settle
+                self._engine.flush()
+                self.session.tick()
 
     # -- engine: after ready -----------------------------------------------------------------------
     def _begin_verify(self) -> None:
@@ -520,8 +525,9 @@ class SshBackend:
                     self._probed_api = None
         # The log's lines read so far go into the state machine first (a stream's next batch can be
         # STREAM_BATCH_SECONDS away): a traceback already here names the crash's cause.
-        self._engine.flush()
-        session.crashed(crash)
+        with session.held():
+            self._engine.flush()
+            session.crashed(crash)
 
     def _auto_restart(self, _decision: RestartDecision) -> None:
         """The session's ``restart`` port: its budget allowed an automatic restart (it told the person which
