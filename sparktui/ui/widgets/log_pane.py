@@ -216,15 +216,12 @@ class LiveLog(Log):
 class LogPane(Vertical):
     """The log column. The app owns the timer; this widget owns the buffers and the filters."""
 
-    def __init__(self, buffer_lines: int, naive: bool = False, aliases: Mapping[str, str] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, buffer_lines: int, aliases: Mapping[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         #: Node address → node name (Ray prints ``ip=``; the config knows which node that is), and ``HEAD``
         #: → the head node's name (its own lines name no node).
         self.aliases = dict(aliases or {})
         self.buffer_lines = buffer_lines
-        #: Write every line as it arrives (the slow way the benchmark compares against).
-        self.naive = naive
         self.source = "vllm"
         self.buffers: dict[str, deque[LogRecord]] = {}
         self.progress: dict[str, tuple[str, LogRecord]] = {}   # source → (bar key, latest update)
@@ -291,7 +288,7 @@ class LogPane(Vertical):
         pending = self._pending
         current = self.progress.get(source)
         batch: Sequence[LogRecord | str] = records if isinstance(records, list | tuple) else list(records)
-        if current is None and not filtered and not self.naive and all(
+        if current is None and not filtered and all(
             isinstance(r, LogRecord) and not r.is_progress for r in batch
         ):
             # The common case of a flood (no bar moving, no filter): whole-batch operations, no per-line work.
@@ -322,11 +319,7 @@ class LogPane(Vertical):
                 current = None
             ring.append(record)
             if shown and self._not_a_hidden_probe(record) and (not filtered or self.passes(record)):
-                if self.naive:
-                    self.log_widget.write(format_record(record, self.aliases) + "\n")
-                    self.lines_written += 1
-                else:
-                    pending.append(record)
+                pending.append(record)
             if record.node is not None and record.node not in seen:
                 seen.append(record.node)
         if current is None:
@@ -337,11 +330,7 @@ class LogPane(Vertical):
     def _commit(self, ring: deque[LogRecord], record: LogRecord, shown: bool, filtered: bool) -> None:
         ring.append(record)
         if shown and self._not_a_hidden_probe(record) and (not filtered or self.passes(record)):
-            if self.naive:
-                self.log_widget.write(format_record(record, self.aliases) + "\n")
-                self.lines_written += 1
-            else:
-                self._pending.append(record)
+            self._pending.append(record)
 
     @property
     def filtering(self) -> bool:
