@@ -19,8 +19,8 @@ TESTS = Path(__file__).resolve().parent
 #: run), the same on any machine, so what follows it is decided by the code, not by the clock.
 SLEEPS = frozenset({"sleep"})
 
-_SSH_BACKEND = ("SshBackend's flush loop, log feed and memory guard have no public seam yet; issue 32's "
-                "engine session (item 1) splits them into parts a test can drive")
+_SSH_BACKEND = ("SshBackend's flush loop, log feed and memory guard have no public seam yet: a test drives "
+                "them one by one, without nodes")
 _TEXTUAL = ("Textual has no public API for this; a helper belongs in ui/textual_compat.py (issue 32 item 4), "
             "where a Textual upgrade that changes it is caught")
 _SPARKLINE = ("the sparkline's column cut, checked against its definition sample by sample; through the "
@@ -37,9 +37,9 @@ PRIVATE_READS_ALLOWED: dict[tuple[str, str], str] = {
     ("tests/test_backend_flush_loop.py", "backend._engine"): _SSH_BACKEND,
     ("tests/test_backend_flush_loop.py", "backend._log_arrived"): _SSH_BACKEND,
     ("tests/test_memory_guard.py", "backend._guard_memory"): _SSH_BACKEND,
-    ("tests/test_memory_guard.py", "backend.truth._set"):
-        "EngineTruth is set only by evidence; the engine session (issue 32 item 1) owns it and will take a "
-        "test's evidence instead",
+    ("tests/test_memory_guard.py", "backend.session.truth._set"):
+        "EngineTruth moves only on evidence (no public setter, by design); the test puts it in a state "
+        "directly instead of feeding a whole start",
     ("tests/test_lifecycle_executor.py", "controller._run_plan"):
         "the plan runner's cancel/skip rules on hand-made plans; no verb runs an arbitrary plan",
     ("tests/test_lifecycle_executor.py", "controller._exclusive"):
