@@ -55,7 +55,6 @@ from sparktui.domain.history import RunRecord
 from sparktui.domain.history import state_dir as local_state_dir
 from sparktui.domain.keys import DEFAULT_KEYS, KEY_GROUPS, effective_keys
 from sparktui.domain.lifecycle.fixes import Fix, fixes_for
-from sparktui.ui.compositor import MainScreen
 from sparktui.ui.screens.confirm import ConfirmScreen
 from sparktui.ui.screens.keys_help import KeyRow, KeySection, KeysScreen
 from sparktui.ui.state import HISTORY_POINTS, DashboardState
@@ -250,9 +249,6 @@ class SparkApp(App[int]):
         self.charts_paused = False
 
     # ---- layout -----------------------------------------------------------------------------------
-    def get_default_screen(self) -> Screen[None]:
-        return MainScreen()
-
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="top"):
