@@ -13,7 +13,6 @@ from textual.app import SystemCommand
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Button
-from textual.widgets._footer import FooterKey
 
 from sparktui.domain.events import (
     EngineChanged,
@@ -25,6 +24,7 @@ from sparktui.domain.keys import DEFAULT_KEYS, KEY_GROUPS
 from sparktui.ui.app import FOOTER_RANK, SparkApp
 from sparktui.ui.screens.keys_help import KeysScreen
 from sparktui.ui.screens.processes import ProcessScreen
+from sparktui.ui.textual_compat import FooterKey
 from sparktui.ui.widgets.fitted_footer import FittedFooter
 from tests.ui_fakes import make_app, notifications, settle
 
