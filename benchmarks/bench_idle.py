@@ -3,7 +3,7 @@
 drawing into a pseudo-terminal (160×50) whose output this process reads and throws away.
 
 ``--demo`` (default): `sparktui --demo`; the start streams for its first ~60 s, then it is ready and
-serving. The previous way runs in the same run (``SparkApp.poll_always``: a 20 Hz drain and every panel
+serving. The previous way runs in the same run (``baselines.poll_always``: a 20 Hz drain and every panel
 re-rendered each second whether anything arrived or not).
 
 ``--testbed``: the SSH backend on the test bed (root; two hosts, real Ray, the stand-in engine started
@@ -33,7 +33,8 @@ sys.path.insert(0, str(REPO))
 
 TICKS = os.sysconf("SC_CLK_TCK")
 #: The child: the real CLI, with the previous way switched on when asked.
-CHILD = ("import sys; from sparktui.ui.app import SparkApp; SparkApp.poll_always = sys.argv[1] == 'poll'; "
+CHILD = ("import sys; sys.path.insert(0, 'benchmarks'); from sparktui.ui.app import SparkApp; "
+         "from baselines import poll_always; sys.argv[1] == 'poll' and poll_always(SparkApp); "
          "from sparktui.cli import main; sys.exit(main(sys.argv[2:]))")
 
 

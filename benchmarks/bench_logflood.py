@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import psutil
+from baselines import NaiveLogApp  # a sibling: benchmarks/ is on sys.path when run
 from rich.text import Text
 from textual import events
 from textual._compositor import CompositorUpdate
@@ -41,7 +42,8 @@ from sparktui.config import UIConfig
 from sparktui.domain.events import EventSink, LogRecords
 from sparktui.domain.logs import LogIngest, LogReader
 from sparktui.sim.recording import list_recordings, recording_text
-from sparktui.ui.app import FLUSH_HZ, AppSwitches, SparkApp
+from sparktui.ui.app import SparkApp
+from sparktui.ui.event_drain import FLUSH_HZ
 from sparktui.ui.widgets.log_pane import LogPane
 
 PROBE_KEY = "f12"
@@ -81,11 +83,12 @@ class Probe(Widget):
         return Text(f"probe {self.value}")
 
 
-class BenchApp(SparkApp):
+class BenchApp(NaiveLogApp):
     BINDINGS: ClassVar[list[BindingType]] = [*SparkApp.BINDINGS, Binding(PROBE_KEY, "probe", show=False)]
 
     def __init__(self, naive: bool) -> None:
-        super().__init__(IdleBackend(), UIConfig(), readonly=True, switches=AppSwitches(naive_log=naive))
+        super().__init__(IdleBackend(), UIConfig(), readonly=True)
+        self.naive = naive
         self.probe = Probe()
         self.probe_target = 0
         self.probe_sent = 0.0

@@ -12,16 +12,17 @@ import re
 import socket
 import tomllib
 import unicodedata
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from sparktui.domain.config_faults import fault_sentence
+# ConfigError and ConfigProblem are imported from here by every caller of the config.
+from sparktui.domain.config_faults import ConfigError, ConfigProblem, config_problem, key_path
 from sparktui.domain.keys import key_problems
 from sparktui.domain.parallel_fit import parallel_fit_fault
+from sparktui.domain.recipes import apply_recipe
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -311,44 +312,6 @@ class SparkConfig(_Model):
         raise KeyError(name)
 
 
-@dataclass(frozen=True)
-class ConfigProblem:
-    key_path: str
-    fault: str
-
-
-class ConfigError(Exception):
-    """A config that cannot be used; ``str()`` names the file, each key path and its fault."""
-
-    def __init__(self, path: Path | str | None, problems: Sequence[ConfigProblem],
-                 headline: str | None = None):
-        self.path = str(path) if path is not None else "<config>"
-        self.problems = tuple(problems)
-        #: The first line; a file that is not there or cannot be read is no "invalid config".
-        self.headline = headline or f"{self.path}: invalid config"
-        super().__init__(self._render())
-
-    def _render(self) -> str:
-        lines = [self.headline]
-        lines += [f"  {self.path}: {p.key_path}: {p.fault}" for p in self.problems]
-        return "\n".join(lines)
-
-
-def _key_path(loc: Sequence[int | str]) -> str:
-    """Turn pydantic's location into a TOML key path: ``nodes[1].role``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "<top level>"
-
-
-def _fault(err: Mapping[str, Any]) -> str:
-    return fault_sentence(err)
-
-
 def _control_characters(value: Any, loc: tuple[int | str, ...] = ()) -> list[ConfigProblem]:
     """Every string (value or key) holding a control character: a newline in a node name or a container
     prefix would break a command line, a log line or the screen, and is never meant."""
@@ -356,12 +319,12 @@ def _control_characters(value: Any, loc: tuple[int | str, ...] = ()) -> list[Con
     if isinstance(value, str):
         bad = next((c for c in value if unicodedata.category(c) == "Cc"), None)
         if bad is not None:
-            found.append(ConfigProblem(_key_path(loc), f"control character U+{ord(bad):04X} in the value "
+            found.append(ConfigProblem(key_path(loc), f"control character U+{ord(bad):04X} in the value "
                                        f"(got {value!r})"))
     elif isinstance(value, Mapping):
         for key, item in value.items():
             if isinstance(key, str) and any(unicodedata.category(c) == "Cc" for c in key):
-                found.append(ConfigProblem(_key_path((*loc, key)), "control character in the key"))
+                found.append(ConfigProblem(key_path((*loc, key)), "control character in the key"))
             found += _control_characters(item, (*loc, key))
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
@@ -378,9 +341,6 @@ def _key_binding_problems(data: Mapping[str, Any]) -> list[ConfigProblem]:
 
 
 def parse_config(data: Mapping[str, Any], path: Path | str | None = None) -> SparkConfig:
-    # Imported here: recipes reuse this module's error types.
-    from sparktui.domain.recipes import apply_recipe
-
     controls = _control_characters(data)
     if controls:
         # Reported alone: the same value's other faults would only repeat it.
@@ -394,7 +354,7 @@ def parse_config(data: Mapping[str, Any], path: Path | str | None = None) -> Spa
         # "nodes: at least 1 item" after every item failed is only an echo of those items' faults.
         deeper = {tuple(e["loc"][:n]) for e in errors for n in range(1, len(e["loc"]))}
         errors = [e for e in errors if not (e["type"] == "too_short" and tuple(e["loc"]) in deeper)]
-        problems = [ConfigProblem(_key_path(e["loc"]), _fault(e)) for e in errors]
+        problems = [config_problem(e) for e in errors]
         if keys:  # one line per binding instead of pydantic's one for the whole table
             problems = [p for p in problems if p.key_path != "ui.keys"] + keys
         raise ConfigError(path, problems) from None

@@ -22,7 +22,7 @@ async def test_a_quiet_log_wakes_the_loop_once_a_second_and_lines_at_once() -> N
     posted: list[tuple[float, Event]] = []
     backend._sink = lambda event: posted.append((time.monotonic(), event))
     ticks: list[float] = []
-    backend.truth.tick = lambda: ticks.append(time.monotonic())  # type: ignore[method-assign]
+    backend.session.truth.tick = lambda: ticks.append(time.monotonic())  # type: ignore[method-assign]
     task = asyncio.create_task(backend._flush_loop())
     try:
         await asyncio.sleep(2.5 * QUIET_TICK)

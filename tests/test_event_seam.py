@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from sparktui.domain.engine_state import EngineTruth
+from sparktui.domain.engine_session import EngineSession
 from sparktui.domain.engine_view import EngineFeed, timeline_view
 from sparktui.domain.events import EngineChanged, EngineState, Event, TimelineView
 from sparktui.domain.logs import STAGES, LogIngest
@@ -54,10 +54,10 @@ def test_no_stall_once_the_start_is_over() -> None:
 
 def test_the_engine_feed_posts_the_state_with_the_stage_bars_once_per_move() -> None:
     """The log follower's bytes go into ``EngineFeed``; each flush posts what moved, once."""
-    truth = EngineTruth(())
-    truth.discovered(EngineState.STARTING, "vllm serve running")
+    session = EngineSession(())
+    session.discovered(EngineState.STARTING, "vllm serve running")
     posted: list[Event] = []
-    feed = EngineFeed(truth, LogIngest(2), posted.append, clock=lambda: NOW)
+    feed = EngineFeed(session, LogIngest(2), posted.append, clock=lambda: NOW)
     feed.publish_moved()
     assert [type(e) for e in posted] == [EngineChanged]
     lines = recording_text(DEFAULT_RECORDING).splitlines()

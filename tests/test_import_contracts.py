@@ -1,4 +1,5 @@
-"""The layering rules of pyproject.toml ([tool.importlinter]) hold: domain code knows nothing of UI or SSH."""
+"""The layering rules of pyproject.toml ([tool.importlinter]) hold: domain code knows nothing of UI or
+SSH; and no sparktui module imports itself back through others (an import circle)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -16,6 +19,42 @@ def test_import_contracts_are_kept() -> None:
     proc = subprocess.run([lint_imports], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ", 0 broken." in proc.stdout
+
+
+def import_cycles(package: str) -> list[tuple[str, ...]]:
+    """Every import circle between ``package``'s modules, each once, as the modules in import order with
+    the first repeated at the end. Imports inside functions and under ``TYPE_CHECKING`` count: they are arrows
+    too."""
+    import grimp
+
+    graph = grimp.build_graph(package)
+    seen: set[frozenset[str]] = set()
+    cycles: list[tuple[str, ...]] = []
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            back = graph.find_shortest_chain(importer=imported, imported=importer) \
+                if imported.startswith(f"{package}.") else None
+            if back and frozenset(back) not in seen:
+                seen.add(frozenset(back))
+                cycles.append((importer, *back))
+    return cycles
+
+
+def test_no_import_cycle_between_sparktui_modules() -> None:
+    cycles = import_cycles("sparktui")
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_a_circle_is_found_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above sees a circle through an import inside a function (the kind config.py once had)."""
+    pkg = tmp_path / "circled"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from circled.b import B\n\nA = 1\n")
+    (pkg / "b.py").write_text("B = 2\n\n\ndef late() -> int:\n    from circled.a import A\n    return A\n")
+    (pkg / "c.py").write_text("import circled.a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert import_cycles("circled") == [("circled.a", "circled.b", "circled.a")]
 
 
 def test_the_layers_contract_is_the_architecture_table() -> None:

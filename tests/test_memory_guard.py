@@ -116,11 +116,11 @@ async def test_the_dashboard_backend_stops_vllm_on_a_trip(tmp_path: Any) -> None
     backend._sink = events.append
     controller = Controller()
     backend.controller = controller  # type: ignore[assignment]
-    backend.truth._set(EngineState.STOPPED, "")
+    backend.session.truth._set(EngineState.STOPPED, "")
     backend._guard_memory("spark2", sample(0, 2))           # stopped: not guarded
     await asyncio.sleep(0)
     assert controller.stops == 0
-    backend.truth._set(EngineState.READY, "serving")
+    backend.session.truth._set(EngineState.READY, "serving")
     for t in range(1, 4):
         backend._guard_memory("spark1", sample(t, 90))
         backend._guard_memory("spark2", sample(t, 12 - 3 * t))

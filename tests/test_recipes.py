@@ -146,7 +146,8 @@ def test_config_file_with_a_recipe_and_the_recipes_verb(tmp_path, user_recipes):
 
 def test_preflight_checks_the_recipes_minimum_vllm(user_recipes):
     from sparktui.domain.events import StepStatus
-    from sparktui.domain.recipes import check_recipe_vllm, version_key
+    from sparktui.domain.lifecycle.preflight import check_recipe_vllm
+    from sparktui.domain.recipes import version_key
 
     assert version_key("0.17.1rc1.dev25+g1a629ce0d") == (0, 17, 1) > version_key("0.17.0")
     c = cfg(recipe="qwen3.5-122b-a10b-fp8")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sparktui.domain.lifecycle.output import last_json_object
+from sparktui.domain.json_report import last_json_object
 from tests.testbed import Testbed, unavailable_reason
 
 pytestmark = [pytest.mark.testbed, pytest.mark.ray]

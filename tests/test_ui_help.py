@@ -21,7 +21,8 @@ from sparktui.domain.events import (
     OperationView,
 )
 from sparktui.domain.keys import DEFAULT_KEYS, KEY_GROUPS
-from sparktui.ui.app import FOOTER_RANK, SparkApp
+from sparktui.ui.app import SparkApp
+from sparktui.ui.bindings import FOOTER_RANK
 from sparktui.ui.screens.keys_help import KeysScreen
 from sparktui.ui.screens.processes import ProcessScreen
 from sparktui.ui.textual_compat import FooterKey

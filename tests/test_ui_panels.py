@@ -25,7 +25,6 @@ from sparktui.domain.logs.stages import Timeline
 from sparktui.domain.telemetry import CpuSample, GpuDevice, GpuSample, MemorySample, RdmaPort, Sample
 from sparktui.sim.recording import DEFAULT_RECORDING, recording_text
 from sparktui.ui.app import SparkApp
-from sparktui.ui.state import AsymmetryWatch
 from sparktui.ui.widgets.engine_panel import StageRow
 from sparktui.ui.widgets.node_panel import NodePanel, NodeSummary
 from sparktui.ui.widgets.stage_bar import StageBar
@@ -184,18 +183,6 @@ async def test_a_stalled_stage_says_so() -> None:
         await settle(pilot, app)
         info = str(app.query_one("#stage-weights").query_one(".stage-info").render())
         assert "3/12" in info and "no progress for 5m00s" in info
-
-
-def test_asymmetry_watch_needs_time_and_a_working_engine() -> None:
-    watch = AsymmetryWatch(threshold=60)
-    utils = {"spark1": 97.0, "spark2": 0.0}
-    assert watch.update(0, True, utils) is None
-    assert watch.update(59, True, utils) is None
-    warning = watch.update(61, True, utils)
-    assert warning is not None and "spark1" in warning and "spark2 idle" in warning
-    assert watch.update(62, False, utils) is None          # engine not supposed to work: no warning
-    assert watch.update(63, True, {"spark1": 97.0, "spark2": 95.0}) is None
-    assert watch.update(64, True, {"spark1": 97.0, "spark2": None}) is None   # unknown is not idle
 
 
 async def test_asymmetry_banner_during_graph_capture() -> None:

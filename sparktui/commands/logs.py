@@ -7,6 +7,7 @@ until Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import TYPE_CHECKING
 
@@ -62,6 +63,7 @@ async def _logs(config: SparkConfig, args: argparse.Namespace) -> int:
 
 
 async def _print_log(config: SparkConfig, args: argparse.Namespace, transport: Transport, node: str) -> int:
+    from sparktui.domain.lifecycle.frames import FileData, FileReset, FileWaiting
     from sparktui.domain.lifecycle.plan import vllm_log_path
     from sparktui.remote.file_read import stream_file
     from sparktui.remote.host_facts import read_home
@@ -87,13 +89,16 @@ async def _print_log(config: SparkConfig, args: argparse.Namespace, transport: T
         out.flush()
         return ExitStatus.OK
 
-    def write(data: bytes) -> None:
-        out.write(data)
-        out.flush()
-
-    def waiting() -> None:
-        print(f"sparktui logs: waiting for {node}:{path} to appear", file=sys.stderr, flush=True)
-
     # Runs until Ctrl-C: a dropped connection is resumed where it stopped.
-    await LogFollower(transport, path, write, python=(python,), on_waiting=waiting).run()
+    follower = LogFollower(transport, path, python=(python,))
+    async with contextlib.aclosing(follower.events()) as events:
+        async for event in events:
+            match event:
+                case FileData(data):
+                    out.write(data)
+                    out.flush()
+                case FileWaiting():
+                    print(f"sparktui logs: waiting for {node}:{path} to appear", file=sys.stderr, flush=True)
+                case FileReset():
+                    pass   # the next run's log: it follows from its first byte, as ``tail -F`` shows it
     return ExitStatus.OK

@@ -2,14 +2,57 @@
 config.toml reads, in TOML's terms (text, whole number, true or false, list, table), never pydantic's
 ("Input should be a valid integer", "Tuple should have at least 1 item after validation").
 
-Pure: it reads the plain mappings pydantic returns; the config module names file and key path around it.
+Pure: it reads the plain mappings pydantic returns. The error types (``ConfigProblem``, ``ConfigError``) and
+the key path live here too, below both the config schema and the recipes that report faults the same way.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    key_path: str
+    fault: str
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; ``str()`` names the file, each key path and its fault."""
+
+    def __init__(self, path: Path | str | None, problems: Sequence[ConfigProblem],
+                 headline: str | None = None):
+        self.path = str(path) if path is not None else "<config>"
+        self.problems = tuple(problems)
+        #: The first line; a file that is not there or cannot be read is no "invalid config".
+        self.headline = headline or f"{self.path}: invalid config"
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        lines = [self.headline]
+        lines += [f"  {self.path}: {p.key_path}: {p.fault}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def key_path(loc: Sequence[int | str]) -> str:
+    """Turn pydantic's location into a TOML key path: ``nodes[1].role``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "<top level>"
+
+
+def config_problem(err: Mapping[str, Any]) -> ConfigProblem:
+    """One pydantic error entry as a problem: its key path and its fault in words."""
+    return ConfigProblem(key_path(err["loc"]), fault_sentence(err))
+
 
 #: Keys whose value is a command line (an argv list): "at least one word (the command)".
 _ARGV_KEYS = ("vllm_command", "ray_command", "ray_python", "gpu_list_command")

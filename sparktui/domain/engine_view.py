@@ -8,7 +8,7 @@ evaluates the stall at draw time (``stall_seconds(now)``), so "no progress for N
 events. Only this module reads the snapshot's fields for the UI (public ones: ``stages``, ``facts``, …).
 
 ``EngineFeed`` is that producer on the real cluster: the log follower hands it the engine log's bytes, and
-it posts ``EngineChanged`` (the state machine's state with the stage bars) whenever either moved.
+it posts ``EngineChanged`` (the engine session's state with the stage bars) whenever either moved.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from types import MappingProxyType
 
-from sparktui.domain.engine_state import EngineTruth
+from sparktui.domain.engine_session import EngineSession
 from sparktui.domain.events import EngineChanged, EventSink, FailureView, StageView, TimelineView
 from sparktui.domain.logs import STAGE_LABELS, STAGES, LogIngest, Timeline, TimelineSnapshot
 
@@ -49,16 +49,17 @@ def timeline_view(snapshot: TimelineSnapshot) -> TimelineView:
 
 class EngineFeed:
     """The producer side of ``EngineChanged``: the engine log's ``LogIngest`` (every line into the stage
-    machine) and the engine's ``EngineTruth``, posted as one event.
+    machine) and the engine's ``EngineSession``, posted as one event.
 
     The log follower feeds it (``log_bytes``; ``log_reset`` for a new file, the next engine run). At each
-    ``flush`` a timeline that moved goes into the state machine, and the stage bars are posted even when the
-    state stays; a state moved by any other evidence is posted by ``publish_moved``.
+    ``flush`` a timeline that moved goes into the session, and the stage bars are posted even when the
+    state stays; a state moved by any other evidence is posted by ``publish_moved`` (the session's ``show``
+    port). A caller that holds the session around ``flush`` settles it once, with what else it gives.
     """
 
-    def __init__(self, truth: EngineTruth, log: LogIngest, post: EventSink,
+    def __init__(self, session: EngineSession, log: LogIngest, post: EventSink,
                  clock: Callable[[], float] = time.time) -> None:
-        self.truth = truth
+        self.session = session
         self.log = log
         self._post = post
         self._clock = clock
@@ -85,24 +86,24 @@ class EngineFeed:
         if not self._moved:
             return
         self._moved = False
-        before = self.truth.version
-        self.truth.timeline(self.timeline.snapshot())
-        if self.truth.version == before:
+        before = self.session.version
+        self.session.timeline(self.timeline.snapshot())
+        if self.session.version == before:
             self.publish()
 
     def publish_moved(self) -> None:
         """Post the engine when the state machine moved since the last post."""
-        if self.truth.version != self._published:
+        if self.session.version != self._published:
             self.publish()
 
     def publish(self) -> None:
         """Post the engine as it is, unless that is what was posted last: a line that moved nothing (an
         access-log line, a stats line at idle) wakes no redraw."""
-        truth = self.truth
-        self._published = truth.version
+        session = self.session
+        self._published = session.version
         snapshot = self.timeline.snapshot(self._clock())
-        event = EngineChanged(truth.state, truth.detail, timeline_view(snapshot),
-                              truth.vllm_version or snapshot.vllm_version, truth.ttft_seconds)
+        event = EngineChanged(session.state, session.detail, timeline_view(snapshot),
+                              session.vllm_version or snapshot.vllm_version, session.ttft_seconds)
         if event != self._last_posted:
             self._last_posted = event
             self._post(event)

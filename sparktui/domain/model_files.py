@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparktui.domain.lifecycle.output import last_json_object
+from sparktui.domain.json_report import last_json_object
 from sparktui.node import source
 
 #: Bytes per element of the safetensors dtypes.

@@ -28,8 +28,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sparktui.config import ConfigError, ConfigProblem, SparkConfig, _fault, _key_path
-from sparktui.domain.events import StepStatus, StepView
+from sparktui.domain.config_faults import ConfigError, ConfigProblem, config_problem
 
 #: Where user recipes live (``$SPARKTUI_RECIPES``, a ``os.pathsep`` list of directories, replaces it).
 USER_DIR = Path("~/.config/sparktui/recipes")
@@ -174,7 +173,7 @@ def load_recipe(path: Path, text: str | None = None) -> Recipe:
     try:
         return Recipe.model_validate(data)
     except ValidationError as exc:
-        raise RecipeError(path, [ConfigProblem(_key_path(e["loc"]), _fault(e)) for e in exc.errors()]) \
+        raise RecipeError(path, [config_problem(e) for e in exc.errors()]) \
             from None
 
 
@@ -241,23 +240,5 @@ def version_key(version: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version or "")[:3])
 
 
-def check_recipe_vllm(config: SparkConfig, vllm_version: str | None) -> StepView | None:
-    """Preflight: the image's vLLM against the recipe's ``min_vllm`` (None when there is nothing to say)."""
-    rid = config.engine.recipe
-    found = find_recipe(rid) if rid else None
-    if found is None or not found.recipe.min_vllm:
-        return None
-    need = found.recipe.min_vllm
-    if vllm_version is None:
-        return StepView(name="recipe", node=config.head.name, status=StepStatus.WARNING,
-                        message=f"recipe {rid} needs vLLM ≥ {need}; this vLLM's version is unknown")
-    if version_key(vllm_version) < version_key(need):
-        return StepView(name="recipe", node=config.head.name, status=StepStatus.FAILED,
-                        message=f"recipe {rid} needs vLLM ≥ {need}, the image has {vllm_version}: "
-                        "use a newer image")
-    return StepView(name="recipe", node=config.head.name, status=StepStatus.OK,
-                    message=f"recipe {rid}: vLLM {vllm_version} ≥ {need}")
-
-
-__all__ = ["FoundRecipe", "Recipe", "RecipeError", "all_recipes", "apply_recipe", "check_recipe_vllm",
-           "find_recipe", "merge_engine", "merge_flags", "version_key"]
+__all__ = ["FoundRecipe", "Recipe", "RecipeError", "all_recipes", "apply_recipe", "find_recipe",
+           "merge_engine", "merge_flags", "version_key"]

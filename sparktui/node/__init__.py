@@ -3,8 +3,9 @@
 Each script is a real module here (linted, type-checked, tested by running it) and reaches a node as
 text: ``[python, "-c", source("tagged"), arg1, …]`` (python puts "-c" in argv[0]). A script shares a
 helper by importing it from this package (``from sparktui.node.ours import ours``); ``source`` puts the
-helper's text in place of that line, so the node needs nothing of sparktui. Every config value arrives
-as a positional argument; no script text ever contains one.
+helper's text in place of that line, so the node needs nothing of sparktui. A script of several modules
+is a subpackage (``sparktui/node/probe/``, the telemetry probe): ``source("probe.main")`` is its one
+script. Every config value arrives as a positional argument; no script text ever contains one.
 
 Nothing here imports the rest of sparktui (an import-linter contract): the package stands alone.
 """
@@ -16,18 +17,20 @@ import re
 from importlib import resources
 
 #: A helper imported from this package: replaced by the helper's text in the shipped source.
-_HELPER = re.compile(r"^from sparktui\.node\.(\w+) import [^\n]*$", re.M)
+_HELPER = re.compile(r"^from sparktui\.node\.(\w+(?:\.\w+)*) import [^\n]*$", re.M)
 _FUTURE = "from __future__ import annotations\n"
 
 
 def _text(name: str) -> str:
-    return resources.files(__name__).joinpath(name + ".py").read_text(encoding="utf-8")
+    *package, module = name.split(".")
+    return resources.files(__name__).joinpath(*package, module + ".py").read_text(encoding="utf-8")
 
 
 @functools.cache
 def source(name: str) -> str:
-    """The text that ``python -c`` runs on the node for script ``name`` (``sparktui/node/<name>.py``), its
-    helpers inlined once each; the one ``__future__`` import first, where Python requires it."""
+    """The text that ``python -c`` runs on the node for script ``name`` (``sparktui/node/<name>.py``; a dot
+    names a subpackage's module), its helpers inlined once each; the one ``__future__`` import first, where
+    Python requires it."""
     seen: set[str] = set()
 
     def inline(module: str) -> str:

@@ -8,6 +8,10 @@ the ``EngineController`` → operations (preflight, start, stop, restart) and re
 after "Application startup complete" → verify that it can generate, then watch ``/health`` and
 ``/metrics`` until it stops or crashes. Run history is written at every ready or failure.
 
+All the engine evidence goes to one ``EngineSession`` (``sparktui.domain.engine_session``), which decides
+the state and asks, through the ports plugged here, for the readiness check, the history record, the Ray
+watch and an automatic restart (its budget is the session's restart policy).
+
 The engine lives on the nodes, detached: cancelling ``run`` (quitting the dashboard) stops watching,
 never the engine.
 """
@@ -27,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.deadline import within
-from sparktui.domain.engine_state import RUNNING, EngineTruth, Record, Restart, Tell, Unwatch, Verify
+from sparktui.domain.engine_session import EnginePorts, EngineSession
+from sparktui.domain.engine_state import RUNNING, Record
 from sparktui.domain.engine_view import EngineFeed
 from sparktui.domain.events import (
     EngineState,
@@ -44,12 +49,10 @@ from sparktui.domain.events import (
 from sparktui.domain.history import HistoryStore, record_from_timeline
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
-from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.logs import LogIngest, Timeline, nccl
 from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
 from sparktui.domain.node_reading import NodeFeed
-from sparktui.domain.readiness import RestartBudget
-from sparktui.domain.serving import ServingSnapshot
+from sparktui.domain.readiness import RestartDecision
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.cluster import close_cluster, open_cluster
 from sparktui.remote.engine import EngineController
@@ -122,15 +125,18 @@ class SshBackend:
         self.transports: dict[str, Transport] = {}
         self.controller: EngineController | None = None
         self.history = history or HistoryStore()
-        self.budget = RestartBudget(config.serving.auto_restart_limit)
-        #: The engine's state from all the evidence (``sparktui.domain.engine_state``).
-        self.truth = EngineTruth.from_config(config, budget=self.budget)
+        #: The engine's state from all the evidence, and what follows from it (its restart policy among it):
+        #: the evidence collected here goes in; what it asks for comes back through these ports.
+        self.session = EngineSession.for_config(config, ports=EnginePorts(
+            verify=self._begin_verify, unwatch=self._stop_watch, record=self._record_run,
+            restart=self._auto_restart, publish=self._post, show=self._show_engine,
+            watch_ray=self._ray_watch_follows))
         self._sink: EventSink | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         #: The engine log and what it says, posted with the state (``EngineChanged``); the log shown (the
         #: engine's, or a node's Ray worker log).
-        self._engine = EngineFeed(
-            self.truth, LogIngest(len(config.nodes), display_cap=config.ui.log_buffer_lines), self._post)
+        engine_log = LogIngest(len(config.nodes), display_cap=config.ui.log_buffer_lines)
+        self._engine = EngineFeed(self.session, engine_log, self._post)
         self._shown_log = self._engine.log
         #: Set when log bytes arrive (the engine's or the shown one): the flush loop's wake-up.
         self._log_arrived = asyncio.Event()
@@ -177,21 +183,21 @@ class SshBackend:
                 await close_cluster(self.transports)
 
     async def start(self) -> None:
-        self.budget.manual_start()
+        self.session.manual_start()
         await self._operation(_start, rearm=True)
 
     async def stop(self) -> None:
         await self._operation(_stop)
 
     async def restart(self) -> None:
-        self.budget.manual_start()
+        self.session.manual_start()
         await self._operation(_restart, rearm=True)
 
     async def smoke_test(self) -> str:
         from sparktui.remote.api_client import EngineApi
 
-        if self.truth.state is not EngineState.READY:
-            raise RuntimeError(f"the engine is {self.truth.state.value}, not ready")
+        if self.session.state is not EngineState.READY:
+            raise RuntimeError(f"the engine is {self.session.state.value}, not ready")
         serving = self.config.serving
         api = await EngineApi.connect(self._head_transport(), "127.0.0.1", self.config.engine.api_port)
         async with api:
@@ -237,24 +243,11 @@ class SshBackend:
         reason = "" if state.phase is LinkPhase.CONNECTED or not state.last_error else (
             f"{endpoint}: {state.last_error}" if endpoint else state.last_error)
         self._post(NodeLinkChanged(node, state.phase.value, state.describe(), state.retry_at, reason))
-        self.truth.link(node, state.phase.value)
-        self._sync()
+        self.session.link(node, state.phase.value)
 
-    def _sync(self) -> None:
-        """Publish the engine state when it moved and do what the state machine asks."""
+    def _show_engine(self) -> None:
+        """The session's ``show`` port: the engine state is posted when it moved."""
         self._engine.publish_moved()
-        for effect in self.truth.take_effects():
-            if isinstance(effect, Verify):
-                self._begin_verify()
-            elif isinstance(effect, Unwatch):
-                self._stop_watch()
-            elif isinstance(effect, Record):
-                self._record_run(effect)
-            elif isinstance(effect, Tell):
-                self._post(Notice(effect.message, effect.severity))
-            elif isinstance(effect, Restart):
-                self._spawn(self._auto_restart())
-        self._ray_watch_follows()
 
     # -- nodes -------------------------------------------------------------------------------------
     async def _facts(self, name: str) -> None:
@@ -303,14 +296,14 @@ class SshBackend:
                                            extra_args=extra_args, feed=self._node_feed):
             if head and self._probed_api is not None:
                 self._probed_api.offer(sample)
-            self.truth.gpu(name, sample)
+            self.session.gpu(name, sample)
             self._guard_memory(name, sample)
             self._roce.observe(name, {p.device: (p.rx_bytes_total or 0) + (p.tx_bytes_total or 0)
                                       for p in sample.rdma if p.active}, self._timeline.snapshot().current)
 
     def _guard_memory(self, name: str, sample: Sample) -> None:
         """The memory guard (sparktui.domain.memory_guard) sees every sample; a trip stops vLLM."""
-        if self._memory_guard.observe(name, sample, armed=self.truth.state in MEMORY_GUARDED):
+        if self._memory_guard.observe(name, sample, armed=self.session.state in MEMORY_GUARDED):
             self._spawn(self._memory_stop(self._memory_guard.tripped))
 
     async def _memory_stop(self, trip: MemoryTrip | None) -> None:
@@ -328,8 +321,7 @@ class SshBackend:
                 await asyncio.sleep(0.5)    # a start step is running: stop right after it
                 continue
             break
-        self.truth.memory_stopped(trip.message)
-        self._sync()
+        self.session.memory_stopped(trip.message)
 
     # -- engine: discovery and operations ---------------------------------------------------------
     async def _discover(self) -> None:
@@ -342,16 +334,15 @@ class SshBackend:
                 found = await self.controller.discover()
             except TransportError as exc:
                 # Shown, and tried again for as long as the dashboard runs: the head may come back.
-                self.truth.unreachable(f"head unreachable: {exc}")
-                self._sync()
+                self.session.unreachable(f"head unreachable: {exc}")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 15.0)
                 continue
-            # The log read so far refines a running engine (and only a running one).
-            self.truth.timeline(self._timeline.snapshot())
-            self.truth.discovered(found.state, found.detail)
-            self.truth.ray(found.ray)
-            self._sync()
+            # The log read so far refines a running engine (and only a running one): one reading.
+            with self.session.held() as session:
+                session.timeline(self._timeline.snapshot())
+                session.discovered(found.state, found.detail)
+                session.ray(found.ray)
             if found.running:
                 self._post(Notice(f"re-attached to the running engine ({found.detail})"))
             return
@@ -382,8 +373,7 @@ class SshBackend:
                 with contextlib.suppress(TransportError):
                     found = await self.controller.discover()
                     if self.controller.busy is None:
-                        self.truth.discovered(found.state, found.detail, again=True)
-                        self._sync()
+                        self.session.discovered(found.state, found.detail, again=True)
 
     async def _operation(self, operation: Operation, *, rearm: bool = False) -> None:
         """Run one of the controller's operations once nothing refuses it; ``rearm``: a start (or restart)
@@ -401,8 +391,7 @@ class SshBackend:
 
     def _on_operation(self, view: OperationView) -> None:
         self._post(OperationChanged(view))
-        self.truth.operation(view)
-        self._sync()
+        self.session.operation(view)
 
     def _finish_operation(self, view: OperationView) -> None:
         # The state machine saw the finished view as the operation's last progress.
@@ -474,9 +463,9 @@ class SshBackend:
             if batch:
                 self._post(LogRecords(self._log_source, batch))
                 posted_at = time.monotonic()
-            self._engine.flush()
-            self.truth.tick()
-            self._sync()
+            with self.session.held():    # the log's news and the time passed: one settle
+                self._engine.flush()
+                self.session.tick()
 
     # -- engine: after ready -----------------------------------------------------------------------
     def _begin_verify(self) -> None:
@@ -505,56 +494,54 @@ class SshBackend:
         from sparktui.remote.serving_watch import ServingWatch, verify_ready
 
         serving = self.config.serving
-        truth = self.truth
+        session = self.session
         try:
             api = await EngineApi.connect(self._head_transport(), "127.0.0.1", self.config.engine.api_port)
         except (TransportError, OSError) as exc:
-            truth.verify_failed(f"API port not reachable through SSH: {exc}")
-            self._sync()
+            session.verify_failed(f"API port not reachable through SSH: {exc}")
             return
         async with api:
             check = await verify_ready(api, model=self._served_model())
             if not check.ok:
-                truth.verify_failed(f"not serving: {check.summary()}")
-                self._sync()
+                session.verify_failed(f"not serving: {check.summary()}")
                 return
-            truth.verified(check.ttft_seconds, check.vllm_version)
-            self._sync()
-            if truth.ready_at is None:
+            session.verified(check.ttft_seconds, check.vllm_version)
+            if session.ready_at is None:
                 return    # a later state came first
             # From here the head's probe reads the API: its readings pace the watch (no sleep between).
             probed = ProbedEngineApi(reading_wait_seconds(self.config.ui.refresh_interval))
-            watch = ServingWatch(probed, ready_at=truth.ready_at,
+            watch = ServingWatch(probed, ready_at=session.ready_at,
                                  health_fail_seconds=serving.health_fail_seconds,
                                  interval=self.config.ui.refresh_interval,
                                  model_name=self._served_model(), process_alive=self._vllm_alive,
                                  stall_notice_seconds=math.inf,   # the state machine says "wedged"
                                  sleep=_next_reading)
 
-            def on_snapshot(snapshot: ServingSnapshot) -> None:
-                truth.serving(snapshot)
-                self._sync()
-
             self._probed_api = probed
             try:
-                crash = await watch.run(self._post, on_snapshot=on_snapshot)
+                crash = await watch.run(self._post, on_snapshot=session.serving)
             finally:
                 if self._probed_api is probed:
                     self._probed_api = None
         # The log's lines read so far go into the state machine first (a stream's next batch can be
         # STREAM_BATCH_SECONDS away): a traceback already here names the crash's cause.
-        self._engine.flush()
-        truth.crashed(crash)
-        self._sync()
+        with session.held():
+            self._engine.flush()
+            session.crashed(crash)
 
-    async def _auto_restart(self) -> None:
+    def _auto_restart(self, _decision: RestartDecision) -> None:
+        """The session's ``restart`` port: its budget allowed an automatic restart (it told the person which
+        attempt). Refused (another operation runs): that one decides what runs next."""
+        self._spawn(self._restart_refusable())
+
+    async def _restart_refusable(self) -> None:
         with contextlib.suppress(OperationRefused):
             await self._operation(_restart, rearm=True)
 
-    def _ray_watch_follows(self) -> None:
-        """Ray's node list and the head's reach are watched while they are evidence (a running engine,
-        no operation)."""
-        wanted = self.truth.watching_ray and self.controller is not None
+    def _ray_watch_follows(self, evidence: bool) -> None:
+        """The session's ``watch_ray`` port: Ray's node list and the head's reach are watched while they are
+        evidence (a running engine, no operation)."""
+        wanted = evidence and self.controller is not None
         if wanted and not self._evidence:
             self._evidence = self._start_evidence_watches()
         elif not wanted and self._evidence:
@@ -569,19 +556,11 @@ class SshBackend:
         assert self.controller is not None
         head = self.config.head
         peers = peers_of(self.config)
-        tasks = [self._spawn(self.controller.watch_ray(self._on_ray, interval=RAY_INTERVAL))]
+        tasks = [self._spawn(self.controller.watch_ray(self.session.ray, interval=RAY_INTERVAL))]
         if peers:
             argv = reach_argv(head.python, peers, RAY_INTERVAL, changes=True)
-            tasks.append(self._spawn(watch_peers(self._head_transport(), argv, self._on_peer)))
+            tasks.append(self._spawn(watch_peers(self._head_transport(), argv, self.session.peer)))
         return tasks
-
-    def _on_peer(self, node: str, reachable: bool) -> None:
-        self.truth.peer(node, reachable)
-        self._sync()
-
-    def _on_ray(self, state: RayState) -> None:
-        self.truth.ray(state)
-        self._sync()
 
     async def _vllm_alive(self) -> bool:
         """Is the detached vLLM process on the head still there? Unknown (head unreachable) counts as

@@ -19,13 +19,14 @@ from collections.abc import Callable, Mapping
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationView, StepStatus, StepView
+from sparktui.domain.json_report import last_json_object
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import oplock as L
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, discovery_of
 from sparktui.domain.lifecycle.gcs_wait import gcs_wait_argv
-from sparktui.domain.lifecycle.output import last_json_object, output_tail
+from sparktui.domain.lifecycle.output import output_tail
 from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.remote.engine_nodes import EngineNodes
 from sparktui.remote.operation_gate import OperationGate

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sparktui.config import SparkConfig
-from sparktui.domain.engine_state import EngineTruth
+from sparktui.domain.engine_session import EngineSession
 from sparktui.domain.events import EngineState
 from sparktui.remote.engine import EngineController
 from sparktui.remote.file_read import read_file
@@ -82,16 +82,16 @@ async def engine_status(config: SparkConfig, transports: Mapping[str, Transport]
 
 
 class EngineJudge:
-    """One reading of the engine judged by ``EngineTruth``: what discovery found, each SSH link's phase,
-    the head's log as its timeline (``None``: no log, or an empty one), then — only when that says
-    *ready* — the head's reach of the other nodes (Ray takes 30-40 s to declare a cut node dead: the
-    head's own reach says it sooner)."""
+    """One reading of the engine judged by an ``EngineSession`` (no port plugged: it only reads): what
+    discovery found, each SSH link's phase, the head's log as its timeline (``None``: no log, or an empty
+    one), then — only when that says *ready* — the head's reach of the other nodes (Ray takes 30-40 s to
+    declare a cut node dead: the head's own reach says it sooner)."""
 
     def __init__(self, config: SparkConfig, found: Discovery, links: Mapping[str, str], log_path: str,
                  snap: TimelineSnapshot | None) -> None:
-        truth = EngineTruth.from_config(config)
+        session = EngineSession.for_config(config)
         for name, phase in links.items():
-            truth.link(name, phase)
+            session.link(name, phase)
         out: dict[str, Any] = found.to_json()
         out["log_path"] = log_path
         out["stage"] = None
@@ -100,20 +100,20 @@ class EngineJudge:
             out["timeline"] = timeline
             out["stage"] = timeline["stage"] or (timeline["outcome"] if timeline["outcome"] != "incomplete"
                                                  else None)
-            truth.timeline(snap)
-        truth.discovered(found.state, found.detail)
+            session.timeline(snap)
+        session.discovered(found.state, found.detail)
         # status sends no completion: the log's "Application startup complete" is taken as ready.
-        truth.verified(None)
-        truth.ray(found.ray, settled=True)
-        self._truth, self._out = truth, out
+        session.verified(None)
+        session.ray(found.ray, settled=True)
+        self._session, self._out = session, out
         #: Whether the head's reach is asked for: the engine is ready by the rest, the head answered.
-        self.wants_reach = truth.state is EngineState.READY and config.head.name not in found.unreachable
+        self.wants_reach = session.state is EngineState.READY and config.head.name not in found.unreachable
 
     def reach(self, peers: Mapping[str, bool]) -> None:
         for name, ok in peers.items():
-            self._truth.peer(name, ok)
+            self._session.peer(name, ok)
 
     def report(self) -> dict[str, Any]:
         if self.wants_reach:
-            self._truth.tick()
-        return {**self._out, "state": self._truth.state.value, "detail": self._truth.detail}
+            self._session.tick()
+        return {**self._out, "state": self._session.state.value, "detail": self._session.detail}

@@ -2,10 +2,10 @@
 
 The witnesses — the head's vLLM log read through the ``LogFollower`` into the ``Timeline`` (ready =
 uvicorn's "Application startup complete."), the vLLM process on the head, Ray's node list (for the Ray
-executor) and every node's SSH link — are fed to the engine state machine
-(``sparktui.domain.engine_state.EngineTruth``), which decides, as it does for the dashboard: ready when
-the log says so (the dashboard then verifies with a completion), failed with the log's diagnosis and the
-node any evidence points at, or a node Ray lost named.
+executor) and every node's SSH link — are fed to the engine session
+(``sparktui.domain.engine_session.EngineSession``), whose state machine decides, as it does for the
+dashboard: ready when the log says so (the dashboard then verifies with a completion), failed with the
+log's diagnosis and the node any evidence points at, or a node Ray lost named.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparktui.domain.deadline import within
-from sparktui.domain.engine_state import EngineTruth
+from sparktui.domain.engine_session import EngineSession
 from sparktui.domain.events import EngineState
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
@@ -64,9 +64,9 @@ async def wait_until_ready(
     ingest = LogIngest(len(config.nodes), display_cap=0)
     changed = asyncio.Event()
     shown: str | None = None
-    truth = EngineTruth.from_config(config)
+    session = EngineSession.for_config(config)   # it only reads the state: no port plugged
     # The engine was launched (the start operation ended well): it runs until evidence says otherwise.
-    truth.discovered(EngineState.STARTING, "vllm serve launched")
+    session.discovered(EngineState.STARTING, "vllm serve launched")
 
     def feed(data: bytes) -> None:
         nonlocal shown
@@ -79,19 +79,19 @@ async def wait_until_ready(
             shown = label
             if on_stage is not None and label:
                 on_stage(label)
-        truth.timeline(snap)
+        session.timeline(snap)
         changed.set()
 
     def on_link(node: str, state: LinkState) -> None:
-        truth.link(node, state.phase.value)
+        session.link(node, state.phase.value)
         changed.set()
 
     for link in controller.transports.values():
         link.add_listener(on_link)
-        truth.link(link.name, link.state.phase.value)
+        session.link(link.name, link.state.phase.value)
 
     def on_ray(state: RayState) -> None:
-        truth.ray(state)
+        session.ray(state)
         changed.set()
 
     follower = LogFollower(transport, controller.log_path(), feed, python=(head.python,),
@@ -105,20 +105,20 @@ async def wait_until_ready(
     try:
         while True:
             elapsed = time.monotonic() - t0
-            truth.tick()
+            session.tick()
             snap = ingest.timeline.snapshot()
-            if truth.state is EngineState.VERIFYING:
+            if session.state is EngineState.VERIFYING:
                 return WaitResult("ready", "Application startup complete.", "api", elapsed, snap.to_json())
-            if truth.state is EngineState.FAILED:
+            if session.state is EngineState.FAILED:
                 waiting = False
-                if truth.wants_node_evidence:
+                if session.wants_node_evidence:
                     # The log said first (a worker died, NCCL broke); Ray, the links or the container
                     # say where a little later: wait for that a bounded while, then say what is known.
                     if evidence_until is None:
                         evidence_until = elapsed + EVIDENCE_GRACE
                     waiting = elapsed < evidence_until
                 if not waiting:
-                    detail = truth.detail
+                    detail = session.detail
                     f = snap.failure
                     if f is not None and f.hint and f.hint not in detail:
                         detail += f"; {f.hint}"
@@ -134,7 +134,7 @@ async def wait_until_ready(
                 res = await transport.run(state_argv, timeout=20)
             except TransportError:
                 continue  # the head is unreachable for now: the follower resumes when it is back
-            truth.process(DetachedState.parse(res.stdout).status == "running")
+            session.process(DetachedState.parse(res.stdout).status == "running")
     finally:
         for link in controller.transports.values():
             link.remove_listener(on_link)

@@ -24,9 +24,9 @@ from sparktui.domain.init_setup import (
     choose_cable,
     vllm_images,
 )
+from sparktui.domain.json_report import last_json_object
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import vllm_help
-from sparktui.domain.lifecycle.output import last_json_object
 from sparktui.domain.model_files import model_info_argv, parse_model_info, parse_model_scan
 from sparktui.remote.cluster import make_transport
 from sparktui.remote.probe_runner import probe_argv, probe_source

@@ -5,17 +5,28 @@ counts the byte offset of every complete frame. When the channel or the SSH conn
 ``LineStream`` under it waits for the transport to come back and starts again from the last offset and
 file identity (inode): no byte is lost and none is delivered twice. A replaced file (the next engine
 run moves the old log to ``vllm.log.prev``) arrives as a reset, then the new file from byte 0.
+
+``LogFollower.events()`` is the stream as typed values (``FileData``, ``FileReset``, ``FileWaiting`` of
+``sparktui.domain.lifecycle.frames``); ``run()`` hands the same to the callbacks given.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 
 from sparktui.domain.backoff import Backoff
 from sparktui.domain.lifecycle import scripts as S
-from sparktui.domain.lifecycle.frames import FrameDecoder, FrameError
+from sparktui.domain.lifecycle.frames import (
+    FileData,
+    FileReset,
+    FileWaiting,
+    FollowEvent,
+    FrameDecoder,
+    FrameError,
+    follow_event,
+)
 from sparktui.remote.line_stream import LineStream
 from sparktui.remote.transport import RemoteProcess, Transport
 
@@ -25,7 +36,8 @@ BytesCallback = Callable[[bytes], None]
 
 
 class LogFollower:
-    """Follow ``path`` on ``transport``; ``on_bytes`` gets every byte once, in order.
+    """Follow ``path`` on ``transport``; ``on_bytes`` gets every byte once, in order (or, without
+    callbacks, ``events()`` gives every frame as a typed value).
 
     ``on_reset`` is called when the file is another one than before (first attach included): whatever
     parses the stream should start afresh. ``command_prefix`` runs the follower elsewhere on the node
@@ -36,7 +48,7 @@ class LogFollower:
         self,
         transport: Transport,
         path: str,
-        on_bytes: BytesCallback,
+        on_bytes: BytesCallback | None = None,
         *,
         python: Sequence[str] = ("python3",),
         command_prefix: Sequence[str] = (),
@@ -67,9 +79,10 @@ class LogFollower:
         return [*self.command_prefix, *self.python, "-c", S.FOLLOW_PY, self.path, str(self.offset),
                 self.inode, str(self.poll), "stdin"]
 
-    async def run(self) -> None:
-        """Follow until cancelled (or the transport is closed); survives any number of dropped channels
-        and connections, each session resuming at ``offset`` of file ``inode``."""
+    async def events(self) -> AsyncGenerator[FollowEvent, None]:
+        """The file as typed values until cancelled (or the transport is closed), ``offset`` and ``inode``
+        already past each; survives any number of dropped channels and connections, each session resuming
+        at ``offset`` of file ``inode``."""
         async with contextlib.aclosing(self._stream.chunks()) as chunks:
             async for chunk in chunks:
                 try:
@@ -80,7 +93,32 @@ class LogFollower:
                     self._stream.restart(str(exc))
                     continue
                 for frame in frames:
-                    self._apply(frame.kind, frame.payload)
+                    event = follow_event(frame)
+                    self._advance(event)
+                    yield event
+
+    async def run(self) -> None:
+        """Follow until cancelled (or the transport is closed), each event to its callback."""
+        async with contextlib.aclosing(self.events()) as events:
+            async for event in events:
+                match event:
+                    case FileData(data):
+                        if self.on_bytes is not None:
+                            self.on_bytes(data)
+                    case FileReset():
+                        if self.on_reset is not None:
+                            self.on_reset()
+                    case FileWaiting():
+                        if self.on_waiting is not None:
+                            self.on_waiting()
+
+    def _advance(self, event: FollowEvent) -> None:
+        """Where the next session resumes: past this data, or at byte 0 of the new file."""
+        if isinstance(event, FileData):
+            self.offset += len(event.data)
+        elif isinstance(event, FileReset):
+            self.inode = event.inode
+            self.offset = 0
 
     def _new_session(self) -> None:
         self._decoder = FrameDecoder()
@@ -97,15 +135,3 @@ class LogFollower:
     @property
     def _proc(self) -> RemoteProcess | None:
         return self._stream.proc
-
-    def _apply(self, kind: str, payload: bytes) -> None:
-        if kind == "D":
-            self.offset += len(payload)
-            self.on_bytes(payload)
-        elif kind == "R":
-            self.inode = payload.decode("ascii", "replace")
-            self.offset = 0
-            if self.on_reset is not None:
-                self.on_reset()
-        elif kind == "W" and self.on_waiting is not None:
-            self.on_waiting()

@@ -4,7 +4,7 @@ Ray declares a node dead only after its health checks time out (about 30–40 s 
 controller's own SSH link to that node says nothing about the path between the nodes. The head's view
 is what the engine depends on: a TCP connect from the head to each node's Ray address (a refused
 connection is an answer: the host is there; a timeout or "unreachable" is not) every ``interval`` s.
-The result feeds ``EngineTruth.peer`` ("the head cannot reach spark2 at 10.0.0.2").
+The result feeds ``EngineSession.peer`` ("the head cannot reach spark2 at 10.0.0.2").
 """
 
 from __future__ import annotations

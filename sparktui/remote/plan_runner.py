@@ -11,9 +11,10 @@ from dataclasses import replace
 from typing import Any
 
 from sparktui.domain.events import OperationView, StepStatus, StepView
+from sparktui.domain.json_report import last_json_object
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
-from sparktui.domain.lifecycle.output import TAIL_LINES, last_json_object, output_tail
+from sparktui.domain.lifecycle.output import TAIL_LINES, output_tail
 from sparktui.remote.engine_nodes import EngineNodes, Outcome, failure_text
 from sparktui.remote.ray_queries import RayQueries
 from sparktui.remote.transport import CommandResult, TransportError

@@ -22,7 +22,6 @@ from sparktui.domain.lifecycle.preflight_plan import build_preflight_plan
 from sparktui.domain.lifecycle.vllm_facts_cache import VllmFactsCache
 from sparktui.domain.lifecycle.vllm_facts_cache import cache_dir as vllm_facts_dir
 from sparktui.domain.model_files import ModelDir, parse_model_info
-from sparktui.domain.recipes import check_recipe_vllm
 from sparktui.remote.engine_nodes import EngineNodes, Outcome, failure_text
 from sparktui.remote.host_facts import read_home
 from sparktui.remote.plan_runner import PlanRunner, Tracker
@@ -222,7 +221,7 @@ class PreflightChecks:
         if len(got.versions) > 1:
             views += F.check_same("same vLLM", got.versions, "vLLM", head)
         self.vllm_version = got.versions.get(head)
-        recipe_view = check_recipe_vllm(cfg, self.vllm_version) if got.versions else None
+        recipe_view = F.check_recipe_vllm(cfg, self.vllm_version) if got.versions else None
         if recipe_view is not None:
             views.append(recipe_view)
         if got.help_text is not None:

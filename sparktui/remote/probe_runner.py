@@ -19,9 +19,9 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from importlib import resources
 from typing import Any
 
+from sparktui import node
 from sparktui.config import EngineConfig, NodeConfig
 from sparktui.domain.backoff import Backoff
 from sparktui.domain.node_reading import NodeFeed
@@ -53,8 +53,9 @@ ONCE_GAP = 0.5
 
 @functools.cache
 def probe_source() -> bytes:
-    """The probe's source as shipped in the package (read once: every probe start sends it)."""
-    return resources.files("sparktui").joinpath("probe.py").read_bytes()
+    """The probe's source as shipped (``sparktui/node/probe/``, one script; built once: every probe start
+    sends it)."""
+    return node.source("probe.main").encode()
 
 
 def probe_argv(

@@ -22,7 +22,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sparktui.domain.engine_state import AFTER_READY, EngineTruth, Tell, Verify
+from sparktui.domain.engine_session import EnginePorts, EngineSession
+from sparktui.domain.engine_state import AFTER_READY
 from sparktui.domain.engine_view import timeline_view
 from sparktui.domain.events import (
     EngineChanged,
@@ -304,15 +305,15 @@ class NodeSim:
         return tuple(measured)
 
 
-# ---- the engine's state: decided by the real state machine (``EngineTruth``) from simulated evidence ----
+# ---- the engine's state: decided by the real engine session from simulated evidence --------------------
 EXPECTED = tuple(ExpectedNode(n, NODE_IPS[n], 1.0) for n in NODES)
 
 
-def demo_truth(clock: Callable[[], float]) -> EngineTruth:
-    """The state machine the SSH backend uses, on the simulated clock (``clock``: seconds since start)."""
-    return EngineTruth(EXPECTED, tensor_parallel=len(NODES), wedge_seconds=WEDGE_AFTER_S,
-                       stop_steps=frozenset(name for name, _, _ in STOP_STEPS),
-                       clock=clock, wall=lambda: EPOCH + clock())
+def demo_session(clock: Callable[[], float], ports: EnginePorts) -> EngineSession:
+    """The engine session the SSH backend uses, on the simulated clock (``clock``: seconds since start)."""
+    return EngineSession(EXPECTED, ports=ports, tensor_parallel=len(NODES), wedge_seconds=WEDGE_AFTER_S,
+                         stop_steps=frozenset(name for name, _, _ in STOP_STEPS),
+                         clock=clock, wall=lambda: EPOCH + clock())
 
 
 # ---- the simulation ---------------------------------------------------------------------------------
@@ -341,12 +342,16 @@ class DemoSimulation:
         self.nodes = {n: NodeSim(n, random.Random(seed * 31 + i)) for i, n in enumerate(NODES)}
         self.node_feed = NodeFeed()
         self.t = 0.0
-        self.truth = demo_truth(lambda: self.t)
-        self.truth.discovered(EngineState.STOPPED, f"nothing running on {', '.join(NODES)}")
+        self._out: list[Event] = []
+        # The session's effects, simulated: the readiness check takes VERIFY_SECONDS and passes; a notice
+        # is posted. Records, restarts, the serving watch: the demo's history is made up and it never
+        # restarts on its own.
+        self.session = demo_session(lambda: self.t, EnginePorts(verify=self._verify, publish=self._tell))
+        self.session.discovered(EngineState.STOPPED, f"nothing running on {', '.join(NODES)}")
         for n in NODES:
-            self.truth.link(n, "connected")
-        self._shown = self.truth.version
-        self._judged = self.truth.state   # the state the last judgement saw (for what follows a change)
+            self.session.link(n, "connected")
+        self._shown = self.session.version
+        self._judged = self.session.state   # the state the last judgement saw (for what follows a change)
         self.operation: Operation | None = None
         self.last_op: OperationView | None = None
         self.launched_at: float | None = None
@@ -370,10 +375,13 @@ class DemoSimulation:
             self.cached_gib[NODES[1]] = STORY.oom_page_cache_gib
         self.ray_lost_at: float | None = None      # when spark2's raylet stopped (worker-lost)
         self.nccl_warned = False
-        self._out: list[Event] = []
 
     # -- requests ---------------------------------------------------------------------------------
     def request(self, kind: str) -> None:
+        with self.session.held():   # what follows from it is done when the simulation judges
+            self._request(kind)
+
+    def _request(self, kind: str) -> None:
         if self.operation is not None:
             raise OperationRefused(f"{self.operation.kind} is running — wait for it to finish")
         if kind == "start":
@@ -392,7 +400,7 @@ class DemoSimulation:
 
     @property
     def state(self) -> EngineState:
-        return self.truth.state
+        return self.session.state
 
     def _begin(self, kind: str, steps: Sequence[tuple[str, str | None, str]], then: str | None) -> None:
         views = [StepView(name, node, StepStatus.PENDING) for name, node, _ in steps]
@@ -409,7 +417,7 @@ class DemoSimulation:
         self.last_op = view
         self._out.append(OperationChanged(view))
         if ok is None or op.then != "start":   # a restart's stop half is not the end of the restart
-            self.truth.operation(view)
+            self.session.operation(view)
         self._publish()
 
     def _step_operation(self) -> None:
@@ -457,7 +465,7 @@ class DemoSimulation:
         self.nccl_warned = False
         self.engine_gib = {n: 0.0 for n in NODES}
         self.serving.reset()
-        self.truth.timeline(self.feed.snapshot())
+        self.session.timeline(self.feed.snapshot())
 
     def _halt_engine(self) -> None:
         self.launched_at = None
@@ -468,41 +476,42 @@ class DemoSimulation:
 
     def _publish(self, *, again: bool = False) -> None:
         """An ``EngineChanged`` when the state machine moved (``again``: also to carry a new timeline)."""
-        truth = self.truth
-        if truth.version == self._shown and not again:
+        session = self.session
+        if session.version == self._shown and not again:
             return
-        self._shown = truth.version
+        self._shown = session.version
         timeline = timeline_view(self.feed.snapshot()) if self.feed is not None else None
         self._out.append(EngineChanged(
-            truth.state, truth.detail, timeline=timeline,
+            session.state, session.detail, timeline=timeline,
             vllm_version=self.feed.vllm_version if self.feed else None,
-            ttft_seconds=truth.ttft_seconds if truth.state is EngineState.READY else None,
+            ttft_seconds=session.ttft_seconds if session.state is EngineState.READY else None,
         ))
 
     # -- deciding: the evidence goes to the state machine, its effects are simulated ---------------
     def _judge(self) -> None:
-        truth = self.truth
+        session = self.session
         if self.verifying_until is not None and self.t >= self.verifying_until:
             self.verifying_until = None   # /health, /v1/models and one completion answered
-            truth.verified(SMOKE_TTFT_S, self.feed.vllm_version if self.feed else None)
-        truth.tick()
-        for effect in truth.take_effects():
-            if isinstance(effect, Verify):
-                self.ready_at = self.t
-                self.verifying_until = self.t + VERIFY_SECONDS
-            elif isinstance(effect, Tell):
-                self._out.append(Notice(effect.message, severity=effect.severity))
-            # Record, Restart, Unwatch: the demo's history is made up and it never restarts on its own.
-        state, before = truth.state, self._judged
+            session.verified(SMOKE_TTFT_S, self.feed.vllm_version if self.feed else None)
+        session.tick()
+        session.settle()
+        state, before = session.state, self._judged
         self._judged = state
         if state is not before:
             if state is EngineState.FAILED:
                 self.engine_gib = {n: 0.0 for n in NODES}    # the engine's processes exited: memory freed
                 if before not in AFTER_READY:
-                    self._out.append(Notice(f"engine failed: {truth.detail}", severity="error"))
+                    self._out.append(Notice(f"engine failed: {session.detail}", severity="error"))
             elif state is EngineState.READY:
                 self._out.append(Notice("engine ready — try the smoke test (t)"))
         self._publish()
+
+    def _verify(self) -> None:
+        self.ready_at = self.t
+        self.verifying_until = self.t + VERIFY_SECONDS
+
+    def _tell(self, event: Event) -> None:
+        self._out.append(event)
 
     def _ray_state(self) -> RayState:
         """Ray's node list as the head reports it: spark2 dead once its heartbeats timed out."""
@@ -515,14 +524,15 @@ class DemoSimulation:
     # -- time -------------------------------------------------------------------------------------
     def advance(self, t: float) -> list[Event]:
         """Run the simulation forward to ``t`` seconds; return what happened."""
-        while True:
-            step_to = min(t, self.next_sample)
-            self._progress_to(step_to)
-            if self.next_sample <= t:
-                self._sample()
-                self.next_sample += self.interval
-            else:
-                break
+        with self.session.held():   # the session's effects are done when the simulation judges
+            while True:
+                step_to = min(t, self.next_sample)
+                self._progress_to(step_to)
+                if self.next_sample <= t:
+                    self._sample()
+                    self.next_sample += self.interval
+                else:
+                    break
         out, self._out = self._out, []
         return out
 
@@ -565,7 +575,7 @@ class DemoSimulation:
         records = self.feed.feed([restamp(line.text, EPOCH + self.launched_at + line.at) for line in batch],
                                  EPOCH + t)
         self._emit_log(records)
-        self.truth.timeline(self.feed.snapshot())
+        self.session.timeline(self.feed.snapshot())
         if self.state is not EngineState.FAILED:
             target = engine_memory_gib(self.feed.snapshot())
             for n in NODES:   # while the engine runs its memory only grows (it never halves at ready)
@@ -634,7 +644,7 @@ class DemoSimulation:
             lines += [f'{api} INFO:     192.168.100.20:{51000 + self.rng.randint(0, 999)} - '
                       f'"POST /v1/chat/completions HTTP/1.1" 200 OK' for _ in range(running)]
         self._emit_log(self.feed.feed(lines, EPOCH + self.t))
-        self.truth.timeline(self.feed.snapshot())
+        self.session.timeline(self.feed.snapshot())
 
     def _sample(self) -> None:
         received = time.monotonic() if self.live_received else None
@@ -646,13 +656,13 @@ class DemoSimulation:
                                  vllm_up=self.launched_at is not None and not lost,
                                  cached_gib=self.cached_gib[name])
             self._out.append(self.node_feed.sampled(name, sample))
-            self.truth.gpu(name, sample)
-        if self.ray_up and self.truth.watching_ray:
-            self.truth.ray(self._ray_state())
+            self.session.gpu(name, sample)
+        if self.ray_up and self.session.watching_ray:
+            self.session.ray(self._ray_state())
         if self.state in (EngineState.READY, EngineState.WEDGED, EngineState.DEGRADED):
             serving = self.serving.snapshot(EPOCH + self.t)
             self._out.append(ServingSampled(serving))
-            self.truth.serving(serving)
+            self.session.serving(serving)
             self._serving_log()
 
     def _load(self) -> Load:

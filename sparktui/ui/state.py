@@ -9,9 +9,10 @@ gone stale, the two-node hang.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from sparktui.domain.asymmetry import AsymmetryWatch
 from sparktui.domain.events import EngineChanged, EngineState, NodeIdentified, NodeReading, OperationView
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.domain.telemetry import DEFAULT_HISTORY, stale_seconds
@@ -64,35 +65,6 @@ class NodeState:
             return self.link_detail if self.link_detail.startswith(self.link_phase) else (
                 f"{self.link_phase} ({self.link_detail})")
         return self.link_phase
-
-
-class AsymmetryWatch:
-    """Flags the classic two-node hang: one GPU busy, another idle, for longer than ``threshold`` seconds,
-    while the engine should be working (a rank spinning in an NCCL collective its peer never joins)."""
-
-    def __init__(self, threshold: float = 60.0, busy: float = 50.0, idle: float = 5.0) -> None:
-        self.threshold = threshold
-        self.busy = busy
-        self.idle = idle
-        self._since: float | None = None
-        self._pair: tuple[str, str] | None = None
-
-    def update(self, now: float, working: bool, utilisation: Mapping[str, float | None]) -> str | None:
-        known = {n: u for n, u in utilisation.items() if u is not None}
-        busy = sorted(n for n, u in known.items() if u >= self.busy)
-        idle = sorted(n for n, u in known.items() if u <= self.idle)
-        if not working or not busy or not idle:
-            self._since = None
-            self._pair = None
-            return None
-        pair = (busy[0], idle[0])
-        if self._since is None or pair != self._pair:
-            self._since, self._pair = now, pair
-        held = now - self._since
-        if held < self.threshold:
-            return None
-        return (f"GPU on {pair[0]} busy ({known[pair[0]]:.0f}%) while {pair[1]} idle ({known[pair[1]]:.0f}%) "
-                f"for {held:.0f} s — a rank may be stuck waiting for its peer")
 
 
 class DashboardState:

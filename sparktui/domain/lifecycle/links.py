@@ -21,7 +21,7 @@ from typing import Any
 
 from sparktui.config import NodeConfig, SparkConfig
 from sparktui.domain.events import StepStatus, StepView
-from sparktui.domain.lifecycle.output import last_json_object
+from sparktui.domain.json_report import last_json_object
 from sparktui.domain.telemetry import group_cables
 
 #: ``/sys/class/net/IF/speed`` of a ConnectX-7 port at full rate (Mb/s).

@@ -1,31 +1,12 @@
-"""Reading what a command on a node printed: the JSON object a constant script reports, the tail shown
-under a step."""
+"""Reading what a command on a node printed: the tail shown under a step (the JSON object a constant
+script reports is ``sparktui.domain.json_report``'s)."""
 
 from __future__ import annotations
-
-import json
-from typing import Any
 
 from sparktui.domain.logs import strip_ansi
 
 #: Output lines kept under a step (the UI's step list and ``sparktui start`` show this many).
 TAIL_LINES = 8
-
-
-def last_json_object(text: str) -> dict[str, Any] | None:
-    """The last line of ``text`` that is a JSON object; ``None`` when there is none.
-
-    The scripts print their report last; anything before it (a sitecustomize's notice, a warning from
-    the node's Python) is passed over.
-    """
-    for line in reversed(text.strip().splitlines()):
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            return data
-    return None
 
 
 def output_tail(*texts: str, lines: int = TAIL_LINES) -> tuple[str, ...]:

@@ -11,9 +11,10 @@ from typing import Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import StepStatus, StepView
+from sparktui.domain.json_report import last_json_object
 from sparktui.domain.lifecycle.argv import expand_home
 from sparktui.domain.lifecycle.fixes import MODEL_SYNC
-from sparktui.domain.lifecycle.output import last_json_object
+from sparktui.domain.recipes import find_recipe, version_key
 
 
 @dataclass(frozen=True)
@@ -252,3 +253,21 @@ class PreflightSummary:
         where = f"{first.node}: " if first.node else ""
         more = f" (+{len(self.failed) - 1} more)" if len(self.failed) > 1 else ""
         return f"preflight failed: {where}{first.name}: {first.message}{more}"
+
+
+def check_recipe_vllm(config: SparkConfig, vllm_version: str | None) -> StepView | None:
+    """The image's vLLM against the recipe's ``min_vllm`` (None when there is nothing to say)."""
+    rid = config.engine.recipe
+    found = find_recipe(rid) if rid else None
+    if found is None or not found.recipe.min_vllm:
+        return None
+    need = found.recipe.min_vllm
+    if vllm_version is None:
+        return StepView(name="recipe", node=config.head.name, status=StepStatus.WARNING,
+                        message=f"recipe {rid} needs vLLM ≥ {need}; this vLLM's version is unknown")
+    if version_key(vllm_version) < version_key(need):
+        return StepView(name="recipe", node=config.head.name, status=StepStatus.FAILED,
+                        message=f"recipe {rid} needs vLLM ≥ {need}, the image has {vllm_version}: "
+                        "use a newer image")
+    return StepView(name="recipe", node=config.head.name, status=StepStatus.OK,
+                    message=f"recipe {rid}: vLLM {vllm_version} ≥ {need}")

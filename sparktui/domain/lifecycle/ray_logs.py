@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparktui.domain.lifecycle.output import last_json_object
+from sparktui.domain.json_report import last_json_object
 
 _WORKER = re.compile(r"^worker-([0-9a-f]+)-([0-9a-f]+)-(\d+)\.(out|err)$")
 #: The actor class vLLM's Ray executor runs on every GPU (vLLM 0.4 … 0.11+).

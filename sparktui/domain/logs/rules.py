@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs.keywords import KeywordFinder
@@ -36,17 +37,46 @@ from sparktui.domain.stage_names import STAGES as STAGES
 FactSpec = tuple[str, str, str, str]
 
 
+class RuleEvent(StrEnum):
+    """What a rule's message means for its stage (the events above); the stage machine has one handler each
+    (``sparktui.domain.logs.stages``). A ``StrEnum``: each value is the event's name above."""
+
+    START = "start"
+    PROGRESS = "progress"
+    DONE = "done"
+    NODE_DONE = "node_done"
+    FACT = "fact"
+    SKIP = "skip"
+    READY = "ready"
+    SERVING = "serving"
+    STOPPED = "stopped"
+    # Special handlers, named after the data they parse.
+    CONFIG = "config"
+    ARGS = "args"
+    RANKS = "ranks"
+    PG_WAIT = "pg_wait"
+    PG_NODE = "pg_node"
+    PREFETCH = "prefetch"
+    COMPILED = "compiled"
+    CACHE_HIT = "cache_hit"
+    UVICORN_URL = "uvicorn_url"
+
+
+#: Short for the rules table below.
+E = RuleEvent
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     name: str
     keyword: str
     pattern: re.Pattern[str] | None
     stage: str | None
-    event: str
+    event: RuleEvent
     facts: tuple[FactSpec, ...] = ()
 
 
-def _r(name: str, keyword: str, pattern: str | None, stage: str | None, event: str,
+def _r(name: str, keyword: str, pattern: str | None, stage: str | None, event: RuleEvent,
        *facts: FactSpec) -> Rule:
     return Rule(name, keyword, re.compile(pattern) if pattern else None, stage, event, tuple(facts))
 
@@ -60,149 +90,149 @@ def _n(group: str) -> str:
 
 RULES: tuple[Rule, ...] = (
     # --- config (API server, then EngineCore) -----------------------------------------------------
-    _r("api_version", "vLLM API server version", r"vLLM API server version (?P<v>\S+)", "config", "start",
+    _r("api_version", "vLLM API server version", r"vLLM API server version (?P<v>\S+)", "config", E.START,
        ("v", "vllm_version", "str", "first")),  # <= 0.14
-    _r("logo_version", "█  version", r"version\s+(?P<v>\d+\.\d+\S*)\s*$", "config", "start",
+    _r("logo_version", "█  version", r"version\s+(?P<v>\d+\.\d+\S*)\s*$", "config", E.START,
        ("v", "vllm_version", "str", "first")),  # logo banner, 0.15+
-    _r("logo_model", "█  model", r"model\s+(?P<m>\S.*?)\s*$", "config", "start",
+    _r("logo_model", "█  model", r"model\s+(?P<m>\S.*?)\s*$", "config", E.START,
        ("m", "model", "str", "first")),
     _r("plain_version", "vLLM server version",
-       r"vLLM server version (?P<v>[^\s,]+), serving model (?P<m>\S+)", "config", "start",
+       r"vLLM server version (?P<v>[^\s,]+), serving model (?P<m>\S+)", "config", E.START,
        ("v", "vllm_version", "str", "first"), ("m", "model", "str", "first")),
-    _r("non_default_args", "non-default args:", None, "config", "args"),  # 0.9.2+
-    _r("namespace_args", "args: Namespace(", None, "config", "args"),  # <= 0.8
-    _r("architecture", "Resolved architecture:", r"Resolved architecture: (?P<a>\S+)", "config", "start",
+    _r("non_default_args", "non-default args:", None, "config", E.ARGS),  # 0.9.2+
+    _r("namespace_args", "args: Namespace(", None, "config", E.ARGS),  # <= 0.8
+    _r("architecture", "Resolved architecture:", r"Resolved architecture: (?P<a>\S+)", "config", E.START,
        ("a", "architecture", "str", "first")),
-    _r("max_model_len", "Using max model len", r"Using max model len (?P<n>\d+)", "config", "fact",
+    _r("max_model_len", "Using max model len", r"Using max model len (?P<n>\d+)", "config", E.FACT,
        ("n", "max_model_len", "int", "first")),
     _r("engine_config", "LLM engine (v",
        r"Initializing an? (?:V[01] )?LLM engine \(v(?P<v>[^)]+)\) with config: (?P<cfg>.*)",
-       "config", "config"),
+       "config", E.CONFIG),
     _r("backend", "for distributed inference", r"Defaulting to use (?P<b>\w+) for distributed inference",
-       "config", "fact", ("b", "distributed_executor_backend", "str", "first")),
+       "config", E.FACT, ("b", "distributed_executor_backend", "str", "first")),
     # Hard-wrapped pastes lose the prefix on continuation lines; these keep TP/PP/eager readable anyway.
     _r("tp", "tensor_parallel_size", word("tensor_parallel_size") + r"'?\s*[=:]\s*(?P<n>\d+)",
-       None, "fact", ("n", "tensor_parallel_size", "int", "first")),
+       None, E.FACT, ("n", "tensor_parallel_size", "int", "first")),
     _r("pp", "pipeline_parallel_size", word("pipeline_parallel_size") + r"'?\s*[=:]\s*(?P<n>\d+)",
-       None, "fact", ("n", "pipeline_parallel_size", "int", "first")),
+       None, E.FACT, ("n", "pipeline_parallel_size", "int", "first")),
     _r("dp", "data_parallel_size", word("data_parallel_size") + r"'?\s*[=:]\s*(?P<n>\d+)",
-       None, "fact", ("n", "data_parallel_size", "int", "first")),
+       None, E.FACT, ("n", "data_parallel_size", "int", "first")),
     # "enforce_eager=True" (str(VllmConfig), a whole word) or "'enforce_eager': True" (the args dict).
     _r("eager_flag", "enforce_eager",
-       word("enforce_eager") + r"(?:=True\b(?!')|(?<='enforce_eager)': True)", None, "skip"),
-    _r("eager_warning", "Enforce eager set", None, None, "skip"),  # 0.17+
-    _r("eager_cudagraph", "Cudagraph is disabled under eager mode", None, None, "skip"),  # 0.10.1+
+       word("enforce_eager") + r"(?:=True\b(?!')|(?<='enforce_eager)': True)", None, E.SKIP),
+    _r("eager_warning", "Enforce eager set", None, None, E.SKIP),  # 0.17+
+    _r("eager_cudagraph", "Cudagraph is disabled under eager mode", None, None, E.SKIP),  # 0.10.1+
     # --- placement (Ray) --------------------------------------------------------------------------
     _r("ray_connect", "Connecting to existing Ray cluster", r"at address: (?P<a>\S+?)(?:\.\.\.)?$",
-       "placement", "start", ("a", "ray_address", "str", "first")),
-    _r("ray_local", "Started a local Ray instance", None, "placement", "start"),
-    _r("ray_connected", "Connected to Ray cluster", None, "placement", "progress"),
-    _r("ray_ready", "Ray is already initialized", None, "placement", "start"),
-    _r("pg_new", "No current placement group found", None, "placement", "start"),  # 0.8.5+
-    _r("pg_existing", "Using the existing placement group", None, "placement", "start"),
+       "placement", E.START, ("a", "ray_address", "str", "first")),
+    _r("ray_local", "Started a local Ray instance", None, "placement", E.START),
+    _r("ray_connected", "Connected to Ray cluster", None, "placement", E.PROGRESS),
+    _r("ray_ready", "Ray is already initialized", None, "placement", E.START),
+    _r("pg_new", "No current placement group found", None, "placement", E.START),  # 0.8.5+
+    _r("pg_existing", "Using the existing placement group", None, "placement", E.START),
     _r("pg_wait", "Waiting for creating a placement group", r"for (?P<s>\d+) seconds", "placement",
-       "pg_wait"),
+       E.PG_WAIT),
     # _verify_bundles warns once per node of the placement group: the count is the number of nodes.
     _r("pg_node", "is bigger than a reserved number of", r"in a node (?P<node>[\w-]+)", "placement",
-       "pg_node"),
-    _r("pg_short", "exceeds the total number of available", None, "placement", "progress"),
+       E.PG_NODE),
+    _r("pg_short", "exceeds the total number of available", None, "placement", E.PROGRESS),
     # --- distributed (workers, NCCL) --------------------------------------------------------------
     _r("dist_init", "distributed_init_method=", r"world_size=(?P<ws>\d+) rank=(?P<r>\d+)", "distributed",
-       "ranks"),  # INFO 0.12+
+       E.RANKS),  # INFO 0.12+
     _r("rank_assigned", "in world size", r"rank (?P<r>\d+) in world size (?P<ws>\d+) is assigned",
-       "distributed", "ranks"),
-    _r("vllm_nccl", "vLLM is using nccl==", r"nccl==(?P<v>\S+)", "distributed", "start",
+       "distributed", E.RANKS),
+    _r("vllm_nccl", "vLLM is using nccl==", r"nccl==(?P<v>\S+)", "distributed", E.START,
        ("v", "nccl_version", "str", "first")),
-    _r("nccl_banner", "NCCL version ", r"NCCL version (?P<v>\d[\w.+-]*)", "distributed", "start",
+    _r("nccl_banner", "NCCL version ", r"NCCL version (?P<v>\d[\w.+-]*)", "distributed", E.START,
        ("v", "nccl_version", "str", "first")),
-    _r("found_nccl", "Found nccl from library", None, "distributed", "start"),
-    _r("gloo", "[Gloo] Rank", None, "distributed", "start"),
-    _r("cross_node", "process group spans across nodes", None, "distributed", "start"),
+    _r("found_nccl", "Found nccl from library", None, "distributed", E.START),
+    _r("gloo", "[Gloo] Rank", None, "distributed", E.START),
+    _r("cross_node", "process group spans across nodes", None, "distributed", E.START),
     # --- weights ----------------------------------------------------------------------------------
     _r("load_start", "Starting to load model", r"Starting to load model (?P<m>.+?)(?:\.\.\.)?\s*$", "weights",
-       "start", ("m", "model", "str", "first")),
-    _r("load_scratch", "Loading model from scratch", None, "weights", "start"),
-    _r("weights_format", "Using model weights format", None, "weights", "start"),
-    _r("download", "Time spent downloading weights", r": (?P<s>[\d.]+) seconds", "weights", "progress",
+       E.START, ("m", "model", "str", "first")),
+    _r("load_scratch", "Loading model from scratch", None, "weights", E.START),
+    _r("weights_format", "Using model weights format", None, "weights", E.START),
+    _r("download", "Time spent downloading weights", r": (?P<s>[\d.]+) seconds", "weights", E.PROGRESS,
        ("s", "download_seconds", "float", "max")),
     _r("prefetch", "Prefetching checkpoint files:", r"%(?<=\d%) \((?P<a>\d+)/(?P<b>\d+)\)", "weights",
-       "prefetch"),  # 0.18+
-    _r("weights_took", "Loading weights took", r"took (?P<s>[\d.]+) seconds", "weights", "progress",
+       E.PREFETCH),  # 0.18+
+    _r("weights_took", "Loading weights took", r"took (?P<s>[\d.]+) seconds", "weights", E.PROGRESS,
        ("s", "weights_load_seconds", "float", "max")),  # 0.8.5+
     _r("model_loading", "oading model weights took",  # V0 <= 0.7: "Loading model weights took X GB"
-       rf"took {_n('g')} (?:GiB|GB)", "weights", "node_done", ("g", "weights_gib", "float", "max")),
+       rf"took {_n('g')} (?:GiB|GB)", "weights", E.NODE_DONE, ("g", "weights_gib", "float", "max")),
     _r("model_loading2", "Model loading took",  # 0.8+: "... X GiB [memory ]and Y seconds"
-       rf"took {_n('g')} (?:GiB|GB)(?: memory)?(?: and {_n('s')} seconds)?", "weights", "node_done",
+       rf"took {_n('g')} (?:GiB|GB)(?: memory)?(?: and {_n('s')} seconds)?", "weights", E.NODE_DONE,
        ("g", "weights_gib", "float", "max"), ("s", "weights_seconds", "float", "max")),
     # --- compile (V1; skipped by --enforce-eager) ----------------------------------------------------
-    _r("compile_cache_dir", "for vLLM's torch.compile", None, "compile", "start"),
-    _r("compile_disabled", "torch.compile cache is disabled", None, "compile", "start"),
-    _r("compile_start", "Starting torch.compile", None, "compile", "start"),  # 0.32+
-    _r("dynamo", "Dynamo bytecode transform time", None, "compile", "progress"),
-    _r("compiling", "Compiling a graph for", None, "compile", "compiled"),
-    _r("cache_graph", "Cache the graph of", None, "compile", "progress"),
-    _r("cache_hit", "Directly load the compiled graph", None, "compile", "cache_hit"),
-    _r("aot_hit", "Directly load AOT compilation", None, "compile", "cache_hit"),
+    _r("compile_cache_dir", "for vLLM's torch.compile", None, "compile", E.START),
+    _r("compile_disabled", "torch.compile cache is disabled", None, "compile", E.START),
+    _r("compile_start", "Starting torch.compile", None, "compile", E.START),  # 0.32+
+    _r("dynamo", "Dynamo bytecode transform time", None, "compile", E.PROGRESS),
+    _r("compiling", "Compiling a graph for", None, "compile", E.COMPILED),
+    _r("cache_graph", "Cache the graph of", None, "compile", E.PROGRESS),
+    _r("cache_hit", "Directly load the compiled graph", None, "compile", E.CACHE_HIT),
+    _r("aot_hit", "Directly load AOT compilation", None, "compile", E.CACHE_HIT),
     _r("compile_done", "torch.compile t", r"torch\.compile t(?:akes|ook) (?P<s>[\d.]+) s in total", "compile",
-       "node_done", ("s", "compile_seconds", "float", "max")),
+       E.NODE_DONE, ("s", "compile_seconds", "float", "max")),
     # --- KV cache (memory profiling and sizing) ---------------------------------------------------
-    _r("mem_profiling", "Memory profiling takes", None, "kv_cache", "start"),  # V0
-    _r("warmup_run", "Initial profiling/warmup run took", None, "kv_cache", "start"),  # 0.18+
-    _r("cg_mem_profile", "Profiling CUDA graph memory", None, "kv_cache", "start"),  # 0.18+
-    _r("cg_mem_estimate", "Estimated CUDA graph memory", None, "kv_cache", "progress"),
-    _r("kv_available", "Available KV cache memory:", rf"memory: {_n('g')} GiB", "kv_cache", "progress",
+    _r("mem_profiling", "Memory profiling takes", None, "kv_cache", E.START),  # V0
+    _r("warmup_run", "Initial profiling/warmup run took", None, "kv_cache", E.START),  # 0.18+
+    _r("cg_mem_profile", "Profiling CUDA graph memory", None, "kv_cache", E.START),  # 0.18+
+    _r("cg_mem_estimate", "Estimated CUDA graph memory", None, "kv_cache", E.PROGRESS),
+    _r("kv_available", "Available KV cache memory:", rf"memory: {_n('g')} GiB", "kv_cache", E.PROGRESS,
        ("g", "kv_cache_gib", "float", "min")),  # 0.9.2+
-    _r("kv_v0", "reserved for KV Cache is", rf"KV Cache is {_n('g')} ?GiB", "kv_cache", "progress",
+    _r("kv_v0", "reserved for KV Cache is", rf"KV Cache is {_n('g')} ?GiB", "kv_cache", E.PROGRESS,
        ("g", "kv_cache_gib", "float", "min")),
-    _r("kv_tokens", "KV cache size:", rf"KV cache size: {_n('t')} tokens", "kv_cache", "progress",
+    _r("kv_tokens", "KV cache size:", rf"KV cache size: {_n('t')} tokens", "kv_cache", E.PROGRESS,
        ("t", "kv_cache_tokens", "int", "min")),
-    _r("kv_blocks", " blocks: ", r"# (?:\w+ )?\w+ blocks: (?P<b>\d+)", "kv_cache", "progress",
+    _r("kv_blocks", " blocks: ", r"# (?:\w+ )?\w+ blocks: (?P<b>\d+)", "kv_cache", E.PROGRESS,
        ("b", "kv_cache_blocks", "int", "last")),
     _r("kv_concurrency", "Maximum concurrency for",
-       rf"for {_n('l')} tokens per request: {_n('x')}x", "kv_cache", "done",
+       rf"for {_n('l')} tokens per request: {_n('x')}x", "kv_cache", E.DONE,
        ("x", "max_concurrency", "float", "min")),
     # --- CUDA graphs (bars are handled from LogRecord.progress) -----------------------------------
-    _r("cg_capture_v0", "Capturing cudagraphs for decoding", None, "cuda_graphs", "start"),  # 0.7.3-0.10
-    _r("cg_capture_v06", "Capturing the model for CUDA graphs", None, "cuda_graphs", "start"),  # 0.6
+    _r("cg_capture_v0", "Capturing cudagraphs for decoding", None, "cuda_graphs", E.START),  # 0.7.3-0.10
+    _r("cg_capture_v06", "Capturing the model for CUDA graphs", None, "cuda_graphs", E.START),  # 0.6
     _r("cg_done", "Graph capturing finished in",
-       rf"in {_n('s')} secs(?:, took {_n('g')} GiB)?", "cuda_graphs", "node_done",
+       rf"in {_n('s')} secs(?:, took {_n('g')} GiB)?", "cuda_graphs", E.NODE_DONE,
        ("s", "cuda_graphs_seconds", "float", "max"), ("g", "cuda_graphs_gib", "float", "max")),
     # --- engine -----------------------------------------------------------------------------------
     _r("engine_done", "init engine (profile",
-       rf"took {_n('s')} s(?:econds)?(?: \(compilation: {_n('c')} s)?", "engine", "done",
+       rf"took {_n('s')} s(?:econds)?(?: \(compilation: {_n('c')} s)?", "engine", E.DONE,
        ("s", "engine_seconds", "float", "last")),
     # --- API server -------------------------------------------------------------------------------
-    _r("tasks", "upported", r"^Supported[_ ]tasks", "api", "start"),
-    _r("api_url", "Starting vLLM ", r"Starting vLLM (?:API )?server(?: \d+)? on (?P<u>\S+)", "api", "start",
+    _r("tasks", "upported", r"^Supported[_ ]tasks", "api", E.START),
+    _r("api_url", "Starting vLLM ", r"Starting vLLM (?:API )?server(?: \d+)? on (?P<u>\S+)", "api", E.START,
        ("u", "api_url", "str", "last")),
-    _r("routes", "Available routes are", None, "api", "progress"),
-    _r("uvicorn_started", "Started server process", None, "api", "progress"),
-    _r("uvicorn_waiting", "Waiting for application startup", None, "api", "progress"),
-    _r("ready", "Application startup complete", None, "api", "ready"),
+    _r("routes", "Available routes are", None, "api", E.PROGRESS),
+    _r("uvicorn_started", "Started server process", None, "api", E.PROGRESS),
+    _r("uvicorn_waiting", "Waiting for application startup", None, "api", E.PROGRESS),
+    _r("ready", "Application startup complete", None, "api", E.READY),
     # uvicorn's "Uvicorn running on %s" (host:port or a socket); vLLM <= 0.6 prints no URL of its own.
     _r("uvicorn_url", "Uvicorn running on",
        r"Uvicorn running on (?:socket \('(?P<h>[^']*)', (?P<p>\d+)|(?P<u>https?://[^\s]+))", "api",
-       "uvicorn_url"),
-    _r("access_log", ' HTTP/1.', r'"[A-Z]+ \S+ HTTP/[\d.]+" [23]\d\d', "api", "serving"),
-    _r("stats_line", "Avg prompt throughput:", None, "api", "serving"),
+       E.UVICORN_URL),
+    _r("access_log", ' HTTP/1.', r'"[A-Z]+ \S+ HTTP/[\d.]+" [23]\d\d', "api", E.SERVING),
+    _r("stats_line", "Avg prompt throughput:", None, "api", E.SERVING),
     # --- a clean stop after ready (only read once the API is up) ---------------------------------------
     # v1/engine/core.py signal_handler: "[shutdown] EngineCore: trigger received signal=%s" (0.2x+); uvicorn's
     # "Shutting down" / "Waiting for application shutdown." / "Application shutdown complete."; vLLM's
     # launcher "Shutting down FastAPI HTTP server." (<= 0.10).
     _r("stop_signal", "[shutdown] EngineCore: trigger received signal", r"signal=(?P<sig>\w+)", None,
-       "stopped", ("sig", "stop_signal", "str", "first")),
-    _r("stop_uvicorn", "Shutting down", r"^Shutting down(?: FastAPI HTTP server)?\.?\s*$", None, "stopped"),
-    _r("stop_app", "application shutdown", None, None, "stopped"),
-    _r("stop_app_done", "Application shutdown complete", None, None, "stopped"),
+       E.STOPPED, ("sig", "stop_signal", "str", "first")),
+    _r("stop_uvicorn", "Shutting down", r"^Shutting down(?: FastAPI HTTP server)?\.?\s*$", None, E.STOPPED),
+    _r("stop_app", "application shutdown", None, None, E.STOPPED),
+    _r("stop_app_done", "Application shutdown complete", None, None, E.STOPPED),
     # Slurm's slurmstepd: "*** JOB %u ON %s CANCELLED AT %s[ DUE TO TIME LIMIT|PREEMPTION|...] ***" (also
     # "*** STEP %u.%u ON ..."): the job was stopped from outside (scancel, time limit), not a crash.
     # The API server's SIGTERM handler while it starts (0.6 - 0.9 api_server.py signal_handler: "raise
     # KeyboardInterrupt("terminated")"): stopped from outside before ready, not a failure. (Ctrl-C prints a
     # bare "KeyboardInterrupt".) The one stop read before ready (STOP_BEFORE_READY).
-    _r("stop_interrupt", "KeyboardInterrupt: terminated", None, None, "stopped"),
-    _r("stop_slurm", "CANCELLED AT", r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT ", None, "stopped"),
+    _r("stop_interrupt", "KeyboardInterrupt: terminated", None, None, E.STOPPED),
+    _r("stop_slurm", "CANCELLED AT", r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT ", None, E.STOPPED),
 )
-STOP_KEYWORDS: tuple[str, ...] = tuple(r.keyword for r in RULES if r.event == "stopped")
+STOP_KEYWORDS: tuple[str, ...] = tuple(r.keyword for r in RULES if r.event is RuleEvent.STOPPED)
 STOP_BEFORE_READY = frozenset({"stop_interrupt"})
 
 # Substrings that make a line worth the error path (see failures.py). Every signature keyword is in

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time as _time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -45,6 +46,7 @@ from sparktui.domain.logs.rules import (
     STAGES,
     STOP_BEFORE_READY,
     Rule,
+    RuleEvent,
     config_pairs,
     convert,
     rules_for,
@@ -416,7 +418,7 @@ class Timeline:
             return  # stopped on purpose: what the dying processes print after that is no failure
         if self._outcome == "ready":
             for rule, m in hits:
-                if rule.event in ("uvicorn_url", "stopped"):
+                if rule.event in (RuleEvent.UVICORN_URL, RuleEvent.STOPPED):
                     self._on_rule(rule, m, rec)
             if self._outcome == "stopped":
                 return
@@ -450,7 +452,7 @@ class Timeline:
         """The start shows progress (a bar, or any stage rule): it survived what looked like a failure."""
         if rec.is_progress:
             return True
-        return any(rule.stage is not None and rule.event not in ("fact", "skip")
+        return any(rule.stage is not None and rule.event not in (RuleEvent.FACT, RuleEvent.SKIP)
                    for rule, _ in rules_for(rec.message))
 
     def _recover(self) -> None:
@@ -474,6 +476,22 @@ class Timeline:
 
     # --- rules ---------------------------------------------------------------------------------------
     def _on_rule(self, rule: Rule, m: Any, rec: LogRecord) -> None:
+        self._note_facts(rule, m)
+        event = rule.event
+        if event is RuleEvent.FACT:
+            return
+        if event is RuleEvent.STOPPED:
+            self._on_stop(rule)
+            return
+        if rule.name in _BEFORE_VLLM_OK and self._stages["config"].status == "pending":
+            return  # a launcher script's own ray.init() before vLLM started (e.g. LWS multi-node-serving.sh)
+        if event is RuleEvent.SKIP:
+            self._skip_eager()
+            return
+        if rule.stage is not None:
+            STAGE_EVENT_HANDLERS[event](self, rule.stage, m, rec)
+
+    def _note_facts(self, rule: Rule, m: Any) -> None:
         for group, key, kind, mode in rule.facts:
             value = m.group(group) if m is not None else None
             if value is None:
@@ -489,82 +507,85 @@ class Timeline:
                 self._facts[key] = max(old, new)
             elif mode == "min" and isinstance(new, float | int) and isinstance(old, float | int):
                 self._facts[key] = min(old, new)
-        event, stage = rule.event, rule.stage
-        if event == "fact":
-            return
-        if event == "stopped":
-            if self._outcome == "ready":
-                self._outcome = "stopped"
-                self._mark_end_of_serving()
-            elif self._outcome == "incomplete" and rule.name in STOP_BEFORE_READY:
-                self._outcome = "stopped"  # stopped while starting: the stages stay where the stop found them
-            return
-        if rule.name in _BEFORE_VLLM_OK and self._stages["config"].status == "pending":
-            return  # a launcher script's own ray.init() before vLLM started (e.g. LWS multi-node-serving.sh)
-        if event == "skip":
-            self._skip_eager()
-            return
-        if stage is None:
-            return
-        if event == "config":
-            self._facts.setdefault("vllm_version", m.group("v"))
-            self._parse_pairs(config_pairs(m.group("cfg"), _PAIR_KEYS))
-            self._touch(stage)
-        elif event == "args":
-            text = rec.message
-            pairs = ARGS_PAIR.findall(text)
-            if "Namespace(" in text:
-                pairs += config_pairs(text.split("Namespace(", 1)[-1], _PAIR_KEYS)
-            self._parse_pairs(pairs)
-            self._touch(stage)
-        elif event == "ranks":
-            self._ranks.add(int(m.group("r")))
-            self._rank_repeats += rec.repeat  # Ray folded that many more ranks into this line
-            ws = int(m.group("ws"))
-            self._facts["world_size"] = ws
-            self._touch(stage, (min(len(self._ranks) + self._rank_repeats, ws), ws))
-        elif event == "pg_wait":
-            waited = int(m.group("s"))
-            self._facts["placement_wait_seconds"] = waited
-            self._touch(stage, (min(waited, PLACEMENT_TIMEOUT_S), PLACEMENT_TIMEOUT_S))
-        elif event == "pg_node":
-            self._pg_nodes.add(m.group("node"))
-            self._touch(stage)
-        elif event == "prefetch":
-            self._touch(stage, (int(m.group("a")), int(m.group("b"))))
-        elif event == "uvicorn_url":
-            # uvicorn's own "Uvicorn running on ..." (the only URL <= 0.6 prints; it follows "ready").
-            url = m.group("u")
-            if url is None:
-                host = m.group("h") or "0.0.0.0"
-                url = f"http://{f'[{host}]' if ':' in host else host}:{m.group('p')}"
-            self._facts.setdefault("api_url", url)
-        elif event == "compiled":
-            self._compiled = True
+
+    def _on_stop(self, rule: Rule) -> None:
+        if self._outcome == "ready":
+            self._outcome = "stopped"
+            self._mark_end_of_serving()
+        elif self._outcome == "incomplete" and rule.name in STOP_BEFORE_READY:
+            self._outcome = "stopped"  # stopped while starting: the stages stay where the stop found them
+
+    # The stage events' handlers (``STAGE_EVENT_HANDLERS``): the stage, the rule's match, the record.
+    def _on_config(self, stage: str, m: Any, rec: LogRecord) -> None:
+        self._facts.setdefault("vllm_version", m.group("v"))
+        self._parse_pairs(config_pairs(m.group("cfg"), _PAIR_KEYS))
+        self._touch(stage)
+
+    def _on_args(self, stage: str, m: Any, rec: LogRecord) -> None:
+        text = rec.message
+        pairs = ARGS_PAIR.findall(text)
+        if "Namespace(" in text:
+            pairs += config_pairs(text.split("Namespace(", 1)[-1], _PAIR_KEYS)
+        self._parse_pairs(pairs)
+        self._touch(stage)
+
+    def _on_ranks(self, stage: str, m: Any, rec: LogRecord) -> None:
+        self._ranks.add(int(m.group("r")))
+        self._rank_repeats += rec.repeat  # Ray folded that many more ranks into this line
+        ws = int(m.group("ws"))
+        self._facts["world_size"] = ws
+        self._touch(stage, (min(len(self._ranks) + self._rank_repeats, ws), ws))
+
+    def _on_pg_wait(self, stage: str, m: Any, rec: LogRecord) -> None:
+        waited = int(m.group("s"))
+        self._facts["placement_wait_seconds"] = waited
+        self._touch(stage, (min(waited, PLACEMENT_TIMEOUT_S), PLACEMENT_TIMEOUT_S))
+
+    def _on_pg_node(self, stage: str, m: Any, rec: LogRecord) -> None:
+        self._pg_nodes.add(m.group("node"))
+        self._touch(stage)
+
+    def _on_prefetch(self, stage: str, m: Any, rec: LogRecord) -> None:
+        self._touch(stage, (int(m.group("a")), int(m.group("b"))))
+
+    def _on_uvicorn_url(self, stage: str, m: Any, rec: LogRecord) -> None:
+        # uvicorn's own "Uvicorn running on ..." (the only URL <= 0.6 prints; it follows "ready").
+        url = m.group("u")
+        if url is None:
+            host = m.group("h") or "0.0.0.0"
+            url = f"http://{f'[{host}]' if ':' in host else host}:{m.group('p')}"
+        self._facts.setdefault("api_url", url)
+
+    def _on_compiled(self, stage: str, m: Any, rec: LogRecord) -> None:
+        self._compiled = True
+        self._reopen_cache_skipped_compile()
+        self._touch(stage)
+
+    def _on_cache_hit(self, stage: str, m: Any, rec: LogRecord) -> None:
+        self._cache_hit = True
+        self._facts["compile_cache_hit"] = True
+        self._touch(stage)
+
+    def _on_progress(self, stage: str, m: Any, rec: LogRecord) -> None:
+        self._touch(stage)
+
+    def _on_done(self, stage: str, m: Any, rec: LogRecord) -> None:
+        if self._touch(stage):
+            self._close(stage)
+
+    def _on_node_done(self, stage: str, m: Any, rec: LogRecord) -> None:
+        if stage == "compile":
             self._reopen_cache_skipped_compile()
-            self._touch(stage)
-        elif event == "cache_hit":
-            self._cache_hit = True
-            self._facts["compile_cache_hit"] = True
-            self._touch(stage)
-        elif event in ("start", "progress"):
-            self._touch(stage)
-        elif event == "done":
-            if self._touch(stage):
-                self._close(stage)
-        elif event == "node_done":
-            if stage == "compile":
-                self._reopen_cache_skipped_compile()
-            self._node_done(stage, rec)
-        elif event == "ready":
-            self._touch(stage)
-            self._close(stage)
-            self._become_ready()
-        elif event == "serving":
-            self._facts["ready_inferred"] = True
-            self._touch(stage)
-            self._close(stage)
-            self._become_ready()
+        self._node_done(stage, rec)
+
+    def _on_ready(self, stage: str, m: Any, rec: LogRecord) -> None:
+        self._touch(stage)
+        self._close(stage)
+        self._become_ready()
+
+    def _on_serving(self, stage: str, m: Any, rec: LogRecord) -> None:
+        self._facts["ready_inferred"] = True
+        self._on_ready(stage, m, rec)
 
     def _become_ready(self) -> None:
         if self._outcome != "ready":
@@ -968,6 +989,27 @@ class Timeline:
         ended_iso = None if st.status == "running" else self._clock.iso(st.end_t, st.end_s, st.end_wall)
         return StageSnapshot(st.name, st.status, started, ended, seconds, progress, started_iso, ended_iso)
 
+
+
+#: What a stage event does to its stage: one handler per rule event, except the three ``Timeline._on_rule``
+#: takes first (``FACT``: facts only; ``STOPPED``: the run's end, whatever the stage; ``SKIP``: no stage).
+STAGE_EVENT_HANDLERS: Mapping[RuleEvent, Callable[[Timeline, str, Any, LogRecord], None]] = MappingProxyType({
+    RuleEvent.START: Timeline._on_progress,
+    RuleEvent.PROGRESS: Timeline._on_progress,
+    RuleEvent.DONE: Timeline._on_done,
+    RuleEvent.NODE_DONE: Timeline._on_node_done,
+    RuleEvent.READY: Timeline._on_ready,
+    RuleEvent.SERVING: Timeline._on_serving,
+    RuleEvent.CONFIG: Timeline._on_config,
+    RuleEvent.ARGS: Timeline._on_args,
+    RuleEvent.RANKS: Timeline._on_ranks,
+    RuleEvent.PG_WAIT: Timeline._on_pg_wait,
+    RuleEvent.PG_NODE: Timeline._on_pg_node,
+    RuleEvent.PREFETCH: Timeline._on_prefetch,
+    RuleEvent.COMPILED: Timeline._on_compiled,
+    RuleEvent.CACHE_HIT: Timeline._on_cache_hit,
+    RuleEvent.UVICORN_URL: Timeline._on_uvicorn_url,
+})
 
 def _wall_str(wall: float | None) -> str | None:
     return None if wall is None else _time.strftime("%m-%d %H:%M:%S", _time.localtime(wall))

@@ -23,9 +23,10 @@ from sparktui.domain.events import (
     StepStatus,
     TimelineView,
 )
-from sparktui.domain.history import RunRecord, format_remaining, ready_eta, stage_eta, typical_ready_seconds
+from sparktui.domain.history import RunRecord, format_remaining
 from sparktui.domain.logs.diagnosis import diagnosis, node_label
 from sparktui.domain.serving import ServingSnapshot
+from sparktui.domain.start_eta import start_eta
 from sparktui.ui import format as fmt
 from sparktui.ui.stages import FACT_CAPTIONS, STAGE_LABELS, STAGE_ORDER
 from sparktui.ui.widgets.sparkline import ScaledSparkline
@@ -334,25 +335,19 @@ class EnginePanel(VerticalScroll):
 def eta_text(views: list[StageView], running: StageView | None, elapsed: float | None,
              runs: Sequence[RunRecord]) -> Text:
     """``ready in about 20 min; the last 3 runs took 25m10s``: one remaining time, the whole start's, and the
-    history it rests on, from earlier runs of the same model and image (empty without any). A stage slower
-    than those runs says so instead, with its usual time: no remaining time can be known then."""
+    history it rests on (``domain.start_eta``; empty without any). A stage slower than those runs says so
+    instead, with its usual time."""
     t = Text(no_wrap=True, overflow="ellipsis")
-    if running is None or not runs:
+    eta = start_eta(views, running, elapsed, runs)
+    if eta is None:
         return t
-    fraction = (running.done or 0.0) / running.total if running.total else None
-    eta = stage_eta(runs, running.name, elapsed or 0.0, fraction)
-    if eta.overdue:   # (the running stage is named on the line above)
-        t.append(eta.describe(), style="bold yellow")
+    if eta.overdue is not None:   # (the running stage is named on the line above)
+        t.append(eta.overdue, style="bold yellow")
         return t
-    ready = ready_eta(runs, running.name, elapsed or 0.0, fraction,
-                      done=[v.name for v in views if v.status in ("done", "skipped")])
-    typical, count = typical_ready_seconds(runs)
-    if ready is None:
-        return t
-    t.append(f"ready in {format_remaining(ready)}")
-    if typical is not None:
-        basis = "the last run" if count == 1 else f"the last {count} runs"
-        t.append(f"; {basis} took {fmt.duration(typical)}", style="dim")
+    t.append(f"ready in {format_remaining(eta.ready_in or 0.0)}")
+    if eta.typical is not None:
+        basis = "the last run" if eta.runs == 1 else f"the last {eta.runs} runs"
+        t.append(f"; {basis} took {fmt.duration(eta.typical)}", style="dim")
     return t
 
 

@@ -12,7 +12,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.highlighter import Highlighter
 from rich.segment import Segment
@@ -213,22 +213,20 @@ class LiveLog(InlineWidthLog):
         self.refresh()
 
 
-class LogPane(Vertical):
-    """The log column. The app owns the timer; this widget owns the buffers and the filters."""
+class LogFilters(Vertical):
+    """Part of ``LogPane``: which of the buffered lines are shown (level, node, text, monitoring probes), and
+    the view as text under those filters."""
 
-    def __init__(self, buffer_lines: int, naive: bool = False, aliases: Mapping[str, str] | None = None,
-                 **kwargs: Any) -> None:
+    # LogPane's:
+    aliases: dict[str, str]
+    buffers: dict[str, deque[LogRecord]]
+    source: str
+    nodes_seen: list[str]
+    if TYPE_CHECKING:
+        def rebuild(self) -> None: ...
+
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        #: Node address → node name (Ray prints ``ip=``; the config knows which node that is), and ``HEAD``
-        #: → the head node's name (its own lines name no node).
-        self.aliases = dict(aliases or {})
-        self.buffer_lines = buffer_lines
-        #: Write every line as it arrives (the slow way the benchmark compares against).
-        self.naive = naive
-        self.source = "vllm"
-        self.buffers: dict[str, deque[LogRecord]] = {}
-        self.progress: dict[str, tuple[str, LogRecord]] = {}   # source → (bar key, latest update)
-        self._pending: list[LogRecord] = []
         self.filter_text = ""
         self.min_level = 0
         self.node_filter: str | None = None
@@ -237,6 +235,90 @@ class LogPane(Vertical):
         #: from the log as shown (the status line says that some were).
         self.show_probes = False
         self.probes_hidden = 0
+
+    @property
+    def filtering(self) -> bool:
+        return bool(self.min_level or self.node_filter is not None or self.filter_text)
+
+    def _hides(self, record: LogRecord) -> bool:
+        """A probe's line while probes are hidden."""
+        return not self.show_probes and is_probe_request(record.message)
+
+    def _not_a_hidden_probe(self, record: LogRecord) -> bool:
+        """``not _hides(record)``, a hidden one counted."""
+        if self._hides(record):
+            self.probes_hidden += 1
+            return False
+        return True
+
+    def passes(self, record: LogRecord) -> bool:
+        """Whether a record is shown under the filters (level, node, text); probes are judged apart."""
+        if self.min_level:
+            level = level_of(record)
+            # Lines without a level (continuations) stay with INFO, not with WARNING or ERROR.
+            if (level == -1 and self.min_level > 1) or (level != -1 and level < self.min_level):
+                return False
+        if self.node_filter is not None and node_of(record, self.aliases) != self.node_filter:
+            return False
+        return not self.filter_text or self.filter_text in format_record(record, self.aliases).lower()
+
+    def probes_in_buffer(self) -> int:
+        return sum(1 for r in self.buffers.get(self.source, ()) if is_probe_request(r.message))
+
+    def toggle_probes(self) -> bool:
+        self.show_probes = not self.show_probes
+        self.rebuild()
+        return self.show_probes
+
+    def view_text(self) -> str:
+        """The current source's buffer as shown (filters applied, not folded), one record per line."""
+        aliases = self.aliases
+        return "".join(format_record(r, aliases) + "\n" for r in self.buffers.get(self.source, ())
+                       if not self._hides(r) and self.passes(r))
+
+    def filter_summary(self) -> str:
+        parts = []
+        if self.min_level:
+            parts.append(f"level ≥ {LEVELS[self.min_level]}")
+        if self.node_filter is not None:
+            parts.append(f"node {self.node_filter}")
+        if self.filter_text:
+            parts.append(f"filter {self.filter_text!r}")
+        return ", ".join(parts) or "no filter"
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text.lower()
+        self.rebuild()
+
+    def cycle_level(self) -> str:
+        steps = list(LEVEL_STEPS)
+        at = steps.index(self.min_level) if self.min_level in steps else -1
+        self.min_level = steps[(at + 1) % len(steps)]
+        self.rebuild()
+        return LEVELS[self.min_level] if self.min_level else "all"
+
+    def cycle_node(self) -> str:
+        named = [self.aliases.get(n, n) for n in self.nodes_seen]
+        options: list[str | None] = [None, *dict.fromkeys(named)]
+        i = options.index(self.node_filter) if self.node_filter in options else 0
+        self.node_filter = options[(i + 1) % len(options)]
+        self.rebuild()
+        return self.node_filter or "all"
+
+
+class LogFind(Vertical):
+    """Part of ``LogPane``: the find term, its matches and the current one, and the input line that takes a
+    find term or a filter."""
+
+    # LogPane's (and LogFilters'):
+    follow: bool
+    filter_text: str
+    if TYPE_CHECKING:
+        def update_status(self, extra: str = "") -> None: ...
+        def set_filter(self, text: str) -> None: ...
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.find_term = ""
         #: Line indices (into the log's lines) that hold the find term; None = not counted since a change.
         self._matches: list[int] | None = None
@@ -246,10 +328,157 @@ class LogPane(Vertical):
         self._count_text = ""
         #: What the last find step has to say ("wrapped to the top", "no match …"), until the next one.
         self._find_note = ""
+        self.input_mode: str | None = None   # "find" | "filter" while the input is open
+
+    @property
+    def log_widget(self) -> LiveLog:
+        return self.query_one("#log", LiveLog)
+
+    def current_text(self) -> str | None:
+        """The current find match's line, else the last line in view; None when the log is empty."""
+        log = self.log_widget
+        lines = log.lines
+        if not lines:
+            return None
+        y = log.current_line
+        if y is None or y >= len(lines):
+            y = min(len(lines), int(log.scroll_y) + log.scrollable_content_region.height) - 1
+        return lines[max(0, y)].rstrip()
+
+    def set_find(self, term: str) -> None:
+        self.find_term = term
+        self._matches = None
+        self._match_at = None
+        log = self.log_widget
+        log.current_line = None
+        log.set_term(term)
+        self._find_note = ""
+        self._counted_at = 0.0
+        self.update_status()
+
+    def matches(self) -> list[int]:
+        """Lines holding the find term, counted again only after the log or the term changed."""
+        if self._matches is None:
+            term = self.find_term.lower()
+            lines: Sequence[str] = self.log_widget.lines
+            self._matches = [y for y, line in enumerate(lines) if term in line.lower()] if term else []
+            current = self.log_widget.current_line
+            self._match_at = self._matches.index(current) if current in self._matches else None
+        return self._matches
+
+    def _match_count(self) -> str:
+        """``[k/N]`` (or ``[N matches]`` before a jump). While lines stream in, recounted at most once a
+        second: a count over the whole buffer on every 20 Hz flush would be most of a flood's UI cost."""
+        now = time.monotonic()
+        if self._matches is not None or now - self._counted_at >= 1.0:
+            self._counted_at = now
+            found = self.matches()
+            self._count_text = (f"[{self._match_at + 1}/{len(found)}]" if self._match_at is not None
+                                else f"[{len(found)} match{'es' if len(found) != 1 else ''}]")
+        return self._count_text
+
+    def find_first(self) -> bool:
+        """The match to start from when a search is entered: the newest one above the bottom of the view
+        (so from a following log, the latest match), else the first one."""
+        found = self.matches()
+        if not found:
+            return self._no_match()
+        log = self.log_widget
+        bottom = int(log.scroll_y) + log.scrollable_content_region.height - 1
+        above = [i for i, y in enumerate(found) if y <= bottom]
+        return self._go_to_match(above[-1] if above else 0)
+
+    def find_next(self, forward: bool = True) -> bool:
+        """``n``: the next (later) match; ``N``: the previous (earlier) one; wraps round at either end, as
+        less does with its wrap-search option, and says so."""
+        found = self.matches()
+        if not found:
+            return self._no_match()
+        if self._match_at is None:
+            return self.find_first()
+        at = self._match_at + (1 if forward else -1)
+        wrapped = at >= len(found) or at < 0
+        return self._go_to_match(at % len(found), "wrapped to the " + ("top" if forward else "end")
+                                 if wrapped else "")
+
+    def _go_to_match(self, index: int, note: str = "") -> bool:
+        found = self.matches()
+        self._match_at = index
+        y = found[index]
+        log = self.log_widget
+        log.current_line = y
+        log.notify_style_update()
+        # Centre the match; looking at a match pauses follow until End.
+        self.follow = False
+        log.scroll_to(y=max(0, y - log.scrollable_content_region.height // 2), animate=False, immediate=True)
+        log.refresh()
+        self._counted_at = 0.0
+        self._find_note = note
+        self.update_status()
+        return True
+
+    def _no_match(self) -> bool:
+        self._find_note = f"no match for {self.find_term!r}" if self.find_term else ""
+        self.update_status()
+        return False
+
+    # ---- the input line (find / filter) -----------------------------------------------------------
+    def open_input(self, mode: str) -> None:
+        box = self.query_one("#log-input", Input)
+        self.input_mode = mode
+        box.placeholder = ("find (Enter: go to it; then n next, N previous; Esc: clear)" if mode == "find"
+                           else "filter: show only lines containing… (Enter to keep, Esc to clear)")
+        box.value = self.find_term if mode == "find" else self.filter_text
+        box.display = True
+        box.focus()
+
+    def close_input(self) -> None:
+        box = self.query_one("#log-input", Input)
+        box.display = False
+        self.input_mode = None
+        self.log_widget.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if self.input_mode == "find":
+            self.set_find(event.value)
+        elif self.input_mode == "filter":
+            self.set_filter(event.value)
+        event.stop()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        # The box closes either way, so n/N (and every other key) work at once on the log.
+        find = self.input_mode == "find"
+        self.close_input()
+        if find:
+            self.find_first()
+
+    def key_escape(self) -> None:
+        if self.input_mode == "filter":
+            self.set_filter("")
+        elif self.input_mode == "find" or self.find_term:
+            self.set_find("")
+        if self.input_mode is not None:
+            self.close_input()
+
+
+class LogPane(LogFind, LogFilters):
+    """The log column. The app owns the timer; this widget owns the buffers, the filters (``LogFilters``)
+    and the find (``LogFind``)."""
+
+    def __init__(self, buffer_lines: int, aliases: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: Node address → node name (Ray prints ``ip=``; the config knows which node that is), and ``HEAD``
+        #: → the head node's name (its own lines name no node).
+        self.aliases = dict(aliases or {})
+        self.buffer_lines = buffer_lines
+        self.source = "vllm"
+        self.buffers: dict[str, deque[LogRecord]] = {}
+        self.progress: dict[str, tuple[str, LogRecord]] = {}   # source → (bar key, latest update)
+        self._pending: list[LogRecord] = []
         #: Long lines folded at the log's width instead of cut (``W``); toggled, rebuilt on resize.
         self.wrap = False
         self._wrap_width = 0
-        self.input_mode: str | None = None   # "find" | "filter" while the input is open
         self.nodes_seen: list[str] = [HEAD]
         self.flushes = 0
         self.lines_written = 0
@@ -274,10 +503,6 @@ class LogPane(Vertical):
         if self.wrap and self._content_width() != self._wrap_width:
             self.rebuild()
 
-    @property
-    def log_widget(self) -> LiveLog:
-        return self.query_one("#log", LiveLog)
-
     # ---- intake -----------------------------------------------------------------------------------
     def add_records(self, source: str, records: Iterable[LogRecord | str]) -> None:
         """Queue records for the next flush. Nothing is formatted here: most lines of a flood are pushed out
@@ -291,7 +516,7 @@ class LogPane(Vertical):
         pending = self._pending
         current = self.progress.get(source)
         batch: Sequence[LogRecord | str] = records if isinstance(records, list | tuple) else list(records)
-        if current is None and not filtered and not self.naive and all(
+        if current is None and not filtered and all(
             isinstance(r, LogRecord) and not r.is_progress for r in batch
         ):
             # The common case of a flood (no bar moving, no filter): whole-batch operations, no per-line work.
@@ -322,11 +547,7 @@ class LogPane(Vertical):
                 current = None
             ring.append(record)
             if shown and self._not_a_hidden_probe(record) and (not filtered or self.passes(record)):
-                if self.naive:
-                    self.log_widget.write(format_record(record, self.aliases) + "\n")
-                    self.lines_written += 1
-                else:
-                    pending.append(record)
+                pending.append(record)
             if record.node is not None and record.node not in seen:
                 seen.append(record.node)
         if current is None:
@@ -337,37 +558,7 @@ class LogPane(Vertical):
     def _commit(self, ring: deque[LogRecord], record: LogRecord, shown: bool, filtered: bool) -> None:
         ring.append(record)
         if shown and self._not_a_hidden_probe(record) and (not filtered or self.passes(record)):
-            if self.naive:
-                self.log_widget.write(format_record(record, self.aliases) + "\n")
-                self.lines_written += 1
-            else:
-                self._pending.append(record)
-
-    @property
-    def filtering(self) -> bool:
-        return bool(self.min_level or self.node_filter is not None or self.filter_text)
-
-    def _hides(self, record: LogRecord) -> bool:
-        """A probe's line while probes are hidden."""
-        return not self.show_probes and is_probe_request(record.message)
-
-    def _not_a_hidden_probe(self, record: LogRecord) -> bool:
-        """``not _hides(record)``, a hidden one counted."""
-        if self._hides(record):
-            self.probes_hidden += 1
-            return False
-        return True
-
-    def passes(self, record: LogRecord) -> bool:
-        """Whether a record is shown under the filters (level, node, text); probes are judged apart."""
-        if self.min_level:
-            level = level_of(record)
-            # Lines without a level (continuations) stay with INFO, not with WARNING or ERROR.
-            if (level == -1 and self.min_level > 1) or (level != -1 and level < self.min_level):
-                return False
-        if self.node_filter is not None and node_of(record, self.aliases) != self.node_filter:
-            return False
-        return not self.filter_text or self.filter_text in format_record(record, self.aliases).lower()
+            self._pending.append(record)
 
     def flush(self) -> int:
         """Write what arrived since the last flush in one batch; returns the number of lines written."""
@@ -479,7 +670,7 @@ class LogPane(Vertical):
                              overflow="ellipsis"),
                  layout=False)
 
-    # ---- filters, sources, find -------------------------------------------------------------------
+    # ---- the view again: after a filter, a source or the wrap changed ------------------------------
     def rebuild(self) -> None:
         """Show the current source's buffer again under the current filters (after any change)."""
         self._pending.clear()
@@ -497,146 +688,14 @@ class LogPane(Vertical):
         self._show_empty()
         self.update_status()
 
-    def probes_in_buffer(self) -> int:
-        return sum(1 for r in self.buffers.get(self.source, ()) if is_probe_request(r.message))
-
-    def toggle_probes(self) -> bool:
-        self.show_probes = not self.show_probes
-        self.rebuild()
-        return self.show_probes
-
     def toggle_wrap(self) -> bool:
         self.wrap = not self.wrap
         self.rebuild()
         return self.wrap
 
-    # ---- what the person takes away: the view as text, the current line ---------------------------
-    def view_text(self) -> str:
-        """The current source's buffer as shown (filters applied, not folded), one record per line."""
-        aliases = self.aliases
-        return "".join(format_record(r, aliases) + "\n" for r in self.buffers.get(self.source, ())
-                       if not self._hides(r) and self.passes(r))
-
-    def current_text(self) -> str | None:
-        """The current find match's line, else the last line in view; None when the log is empty."""
-        log = self.log_widget
-        lines = log.lines
-        if not lines:
-            return None
-        y = log.current_line
-        if y is None or y >= len(lines):
-            y = min(len(lines), int(log.scroll_y) + log.scrollable_content_region.height) - 1
-        return lines[max(0, y)].rstrip()
-
-    def filter_summary(self) -> str:
-        parts = []
-        if self.min_level:
-            parts.append(f"level ≥ {LEVELS[self.min_level]}")
-        if self.node_filter is not None:
-            parts.append(f"node {self.node_filter}")
-        if self.filter_text:
-            parts.append(f"filter {self.filter_text!r}")
-        return ", ".join(parts) or "no filter"
-
     def set_source(self, source: str) -> None:
         self.source = source
         self.rebuild()
-
-    def set_filter(self, text: str) -> None:
-        self.filter_text = text.lower()
-        self.rebuild()
-
-    def cycle_level(self) -> str:
-        steps = list(LEVEL_STEPS)
-        at = steps.index(self.min_level) if self.min_level in steps else -1
-        self.min_level = steps[(at + 1) % len(steps)]
-        self.rebuild()
-        return LEVELS[self.min_level] if self.min_level else "all"
-
-    def cycle_node(self) -> str:
-        named = [self.aliases.get(n, n) for n in self.nodes_seen]
-        options: list[str | None] = [None, *dict.fromkeys(named)]
-        i = options.index(self.node_filter) if self.node_filter in options else 0
-        self.node_filter = options[(i + 1) % len(options)]
-        self.rebuild()
-        return self.node_filter or "all"
-
-    def set_find(self, term: str) -> None:
-        self.find_term = term
-        self._matches = None
-        self._match_at = None
-        log = self.log_widget
-        log.current_line = None
-        log.set_term(term)
-        self._find_note = ""
-        self._counted_at = 0.0
-        self.update_status()
-
-    def matches(self) -> list[int]:
-        """Lines holding the find term, counted again only after the log or the term changed."""
-        if self._matches is None:
-            term = self.find_term.lower()
-            lines: Sequence[str] = self.log_widget.lines
-            self._matches = [y for y, line in enumerate(lines) if term in line.lower()] if term else []
-            current = self.log_widget.current_line
-            self._match_at = self._matches.index(current) if current in self._matches else None
-        return self._matches
-
-    def _match_count(self) -> str:
-        """``[k/N]`` (or ``[N matches]`` before a jump). While lines stream in, recounted at most once a
-        second: a count over the whole buffer on every 20 Hz flush would be most of a flood's UI cost."""
-        now = time.monotonic()
-        if self._matches is not None or now - self._counted_at >= 1.0:
-            self._counted_at = now
-            found = self.matches()
-            self._count_text = (f"[{self._match_at + 1}/{len(found)}]" if self._match_at is not None
-                                else f"[{len(found)} match{'es' if len(found) != 1 else ''}]")
-        return self._count_text
-
-    def find_first(self) -> bool:
-        """The match to start from when a search is entered: the newest one above the bottom of the view
-        (so from a following log, the latest match), else the first one."""
-        found = self.matches()
-        if not found:
-            return self._no_match()
-        log = self.log_widget
-        bottom = int(log.scroll_y) + log.scrollable_content_region.height - 1
-        above = [i for i, y in enumerate(found) if y <= bottom]
-        return self._go_to_match(above[-1] if above else 0)
-
-    def find_next(self, forward: bool = True) -> bool:
-        """``n``: the next (later) match; ``N``: the previous (earlier) one; wraps round at either end, as
-        less does with its wrap-search option, and says so."""
-        found = self.matches()
-        if not found:
-            return self._no_match()
-        if self._match_at is None:
-            return self.find_first()
-        at = self._match_at + (1 if forward else -1)
-        wrapped = at >= len(found) or at < 0
-        return self._go_to_match(at % len(found), "wrapped to the " + ("top" if forward else "end")
-                                 if wrapped else "")
-
-    def _go_to_match(self, index: int, note: str = "") -> bool:
-        found = self.matches()
-        self._match_at = index
-        y = found[index]
-        log = self.log_widget
-        log.current_line = y
-        log.notify_style_update()
-        # Centre the match; looking at a match pauses follow until End.
-        self.follow = False
-        log.scroll_to(y=max(0, y - log.scrollable_content_region.height // 2), animate=False, immediate=True)
-        log.refresh()
-        self._counted_at = 0.0
-        self._find_note = note
-        self.update_status()
-        return True
-
-    def _no_match(self) -> bool:
-        self._find_note = f"no match for {self.find_term!r}" if self.find_term else ""
-        self.update_status()
-        return False
 
     @property
     def following(self) -> bool:
@@ -669,45 +728,6 @@ class LogPane(Vertical):
         if extra:
             t.append(f" {extra}", style="dim")
         show(self.query_one("#log-status", Label), t, layout=False)
-
-    # ---- the input line (find / filter) -----------------------------------------------------------
-    def open_input(self, mode: str) -> None:
-        box = self.query_one("#log-input", Input)
-        self.input_mode = mode
-        box.placeholder = ("find (Enter: go to it; then n next, N previous; Esc: clear)" if mode == "find"
-                           else "filter: show only lines containing… (Enter to keep, Esc to clear)")
-        box.value = self.find_term if mode == "find" else self.filter_text
-        box.display = True
-        box.focus()
-
-    def close_input(self) -> None:
-        box = self.query_one("#log-input", Input)
-        box.display = False
-        self.input_mode = None
-        self.log_widget.focus()
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if self.input_mode == "find":
-            self.set_find(event.value)
-        elif self.input_mode == "filter":
-            self.set_filter(event.value)
-        event.stop()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        # The box closes either way, so n/N (and every other key) work at once on the log.
-        find = self.input_mode == "find"
-        self.close_input()
-        if find:
-            self.find_first()
-
-    def key_escape(self) -> None:
-        if self.input_mode == "filter":
-            self.set_filter("")
-        elif self.input_mode == "find" or self.find_term:
-            self.set_find("")
-        if self.input_mode is not None:
-            self.close_input()
 
 
 def fold(line: str, width: int) -> list[str]:
