@@ -6,10 +6,8 @@ Headless (Textual's ``run_test``, 160×50, the fake backend of the tests), one c
 
     .venv/bin/python benchmarks/bench_frame.py [--frames 300]
 
-It also counts the widgets that render for one such frame, and times the frame with Textual's own
-compositor in the same run: that one renders every widget whose clip overlaps the box around the changed
-regions (the screen's direct children clip to the whole screen); the main screen's ``LeanCompositor``
-renders only those whose visible part overlaps a changed region (``sparktui/ui/compositor.py``).
+It also counts the widgets that render for one such frame (Textual's compositor renders every widget whose
+clip overlaps the box around the changed regions; the screen's direct children clip to the whole screen).
 """
 
 from __future__ import annotations
@@ -24,12 +22,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from textual._compositor import Compositor
 from textual.geometry import Region
 from textual.widget import Widget
 
 from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged
-from sparktui.ui.compositor import LeanCompositor
 from tests.test_ui_panels import gb10_sample
 from tests.ui_fakes import make_app, settle
 
@@ -70,12 +66,6 @@ async def measure(frames: int) -> dict[str, Any]:
         loop = await run(frames, sample=False)
         frame = await run(frames, sample=True) - loop
         naive = await run(frames, sample=True, whole_screen=True) - loop
-        lean_renders = LeanCompositor._get_renders
-        LeanCompositor._get_renders = Compositor._get_renders  # type: ignore[method-assign]
-        try:
-            stock = await run(frames, sample=True) - loop
-        finally:
-            LeanCompositor._get_renders = lean_renders  # type: ignore[method-assign]
 
         original = Widget.render_lines
 
@@ -89,7 +79,7 @@ async def measure(frames: int) -> dict[str, Any]:
             await asyncio.sleep(0.2)
         finally:
             Widget.render_lines = original  # type: ignore[method-assign]
-    return {"frame_ms": frame * 1e3, "naive_ms": naive * 1e3, "stock_ms": stock * 1e3, "loop_ms": loop * 1e3,
+    return {"frame_ms": frame * 1e3, "naive_ms": naive * 1e3, "loop_ms": loop * 1e3,
             "rendered": rendered}
 
 
@@ -104,8 +94,6 @@ def main() -> int:
     print(f"one ready frame (2 node samples, their panels repainted): {got['frame_ms']:.2f} ms of CPU")
     print(f"the whole screen repainted with each sample (naive):      {got['naive_ms']:.2f} ms "
           f"-> {got['naive_ms'] / got['frame_ms']:.1f}x")
-    print(f"the same frames through Textual's own compositor:          {got['stock_ms']:.2f} ms "
-          f"-> {got['stock_ms'] / got['frame_ms']:.1f}x")
     print(f"the event loop alone, per {FRAME_GAP * 1e3:.0f} ms: {got['loop_ms']:.3f} ms")
     print(f"widgets rendered a frame: {widgets:.0f} over {frames} frame(s) for one sample of each node "
           f"({', '.join(f'{k} {v}' for k, v in got['rendered'].most_common())})")

@@ -55,7 +55,6 @@ PRIVATE_READS_ALLOWED: dict[tuple[str, str], str] = {
         "the node probe's sysfs parsers; issue 32 item 2 splits probe.py into one-job modules",
     ("tests/test_ui_failure_diagnosis.py", "app.screen._compositor"): f"{_TEXTUAL} (the screen's text)",
     ("tests/test_ui_idle.py", "bar._timers"): f"{_TEXTUAL} (a widget's timers)",
-    ("tests/test_ui_idle.py", "sweep._timers"): f"{_TEXTUAL} (a widget's timers)",
     ("tests/test_ui_idle.py", "t._active"): f"{_TEXTUAL} (whether a timer runs)",
     ("tests/ui_fakes.py", "app._notifications"): f"{_TEXTUAL} (the notifications shown)",
     ("tests/test_ui_sparkline.py", "spark._prepare"): _SPARKLINE,

@@ -14,7 +14,6 @@ from textual.command import CommandList
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Button
-from textual.widgets._footer import FooterKey
 
 from sparktui.domain.events import (
     EngineChanged,
@@ -27,6 +26,7 @@ from sparktui.ui.app import SparkApp
 from sparktui.ui.bindings import FOOTER_RANK
 from sparktui.ui.screens.keys_help import KeysScreen
 from sparktui.ui.screens.processes import ProcessScreen
+from sparktui.ui.textual_compat import FooterKey
 from sparktui.ui.widgets.fitted_footer import FittedFooter
 from tests.ui_fakes import make_app, notifications, settle
 from tests.waiting import wait_until

@@ -172,7 +172,7 @@ async def test_stage_bars_keep_no_timers_and_a_countless_stage_sweeps_with_the_t
     # Textual's ProgressBar updates itself every second (for an ETA no stage row shows) and sweeps a bar
     # without a total at 15 frames a second: during a start that was most of the frames drawn. A stage
     # bar has no timer; a running stage without a count moves on in the frame the 1 s tick draws anyway.
-    from sparktui.ui.widgets.stage_bar import StageBar, _SweepBar
+    from sparktui.ui.widgets.stage_bar import StageBar
     from tests.test_ui_panels import fed_timeline
 
     app, backend = make_app(switches=FAST, refresh_interval=FAST_TICK)
@@ -186,15 +186,13 @@ async def test_stage_bars_keep_no_timers_and_a_countless_stage_sweeps_with_the_t
         assert countless, "a stage running without a count"
         for bar in bars:
             assert not [t for t in bar._timers if t._active.is_set()], bar.id
-            sweep = bar.query_one(_SweepBar)
-            assert sweep.auto_refresh is None
-            assert not [t for t in sweep._timers if t._active.is_set()]
+            assert bar.auto_refresh is None
         swept: list[tuple[float, bool]] = []  # (when, a countless stage's bar)
         original_refresh = Widget.refresh
 
         def counting_refresh(self: Widget, *args: Any, **kwargs: Any) -> Widget:
-            if isinstance(self, _SweepBar):
-                swept.append((time.monotonic(), self.parent in countless))
+            if isinstance(self, StageBar):
+                swept.append((time.monotonic(), self in countless))
             return original_refresh(self, *args, **kwargs)
 
         monkeypatch.setattr(Widget, "refresh", counting_refresh)
@@ -212,7 +210,7 @@ async def test_a_start_draws_its_clock_in_the_node_samples_frames(monkeypatch: p
     # During a start the engine panel's clock (stage times, a countless stage's sweep) moves once a second,
     # and so does each node's panel with its sample (on the nodes' whole seconds): one frame, not two.
     from sparktui.ui.widgets.node_panel import NodeSummary
-    from sparktui.ui.widgets.stage_bar import _SweepBar
+    from sparktui.ui.widgets.stage_bar import StageBar
     from tests.test_ui_panels import fed_timeline
 
     app, backend = make_app(switches=AppSwitches(tick_seconds=SAMPLED_TICK),
@@ -221,7 +219,7 @@ async def test_a_start_draws_its_clock_in_the_node_samples_frames(monkeypatch: p
     original_refresh = Widget.refresh
 
     def counting_refresh(self: Widget, *args: Any, **kwargs: Any) -> Widget:
-        kind = "clock" if isinstance(self, _SweepBar) else "sample" if isinstance(self, NodeSummary) else ""
+        kind = "clock" if isinstance(self, StageBar) else "sample" if isinstance(self, NodeSummary) else ""
         if kind:
             moments.append((time.monotonic(), kind))
         return original_refresh(self, *args, **kwargs)
@@ -265,7 +263,7 @@ async def test_engine_changes_between_ticks_leave_the_sweep_where_it_is(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # A start's engine changes come several times a second (each log batch moves the timeline): a countless
     # bar that swept on each of them drew a frame for each. It moves on with the tick only.
-    from sparktui.ui.widgets.stage_bar import _SweepBar
+    from sparktui.ui.widgets.stage_bar import StageBar
     from tests.test_ui_panels import fed_timeline
 
     app, backend = make_app()
@@ -273,7 +271,7 @@ async def test_engine_changes_between_ticks_leave_the_sweep_where_it_is(
     original_refresh = Widget.refresh
 
     def counting_refresh(self: Widget, *args: Any, **kwargs: Any) -> Widget:
-        if isinstance(self, _SweepBar):
+        if isinstance(self, StageBar):
             swept.append(time.monotonic())
         return original_refresh(self, *args, **kwargs)
 

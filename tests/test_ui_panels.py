@@ -8,8 +8,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from textual.widgets import ProgressBar
-
 from sparktui.config import UIConfig
 from sparktui.domain.engine_view import timeline_view
 from sparktui.domain.events import (
@@ -29,6 +27,7 @@ from sparktui.sim.recording import DEFAULT_RECORDING, recording_text
 from sparktui.ui.app import AppSwitches, SparkApp
 from sparktui.ui.widgets.engine_panel import StageRow
 from sparktui.ui.widgets.node_panel import NodePanel, NodeSummary
+from sparktui.ui.widgets.stage_bar import StageBar
 from tests.ui_fakes import FIXED_NOW, FakeBackend, make_app, settle
 from tests.waiting import wait_until
 
@@ -133,7 +132,7 @@ async def test_stage_bars_follow_a_fed_log() -> None:
         await settle(pilot, app)
         weights = app.query_one("#stage-weights", StageRow)
         assert weights.has_class("-running")
-        bar = weights.query_one(ProgressBar)
+        bar = weights.query_one(StageBar)
         assert (bar.total, bar.progress) == (30, 10)
         assert "10/30" in str(weights.query_one(".stage-info").render())
         assert app.query_one("#stage-config", StageRow).has_class("-done")
@@ -149,7 +148,7 @@ async def test_stage_bars_follow_a_fed_log() -> None:
         running = [r for r in app.query(StageRow) if r.has_class("-running")]
         assert len(running) == 1
         if running[0].stage == "kv_cache":
-            assert running[0].query_one(ProgressBar).total is None
+            assert running[0].query_one(StageBar).total is None
 
 
 async def test_failure_shows_kind_root_cause_and_hint() -> None:

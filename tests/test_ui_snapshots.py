@@ -10,8 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from textual.pilot import Pilot
-from textual.widgets import ProgressBar
-from textual.widgets._progress_bar import Bar
 
 from sparktui.sim.demo import DemoBackend
 from sparktui.ui.app import SparkApp
@@ -30,11 +28,6 @@ async def _settled(pilot: Pilot[Any]) -> None:
     await pilot.pause()
     app.drain()
     await pilot.pause()
-    # Textual's Bar rounds its percentage to half cells of its width *when the value is set*: set before the
-    # first layout, a bar keeps an unrounded value (a half cell more or less on a frozen screen, run to
-    # run). Set every bar's value again now that the widths are known.
-    for progress in app.query(ProgressBar):
-        progress.query_one(Bar).percentage = progress.percentage
     # A failure's diagnosis can overflow the engine column (its scrollbar shows); where the column was
     # scrolled to depends on when its content grew during the run. Show its top, as a person first sees it.
     app.query_one("#engine").scroll_home(animate=False, immediate=True)

@@ -21,7 +21,6 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Header, Static
 from textual.worker import Worker
@@ -36,7 +35,6 @@ from sparktui.domain.events import (
 from sparktui.domain.history import RunRecord
 from sparktui.domain.keys import effective_keys
 from sparktui.ui.bindings import DASHBOARD_BINDINGS
-from sparktui.ui.compositor import MainScreen
 from sparktui.ui.event_drain import TICK_SECONDS, EventDrain
 from sparktui.ui.state import HISTORY_POINTS, DashboardState
 from sparktui.ui.widgets.engine_panel import EnginePanel
@@ -141,9 +139,6 @@ class SparkApp(LogActions, EventDrain):
         self.charts_paused = False
 
     # ---- layout -----------------------------------------------------------------------------------
-    def get_default_screen(self) -> Screen[None]:
-        return MainScreen()
-
     def compose(self) -> ComposeResult:
         yield Header()
         with Horizontal(id="top"):

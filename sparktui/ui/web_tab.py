@@ -18,16 +18,20 @@ thread of its own, which needs neither the event loop nor the main thread.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import messages
 from textual.drivers.web_driver import WebDriver
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 #: Seconds a tab's app has to exit cleanly once asked (it takes ~0.05 s) before the process is ended.
 EXIT_GRACE_S = 3.0
@@ -48,8 +52,11 @@ def end_with_server(server_pid: int) -> None:
 class TabDriver(WebDriver):
     """Textual's web driver, but every way a tab ends ends its process (see the module's note)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, app: App[Any], *args: Any, **kwargs: Any) -> None:
+        super().__init__(app, *args, **kwargs)
+        # Our own references (the driver's are private): it is made on the app's loop, in its thread.
+        self.tab_app = app
+        self.tab_loop = asyncio.get_running_loop()
         self._ending = threading.Lock()
 
     def start_application_mode(self) -> None:
@@ -81,5 +88,5 @@ class TabDriver(WebDriver):
         deadline = threading.Timer(EXIT_GRACE_S, os._exit, args=(status,))
         deadline.daemon = True
         deadline.start()
-        if not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._app.post_message, messages.ExitApp())
+        if not self.tab_loop.is_closed():
+            self.tab_loop.call_soon_threadsafe(self.tab_app.post_message, messages.ExitApp())

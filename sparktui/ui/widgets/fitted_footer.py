@@ -15,8 +15,7 @@ from textual.events import Resize
 from textual.widget import Widget
 from textual.widgets import Footer
 
-# Not re-exported by textual.widgets, but the type of every key the footer composes (its docs style it).
-from textual.widgets._footer import FooterKey
+from sparktui.ui.textual_compat import FooterKey
 
 
 def key_width(key: FooterKey, compact: bool) -> int:

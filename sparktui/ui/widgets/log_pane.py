@@ -23,9 +23,10 @@ from textual.containers import Vertical
 from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Input, Label, Log
+from textual.widgets import Input, Label
 
 from sparktui.domain.logs import LogRecord, is_probe_request, parse_line
+from sparktui.ui.textual_compat import InlineWidthLog, update_scrollbars, widen_log
 from sparktui.ui.widgets.util import show
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -122,7 +123,7 @@ class LevelHighlighter(Highlighter):
             text.highlight_words([self.term], "black on yellow", case_sensitive=False)
 
 
-class LiveLog(Log):
+class LiveLog(InlineWidthLog):
     """``Log`` with our highlighter, the current find match marked, and scroll keys that tell the pane.
 
     Textual's own scroll bindings (Home/End/PageUp…, active while the log has focus) animate, so the pane's
@@ -154,7 +155,7 @@ class LiveLog(Log):
             return
         self.set_reactive(Widget.virtual_size, size)
         if self.is_scrollable and self.container_size:
-            self._scroll_update(size)
+            update_scrollbars(self, size)
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
@@ -196,15 +197,14 @@ class LiveLog(Log):
         pane = self._pane()
         pane.move_lines(1) if pane is not None else super().action_scroll_down()
 
-    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
-        """Widen the virtual size for new lines, here and now.
-
-        ``Log`` does this in a thread worker, and Textual's ``@work`` builds the worker's description from the
-        ``repr`` of its arguments — the whole batch: ~20 ms per 20,000-line flush in a flood, and cell widths
-        computed under the GIL besides. Our lines are capped at ``MAX_LINE_CHARS``; their length in characters
-        is the width that matters for horizontal scrolling (a wide character undercounts by one cell)."""
+    def lines_written(self, updates: int, lines: list[str]) -> None:
+        """Widen the virtual size for new lines, here and now (``InlineWidthLog``: not in Textual's thread
+        worker, whose description alone cost ~20 ms per 20,000-line flush in a flood, with cell widths
+        computed under the GIL besides). Our lines are capped at ``MAX_LINE_CHARS``; their length in
+        characters is the width that matters for horizontal scrolling (a wide character undercounts by one
+        cell)."""
         if lines:
-            self._update_maximum_width(updates, max(map(len, lines)))
+            widen_log(self, updates, max(map(len, lines)))
 
     def set_term(self, term: str) -> None:
         assert isinstance(self.highlighter, LevelHighlighter)

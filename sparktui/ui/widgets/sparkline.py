@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.color import Color
 from textual.geometry import Region
-from textual.renderables._blend_colors import blend_colors
 from textual.strip import Strip
 from textual.widgets import Sparkline
 
@@ -138,9 +138,10 @@ class ScaledSparkline(Sparkline):
             columns = cut[1] if cut is not None and cut[0] == width else self._aligned_columns(width)
         key = (columns, self.scale, width, height, low, high, base)
         if self._strips is None or self._strips[0] != key:
-            self._strips = (key, self._draw(columns, height, low.rich_color, high.rich_color, base))
+            self._strips = (key, self._draw(columns, height, low, high, base))
 
-    def _draw(self, columns: Sequence[float], height: int, low: Any, high: Any, base: Style) -> list[Strip]:
+    def _draw(self, columns: Sequence[float], height: int, low: Color, high: Color,
+              base: Style) -> list[Strip]:
         extent = self.scale or 1.0
         levels = len(BARS) * height - 1
         colours = (low, high, base, extent)
@@ -152,7 +153,7 @@ class ScaledSparkline(Sparkline):
             ratio = value / extent
             style = styles.get(value)
             if style is None:
-                style = styles[value] = base + Style.from_color(blend_colors(low, high, ratio))
+                style = styles[value] = base + Style.from_color(low.blend(high, ratio).rich_color)
             bars.append((int(ratio * levels), style))
         if len(styles) > 4 * self.points:
             self._styles = None   # bounded: values that left the window are forgotten now and then
