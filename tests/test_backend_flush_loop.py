@@ -23,15 +23,15 @@ async def test_a_quiet_log_wakes_the_loop_once_a_second_and_lines_at_once() -> N
     backend._sink = lambda event: posted.append((time.monotonic(), event))
     ticks: list[float] = []
     backend.session.truth.tick = lambda: ticks.append(time.monotonic())  # type: ignore[method-assign]
-    task = asyncio.create_task(backend._flush_loop())
+    task = asyncio.create_task(backend.logs.flush_loop())
     try:
         await asyncio.sleep(2.5 * QUIET_TICK)
         assert 2 <= len(ticks) <= 3   # not 25: nothing arrived
         # Lines arrive (the follower's callback feeds the log and sets the event): posted in one batch.
         t0 = time.monotonic()
         for i in range(3):
-            backend._engine.log_bytes(f"INFO 12-01 10:00:0{i} [x.py:1] line {i}\n".encode())
-            backend._log_arrived.set()
+            backend.logs.engine.log_bytes(f"INFO 12-01 10:00:0{i} [x.py:1] line {i}\n".encode())
+            backend.logs.arrived.set()
         while not any(isinstance(e, LogRecords) for _, e in posted) and time.monotonic() - t0 < 2:
             await asyncio.sleep(0.01)
     finally:
@@ -48,13 +48,13 @@ async def test_a_stream_of_lines_is_posted_in_batches_half_a_second_apart() -> N
     backend = SshBackend(load_config(CONFIG))
     posted: list[float] = []
     backend._sink = lambda event: posted.append(time.monotonic()) if isinstance(event, LogRecords) else None
-    task = asyncio.create_task(backend._flush_loop())
+    task = asyncio.create_task(backend.logs.flush_loop())
     try:
         t0 = time.monotonic()
         i = 0
         while time.monotonic() - t0 < 2.0:   # a line every 20 ms
-            backend._engine.log_bytes(f"INFO 12-01 10:00:{i % 60:02d} [x.py:1] line {i}\n".encode())
-            backend._log_arrived.set()
+            backend.logs.engine.log_bytes(f"INFO 12-01 10:00:{i % 60:02d} [x.py:1] line {i}\n".encode())
+            backend.logs.arrived.set()
             i += 1
             await asyncio.sleep(0.02)
         await asyncio.sleep(STREAM_BATCH_SECONDS + 0.2)
