@@ -84,10 +84,6 @@ class SshBackend:
     def readonly(self) -> bool:
         return self.operations.readonly
 
-    @readonly.setter
-    def readonly(self, value: bool) -> None:
-        self.operations.readonly = value
-
     @property
     def transports(self) -> dict[str, Transport]:
         return self.wiring.transports
