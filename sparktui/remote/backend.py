@@ -65,7 +65,8 @@ class SshBackend:
         self.node_names: Sequence[str] = [n.name for n in config.nodes]
         self._given_transports = transports
         self.history = history or HistoryStore()
-        self._sink: EventSink | None = None
+        #: Where events go: the sink ``run`` was given (nothing is posted before).
+        self.sink: EventSink | None = None
         #: The engine's state from all the evidence, and what follows from it (its restart policy among it):
         #: the evidence the parts collect goes in; what it asks for comes back through these ports.
         self.session = EngineSession.for_config(config, ports=EnginePorts(
@@ -98,7 +99,7 @@ class SshBackend:
 
     # -- ClusterBackend ----------------------------------------------------------------------------
     async def run(self, sink: EventSink) -> None:
-        self._sink = sink
+        self.sink = sink
         wiring = self.wiring
         wiring.transports = self._given_transports or await open_cluster(self.config, connect=False)
         for transport in wiring.transports.values():
@@ -149,8 +150,8 @@ class SshBackend:
 
     # -- between the parts -------------------------------------------------------------------------
     def _post(self, event: Event) -> None:
-        if self._sink is not None:
-            self._sink(event)
+        if self.sink is not None:
+            self.sink(event)
 
     def _on_sample(self, name: str, sample: Sample) -> None:
         """A node's sample, after its panel: the evidence each part weighs."""
