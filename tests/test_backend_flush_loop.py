@@ -21,10 +21,10 @@ CONFIG = Path(__file__).resolve().parents[1] / "config.toml"
 async def test_a_quiet_log_wakes_the_loop_once_a_second_and_lines_at_once() -> None:
     backend = SshBackend(load_config(CONFIG))
     posted: list[tuple[float, Event]] = []
-    backend._sink = lambda event: posted.append((time.monotonic(), event))
+    backend.sink = lambda event: posted.append((time.monotonic(), event))
     ticks: list[float] = []
     backend.session.truth.tick = lambda: ticks.append(time.monotonic())  # type: ignore[method-assign]
-    task = asyncio.create_task(backend._flush_loop())
+    task = asyncio.create_task(backend.logs.flush_loop())
     try:
         await wait_until(lambda: len(ticks) >= 3, "three ticks", state=lambda: ticks)
         gaps = [b - a for a, b in itertools.pairwise(ticks)]
@@ -32,8 +32,8 @@ async def test_a_quiet_log_wakes_the_loop_once_a_second_and_lines_at_once() -> N
         # Lines arrive (the follower's callback feeds the log and sets the event): posted in one batch.
         t0 = time.monotonic()
         for i in range(3):
-            backend._engine.log_bytes(f"INFO 12-01 10:00:0{i} [x.py:1] line {i}\n".encode())
-            backend._log_arrived.set()
+            backend.logs.engine.log_bytes(f"INFO 12-01 10:00:0{i} [x.py:1] line {i}\n".encode())
+            backend.logs.arrived.set()
         await wait_until(lambda: any(isinstance(e, LogRecords) for _, e in posted), "the lines posted")
     finally:
         task.cancel()
@@ -48,14 +48,14 @@ async def test_a_stream_of_lines_is_posted_in_batches_half_a_second_apart() -> N
     # Each batch is a frame that repaints the scrolling log pane: a start's stream is drawn twice a second.
     backend = SshBackend(load_config(CONFIG))
     posted: list[float] = []
-    backend._sink = lambda event: posted.append(time.monotonic()) if isinstance(event, LogRecords) else None
-    task = asyncio.create_task(backend._flush_loop())
+    backend.sink = lambda event: posted.append(time.monotonic()) if isinstance(event, LogRecords) else None
+    task = asyncio.create_task(backend.logs.flush_loop())
     try:
         t0 = time.monotonic()
         i = 0
         while time.monotonic() - t0 < 2.0:   # a line every 20 ms
-            backend._engine.log_bytes(f"INFO 12-01 10:00:{i % 60:02d} [x.py:1] line {i}\n".encode())
-            backend._log_arrived.set()
+            backend.logs.engine.log_bytes(f"INFO 12-01 10:00:{i % 60:02d} [x.py:1] line {i}\n".encode())
+            backend.logs.arrived.set()
             i += 1
             await asyncio.sleep(0.02)
         await asyncio.sleep(STREAM_BATCH_SECONDS + 0.2)

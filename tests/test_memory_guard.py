@@ -114,17 +114,17 @@ async def test_the_dashboard_backend_stops_vllm_on_a_trip(tmp_path: Any) -> None
     events: list[Event] = []
     backend = SshBackend(load_config(Path(__file__).resolve().parents[1] / "config.toml"),
                          history=HistoryStore(tmp_path / "runs.jsonl"))
-    backend._sink = events.append
+    backend.sink = events.append
     controller = Controller()
     backend.controller = controller  # type: ignore[assignment]
     backend.session.truth._set(EngineState.STOPPED, "")
-    backend._guard_memory("spark2", sample(0, 2))           # stopped: not guarded
+    backend.operations.guard_memory("spark2", sample(0, 2))           # stopped: not guarded
     await asyncio.sleep(0)
     assert controller.stops == 0
     backend.session.truth._set(EngineState.READY, "serving")
     for t in range(1, 4):
-        backend._guard_memory("spark1", sample(t, 90))
-        backend._guard_memory("spark2", sample(t, 12 - 3 * t))
+        backend.operations.guard_memory("spark1", sample(t, 90))
+        backend.operations.guard_memory("spark2", sample(t, 12 - 3 * t))
     await wait_until(lambda: controller.stops >= 1, "vLLM stopped")
     assert controller.stops == 1
     last = [e for e in events if isinstance(e, EngineChanged)][-1]

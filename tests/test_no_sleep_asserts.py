@@ -33,10 +33,6 @@ PRIVATE_READS_ALLOWED: dict[tuple[str, str], str] = {
         f"{_NOT_SPARKTUI}: the fake pynvml's own error registry, named as pynvml names it",
     ("tests/test_cli_imports.py", "parser._actions"):
         f"{_NOT_SPARKTUI}: argparse has no public list of a parser's sub-commands",
-    ("tests/test_backend_flush_loop.py", "backend._flush_loop"): _SSH_BACKEND,
-    ("tests/test_backend_flush_loop.py", "backend._engine"): _SSH_BACKEND,
-    ("tests/test_backend_flush_loop.py", "backend._log_arrived"): _SSH_BACKEND,
-    ("tests/test_memory_guard.py", "backend._guard_memory"): _SSH_BACKEND,
     ("tests/test_memory_guard.py", "backend.session.truth._set"):
         "EngineTruth moves only on evidence (no public setter, by design); the test puts it in a state "
         "directly instead of feeding a whole start",

@@ -19,6 +19,9 @@ FIXED_NOW = 1_767_225_600.0
 
 
 class FakeBackend:
+    #: As a real cluster's engine: it outlives the dashboard (``ClusterBackend.detached``).
+    detached = True
+
     def __init__(self, nodes: Sequence[str] = ("spark1", "spark2"), readonly: bool = False) -> None:
         self.node_names: Sequence[str] = tuple(nodes)
         self.readonly = readonly

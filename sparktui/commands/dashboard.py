@@ -13,7 +13,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparktui.commands.exit_status import ExitStatus
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:   # the config module brings pydantic: loaded when the dashboa
     from collections.abc import Awaitable, Callable, Mapping
 
     from sparktui.config import SparkConfig
+    from sparktui.domain.bench import PowerTap
+    from sparktui.domain.events import ClusterBackend, EventSink
     from sparktui.domain.history import RunRecord
 
 
@@ -120,8 +122,9 @@ def run(args: argparse.Namespace) -> int:
 
     from sparktui.ui.app import AppSwitches, SparkApp
 
-    backend: Any
-    history: Callable[[], list[RunRecord]] | None = None   # the demo brings its own (made-up) history
+    backend: ClusterBackend
+    history: Callable[[], list[RunRecord]] | None = None
+    clock: Callable[[], float] | None = None   # the wall clock, unless the cluster is simulated
     if choice.demo:
         from sparktui.sim.demo import DemoBackend
 
@@ -129,15 +132,17 @@ def run(args: argparse.Namespace) -> int:
         demo_arg = getattr(args, "demo", None)
         # `--demo` gives a scenario name; no config at all (demo_arg None) plays the default start.
         scenario = demo_arg if isinstance(demo_arg, str) else "start"
-        backend = DemoBackend(readonly=readonly, frozen_at=frozen, scenario=scenario)
-        roles: dict[str, str] = dict(backend.node_roles)
+        demo = DemoBackend(readonly=readonly, frozen_at=frozen, scenario=scenario)
+        # Its own (made-up) history and its own clock, given here: observers may wrap the backend.
+        backend, history, clock = demo, demo.history_runs, demo.clock
+        roles: dict[str, str] = dict(demo.node_roles)
         addresses: dict[str, str] = {}
         name = "demo: two simulated DGX Sparks"
     else:
         assert choice.config is not None
         from sparktui.remote.backend import SshBackend
 
-        backend = SshBackend(choice.config, readonly=readonly)
+        real = backend = SshBackend(choice.config, readonly=readonly)
         roles = {n.name: n.role for n in choice.config.nodes}
         addresses = {n.address: n.name for n in choice.config.nodes}
         name = choice.config.cluster.name
@@ -157,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         from sparktui.domain.bench import PowerTap
 
         power_tap = PowerTap()
-        real, config = backend, choice.config
+        config = choice.config
 
         def bench() -> Awaitable[str]:  # the `b` key: through the head's connection, power from our probe
             return quick_bench(config, real.transports[config.head.name], power_tap)
@@ -173,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
             return await run_fix(config, fix_id)
 
     backend, stop_exporter = _observed(backend, choice.config, getattr(args, "export", None), power_tap)
-    app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice,
+    app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice, clock=clock,
                    readonly=readonly, node_addresses=addresses, history=history, bench=bench,
                    linktest=linktest, fix=fix, switches=AppSwitches(screenshot=screenshot))
     if web_server is not None:
@@ -190,35 +195,30 @@ def run(args: argparse.Namespace) -> int:
     return int(app.return_code or 0)
 
 
-def _observed(backend: Any, config: SparkConfig | None, export: str | None,
-              *extra: Any) -> tuple[Any, Callable[[], None]]:
+def _observed(backend: ClusterBackend, config: SparkConfig | None, export: str | None,
+              *extra: PowerTap | None) -> tuple[ClusterBackend, Callable[[], None]]:
     """The backend with the event stream's observers: ``[notify]`` (real nodes), the exporter (with
     ``--export``) and ``extra`` ones. Returns it and a function that stops the exporter."""
+    from sparktui.domain.events import SimulatedCluster
     from sparktui.remote.event_tap import TappedBackend
 
-    observers: list[Any] = [o for o in extra if o is not None]
+    observers: list[EventSink] = [o for o in extra if o is not None]
     stop: Callable[[], None] = lambda: None  # noqa: E731
     if export:
         from sparktui.commands.export import start_exporter
 
         try:
-            state, exporter = start_exporter(config, export, tuple(getattr(backend, "node_names", ())))
+            state, exporter = start_exporter(config, export, tuple(backend.node_names))
         except (ValueError, OSError) as exc:
             print(f"sparktui: --export {export}: {exc}", file=sys.stderr)
             raise SystemExit(ExitStatus.USAGE) from None
         observers.append(state)
         stop = exporter.stop
-    if config is not None and config.notify.enabled and not isinstance(backend, _demo_type()):
+    if config is not None and config.notify.enabled and not isinstance(backend, SimulatedCluster):
         from sparktui.remote.notifier import Notifier
 
         observers.append(Notifier(config.notify, config.cluster.name))
     return (TappedBackend(backend, *observers) if observers else backend), stop
-
-
-def _demo_type() -> type:
-    from sparktui.sim.demo import DemoBackend
-
-    return DemoBackend
 
 
 def _size(text: str | None) -> tuple[int, int] | None:

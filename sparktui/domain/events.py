@@ -16,11 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from sparktui.domain.stage_names import STAGE_LABELS, STAGES
 
 if TYPE_CHECKING:   # the modules these come from cost their imports: named for the types only
+    from sparktui.domain.history import RunRecord
     from sparktui.domain.logs import LogRecord
     from sparktui.domain.serving import ServingSnapshot
     from sparktui.domain.telemetry import ProcessRow, Rates, Sample
@@ -247,10 +248,19 @@ class OperationRefused(Exception):
 
 
 class ClusterBackend(Protocol):
-    """What the dashboard drives. ``SshBackend`` (real nodes) and ``DemoBackend`` (simulation) fit it."""
+    """What the dashboard drives. ``SshBackend`` (real nodes) and ``DemoBackend`` (simulation) fit it,
+    and so does ``TappedBackend`` (either one, with observers on its event stream)."""
 
-    node_names: Sequence[str]
-    readonly: bool
+    @property
+    def node_names(self) -> Sequence[str]: ...
+
+    @property
+    def readonly(self) -> bool:
+        """Start, stop and restart are refused (``OperationRefused``)."""
+
+    @property
+    def detached(self) -> bool:
+        """The engine outlives the dashboard (real nodes: quitting leaves it running; the demo's ends)."""
 
     async def run(self, sink: EventSink) -> None:
         """Connect, discover (re-attach to) a running engine, then stream telemetry, logs and state into
@@ -268,3 +278,13 @@ class ClusterBackend(Protocol):
 
     def select_log(self, source: str) -> None:
         """Switch the streamed log: "vllm" (the head's engine log) or "ray:<node>"."""
+
+
+@runtime_checkable
+class SimulatedCluster(Protocol):
+    """What a simulated cluster (the demo) has besides ``ClusterBackend``: its own clock (the times shown
+    are the simulation's) and a made-up run history (for the stage ETAs). Asked with ``isinstance``."""
+
+    def clock(self) -> float: ...
+
+    def history_runs(self) -> list[RunRecord]: ...

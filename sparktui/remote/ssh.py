@@ -27,17 +27,23 @@ import asyncio
 import contextlib
 import errno
 import logging
-import os
 import socket
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 import asyncssh
-from asyncssh.encryption import get_default_encryption_algs
 
 from sparktui.config import NodeConfig
 from sparktui.domain.backoff import Backoff
 from sparktui.domain.deadline import within
+from sparktui.remote.ssh_options import (
+    DEFAULT_KNOWN_HOSTS,
+    connection_options,
+    host_key_message,
+    known_hosts_files,
+    preferred_ciphers,
+    probe_target,
+)
 from sparktui.remote.transport import (
     CommandResult,
     LinkPhase,
@@ -50,8 +56,9 @@ from sparktui.remote.transport import (
 
 log = logging.getLogger(__name__)
 
-#: Default known_hosts files when ``~/.ssh/config`` names none (OpenSSH's defaults).
-DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "/etc/ssh/ssh_known_hosts")
+#: Imported from here too (tests, benchmarks).
+__all__ = ["DEFAULT_KNOWN_HOSTS", "SSHTransport", "preferred_ciphers"]
+
 #: How much of a streaming command's stderr is kept (the tail).
 STDERR_KEEP = 64 * 1024
 #: Exit status reported when ``run`` gives up waiting (like coreutils ``timeout``).
@@ -62,18 +69,6 @@ TCP_TIMEOUT = 3.0
 PROBE_INTERVAL = 1.0
 #: A connection that lasted less than this before it dropped counts as a failed attempt (see _supervise).
 STABLE_AFTER = 10.0
-
-
-def preferred_ciphers() -> list[str]:
-    """asyncssh's ciphers with AES-GCM first, unless ``~/.ssh/config`` names its own (``Ciphers``).
-
-    asyncssh offers chacha20-poly1305 first, as OpenSSH does. Both are sound; but asyncssh drives chacha20
-    and poly1305 from Python, three calls a packet, where AES-GCM is one call to OpenSSL (AES instructions
-    on x86-64 and on the Spark's Arm cores): 2.2 µs a 512-byte packet instead of 11.7 µs here. The dashboard
-    moves a packet or more for every probe sample, scrape and log read, all day long."""
-    # sorted() is stable: the rest keep asyncssh's order.
-    names = [alg.decode() for alg in get_default_encryption_algs()]
-    return sorted(names, key=lambda alg: not alg.endswith("-gcm@openssh.com"))
 
 
 class _PermanentError(Exception):
@@ -260,9 +255,7 @@ class SSHTransport(Transport):
         self._conn: asyncssh.SSHClientConnection | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
-        #: (remote host, remote port) -> local port; re-established on the same port after a reconnect.
-        self._forwards: dict[tuple[str, int], int] = {}
-        self._listeners_open: dict[tuple[str, int], asyncssh.SSHListener] = {}
+        self._forwards = _PortForwards(node.name)
         self._background: set[asyncio.Task[None]] = set()
         self._known_files: list[str] = []
         #: Where sshd is reached (from ~/.ssh/config when it says), for messages; set by each attempt.
@@ -314,7 +307,7 @@ class SSHTransport(Transport):
             with contextlib.suppress(Exception):
                 await within(conn.wait_closed(), 2.0)
         self._drop_ready_sock()
-        self._listeners_open.clear()
+        self._forwards.closed()
         # A node closed while unreachable keeps its reason: a later run() names why, not just "closed".
         was = self._state
         reason = was.last_error if was.phase is not LinkPhase.CONNECTED else None
@@ -355,11 +348,11 @@ class SSHTransport(Transport):
             self._ever_connected = True
             streak, failures = failures, 0
             connected_at = time.monotonic()
-            await self._restore_forwards(conn)
+            await self._forwards.restore(conn)
             self._set_state(LinkState(LinkPhase.CONNECTED))
             await conn.wait_closed()
             self._conn = None
-            self._listeners_open.clear()
+            self._forwards.closed()
             if self._closing:
                 return
             reason = client.lost_reason or "closed"
@@ -379,7 +372,7 @@ class SSHTransport(Transport):
         delay = self.backoff.delay(failures)
         deadline = time.monotonic() + delay
         self._set_state(LinkState(LinkPhase.RETRYING, deadline, error, failures))
-        target = self._probe_target() if probe and self.probe else None
+        target = probe_target(self.node) if probe and self.probe else None
         if target is None:
             await asyncio.sleep(delay)
             return
@@ -394,64 +387,14 @@ class SSHTransport(Transport):
             if pause > 0:
                 await asyncio.sleep(pause)
 
-    def _probe_target(self) -> tuple[str, int] | None:
-        """(host, port) of sshd as ``~/.ssh/config`` resolves it; ``None`` when a ProxyJump/ProxyCommand
-        stands between (then only asyncssh can open the connection)."""
-        port = {"port": self.node.port} if self.node.port else {}
-        try:
-            options = asyncssh.SSHClientConnectionOptions(host=self.node.host, config=(), **port)
-        except (OSError, ValueError, asyncssh.Error):
-            return None
-        if options.tunnel or options.proxy_command:
-            return None
-        return str(options.host or self.node.host), int(options.port or 22)
-
-    def _options(self) -> asyncssh.SSHClientConnectionOptions:
-        node = self.node
-        kwargs: dict[str, object] = {
-            "keepalive_interval": self.keepalive_interval,
-            "keepalive_count_max": self.keepalive_count_max,
-            "connect_timeout": self.connect_timeout,
-            "login_timeout": self.connect_timeout,
-        }
-        if node.user:
-            kwargs["username"] = node.user
-        if node.port:
-            kwargs["port"] = node.port
-        if node.identity_file:
-            kwargs["client_keys"] = [os.path.expanduser(node.identity_file)]
-        # config=() reads ~/.ssh/config for this host (HostName, User, Port, IdentityFile,
-        # UserKnownHostsFile …).
-        options = asyncssh.SSHClientConnectionOptions(host=node.host, config=(), **kwargs)
-        self._known_files = self.known_hosts_files(options)
-        # Never None (that would turn checking off); with no file at all nothing is trusted.
-        known: list[str] | bytes = self._known_files or b""
-        ciphers = {} if options.config.get("Ciphers") else {"encryption_algs": preferred_ciphers()}
-        return asyncssh.SSHClientConnectionOptions(options, known_hosts=known, **ciphers)
-
     def known_hosts_files(self, options: asyncssh.SSHClientConnectionOptions | None = None) -> list[str]:
         """The known_hosts files checked for this node (existing ones only)."""
-        if options is None:
-            options = asyncssh.SSHClientConnectionOptions(host=self.node.host, config=())
-        configured = options.known_hosts
-        candidates: list[str] = []
-        if self.node.known_hosts:
-            candidates.append(self.node.known_hosts)
-        if configured is None:
-            pass  # "UserKnownHostsFile none": only the node's own file
-        elif isinstance(configured, list | tuple) and configured:
-            candidates += [str(c) for c in configured]
-        else:
-            candidates += DEFAULT_KNOWN_HOSTS
-        files: list[str] = []
-        for candidate in candidates:
-            path = os.path.expanduser(candidate)
-            if os.path.isfile(path) and os.access(path, os.R_OK) and path not in files:
-                files.append(path)
-        return files
+        return known_hosts_files(self.node, options)
 
     async def _open(self) -> tuple[asyncssh.SSHClientConnection, _Client]:
-        options = self._options()
+        options, self._known_files = connection_options(
+            self.node, keepalive_interval=self.keepalive_interval,
+            keepalive_count_max=self.keepalive_count_max, connect_timeout=self.connect_timeout)
         client = _Client()
         host, port = str(options.host or self.node.host), int(options.port or 22)
         self._endpoint = f"{host}:{port}"
@@ -464,7 +407,8 @@ class SSHTransport(Transport):
             conn, _ = await asyncssh.create_connection(lambda: client, self.node.host, options=options,
                                                        sock=sock)
         except asyncssh.HostKeyNotVerifiable as exc:
-            raise _PermanentError(self._host_key_message(options, exc)) from exc
+            raise _PermanentError(host_key_message(self.node, self._known_files, options,
+                                                   _describe(exc))) from exc
         except asyncssh.PermissionDenied as exc:
             user = options.username or "?"
             raise _PermanentError(
@@ -476,32 +420,6 @@ class SSHTransport(Transport):
                 sock.close()
             raise
         return conn, client
-
-    def _host_key_message(self, options: asyncssh.SSHClientConnectionOptions, exc: Exception) -> str:
-        node = self.node
-        files = self._known_files
-        where = ", ".join(files) if files else "no known_hosts file"
-        target = options.host or node.host
-        shown = node.host if target == node.host else f"{node.host} = {target}"
-        try:
-            port = None if options.port in (None, 22) else options.port
-            known = files and asyncssh.read_known_hosts(files).match(target, "", port)[0]
-        except (OSError, ValueError, asyncssh.Error):
-            known = []
-        if known:
-            return (f"host key for {node.name} ({shown}) does not match known_hosts ({where}): "
-                    f"the node may have been reinstalled, or someone is in the middle; refusing to connect")
-        return (f"host key for {node.name} ({shown}) is not in known_hosts ({where}): "
-                f"verify it and add it (e.g. ssh {target} once); refusing to connect ({_describe(exc)})")
-
-    async def _restore_forwards(self, conn: asyncssh.SSHClientConnection) -> None:
-        for (host, port), local in list(self._forwards.items()):
-            try:
-                listener = await conn.forward_local_port("127.0.0.1", local, host, port)
-            except (OSError, asyncssh.Error):
-                del self._forwards[(host, port)]  # the port was taken meanwhile: a new one on request
-                continue
-            self._listeners_open[(host, port)] = listener
 
     # -- channels ----------------------------------------------------------------------------------
     async def _connection(self) -> asyncssh.SSHClientConnection:
@@ -600,18 +518,46 @@ class SSHTransport(Transport):
         return _SSHProcess(self, proc, pid)
 
     async def forward_port(self, remote_host: str, remote_port: int) -> int:
+        return await self._forwards.open(await self._connection(), remote_host, remote_port)
+
+
+class _PortForwards:
+    """Local ports forwarded over the connection, re-established on the same port after a reconnect."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        #: (remote host, remote port) -> local port, kept across reconnects.
+        self._ports: dict[tuple[str, int], int] = {}
+        #: The listeners of the live connection.
+        self._open: dict[tuple[str, int], asyncssh.SSHListener] = {}
+
+    async def open(self, conn: asyncssh.SSHClientConnection, remote_host: str, remote_port: int) -> int:
+        """The local port forwarded to ``remote_host:remote_port`` (opened on first asking)."""
         key = (remote_host, remote_port)
-        conn = await self._connection()
-        if key in self._listeners_open:
-            return self._forwards[key]
+        if key in self._open:
+            return self._ports[key]
         try:
             listener = await conn.forward_local_port("127.0.0.1", 0, remote_host, remote_port)
         except (OSError, asyncssh.Error) as exc:
             raise TransportError(f"{self.name}: cannot forward to {remote_host}:{remote_port}: "
                                  f"{_describe(exc)}") from exc
-        self._listeners_open[key] = listener
-        self._forwards[key] = listener.get_port()
-        return self._forwards[key]
+        self._open[key] = listener
+        self._ports[key] = listener.get_port()
+        return self._ports[key]
+
+    async def restore(self, conn: asyncssh.SSHClientConnection) -> None:
+        """A new connection: each forward again, on its port."""
+        for (host, port), local in list(self._ports.items()):
+            try:
+                listener = await conn.forward_local_port("127.0.0.1", local, host, port)
+            except (OSError, asyncssh.Error):
+                del self._ports[(host, port)]  # the port was taken meanwhile: a new one on request
+                continue
+            self._open[(host, port)] = listener
+
+    def closed(self) -> None:
+        """The connection is gone, and its listeners with it."""
+        self._open.clear()
 
 
 def _text(data: bytes | str | None) -> str:

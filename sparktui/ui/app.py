@@ -31,6 +31,7 @@ from sparktui.domain.events import (
     ClusterBackend,
     EngineState,
     Event,
+    SimulatedCluster,
 )
 from sparktui.domain.history import RunRecord
 from sparktui.domain.keys import effective_keys
@@ -96,11 +97,11 @@ class SparkApp(LogActions, EventDrain):
         self.backend = backend
         self.ui_config = ui or UIConfig()
         self.readonly = bool(readonly if readonly is not None else
-                             (self.ui_config.readonly or getattr(backend, "readonly", False)))
+                             (self.ui_config.readonly or backend.readonly))
         names = list(backend.node_names)
         role_of = dict(roles or {})
         self.node_roles = [(n, role_of.get(n, "head" if i == 0 else "worker")) for i, n in enumerate(names)]
-        self.clock = clock or getattr(backend, "clock", None) or time.time
+        self.clock = clock or (backend.clock if isinstance(backend, SimulatedCluster) else time.time)
         self.state = DashboardState(self.node_roles, clock=self.clock)
         self.startup_notice = notice
         self.switches = switches
@@ -127,7 +128,7 @@ class SparkApp(LogActions, EventDrain):
         #: address (as Ray prints it in ``ip=``) → node name, for the log.
         self.node_addresses = dict(node_addresses or {})
         #: Earlier starts of the same model and image, for the stage ETAs (read again at each new start).
-        self.history = history or getattr(backend, "history_runs", None)
+        self.history = history or (backend.history_runs if isinstance(backend, SimulatedCluster) else None)
         self._runs: Sequence[RunRecord] = ()
         self._shown_state = EngineState.UNKNOWN
         self.events_applied = 0

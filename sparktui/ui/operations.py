@@ -85,7 +85,7 @@ class Operations(Controls):
     async def action_quit(self) -> None:
         """Quit the dashboard, never the engine — and say so once, on the terminal, when one runs."""
         message = None
-        if self.state.engine.state in self.RUNNING_STATES and getattr(self.backend, "detached", True):
+        if self.state.engine.state in self.RUNNING_STATES and self.backend.detached:
             message = "the engine keeps running on the nodes — `sparktui stop` stops it"
         self.exit_message = message
         self.exit(0, message=message)

@@ -1,0 +1,176 @@
+"""The engine's operations as the dashboard asks for them: start, stop and restart through the
+``EngineController`` (one at a time, refused in read-only mode), re-attach to what runs when the
+dashboard opens, another sparktui's operation shown while its lock is held, the automatic restart the
+session asks for, and the memory guard's stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+from sparktui.domain.engine_state import RUNNING
+from sparktui.domain.events import Notice, OperationChanged, OperationRefused, OperationView
+from sparktui.domain.logs import Timeline
+from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
+from sparktui.domain.readiness import RestartDecision
+from sparktui.domain.telemetry import Sample
+from sparktui.remote.backend_wiring import BackendWiring
+from sparktui.remote.engine import EngineController
+from sparktui.remote.transport import TransportError
+
+#: Seconds between looks at the head's operation lock (another sparktui's start/stop/restart).
+LOCK_POLL_INTERVAL = 3.0
+#: Engine states in which the memory guard may stop vLLM (starting and serving): the engine runs.
+MEMORY_GUARDED = RUNNING
+
+#: One of the controller's operations, passed as itself (no name looked up at run time).
+Operation = Callable[[EngineController], Awaitable[OperationView]]
+
+
+def _start(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.start()
+
+
+def _stop(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.stop()
+
+
+def _restart(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.restart()
+
+
+class Operations:
+    """Start, stop, restart (asked by the person, the session's restart policy or the memory guard)
+    and what another sparktui does to the same engine."""
+
+    def __init__(self, wiring: BackendWiring, timeline: Callable[[], Timeline], *, readonly: bool) -> None:
+        self._wiring = wiring
+        #: The engine log's timeline so far (re-attach refines a running engine with it).
+        self._timeline = timeline
+        self.readonly = readonly
+        config = wiring.config
+        self._memory_guard = MemoryGuard(config.engine.memory_floor, config.engine.memory_psi_full)
+
+    async def start(self) -> None:
+        self._wiring.session.manual_start()
+        await self._run(_start, rearm=True)
+
+    async def stop(self) -> None:
+        await self._run(_stop)
+
+    async def restart(self) -> None:
+        self._wiring.session.manual_start()
+        await self._run(_restart, rearm=True)
+
+    def on_progress(self, view: OperationView) -> None:
+        """The controller's progress: to the dashboard and into the session."""
+        self._wiring.post(OperationChanged(view))
+        self._wiring.session.operation(view)
+
+    async def _run(self, operation: Operation, *, rearm: bool = False) -> None:
+        """Run one of the controller's operations once nothing refuses it; ``rearm``: a start (or restart)
+        arms the memory guard again."""
+        controller = self._wiring.controller
+        if self.readonly:
+            raise OperationRefused("read-only mode: start, stop and restart are disabled")
+        if controller is None:
+            raise OperationRefused("not connected yet")
+        if controller.busy is not None:
+            raise OperationRefused(f"{controller.busy} is already running; wait for it to finish")
+        if rearm:
+            self._memory_guard.rearm()
+        view = await operation(controller)
+        # The state machine saw the finished view as the operation's last progress.
+        level = "information" if view.ok else "error"
+        self._wiring.post(Notice(f"{view.kind}: {view.message or ('done' if view.ok else 'failed')}", level))
+
+    # -- what runs already -------------------------------------------------------------------------
+    async def discover(self) -> None:
+        """Re-attach: what runs of ours on the nodes decides the state until the log says more."""
+        controller = self._wiring.controller
+        assert controller is not None
+        delay = 1.0
+        while True:
+            try:
+                await self._wiring.head_transport().wait_connected(timeout=30)
+                found = await controller.discover()
+            except TransportError as exc:
+                # Shown, and tried again for as long as the dashboard runs: the head may come back.
+                self._wiring.session.unreachable(f"head unreachable: {exc}")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 15.0)
+                continue
+            # The log read so far refines a running engine (and only a running one): one reading.
+            with self._wiring.session.held() as session:
+                session.timeline(self._timeline().snapshot())
+                session.discovered(found.state, found.detail)
+                session.ray(found.ray)
+            if found.running:
+                self._wiring.post(Notice(f"re-attached to the running engine ({found.detail})"))
+            return
+
+    async def watch_lock(self) -> None:
+        """Another sparktui's operation (its lock on the head) is shown as the running operation, which
+        disables the lifecycle buttons; when it ends, what runs now is discovered again."""
+        controller = self._wiring.controller
+        assert controller is not None
+        post = self._wiring.post
+        shown: OperationView | None = None
+        me = (socket.gethostname(), os.getpid())
+        while True:
+            await asyncio.sleep(LOCK_POLL_INTERVAL)
+            if controller.busy is not None:
+                continue
+            holder = await controller.lock_holder()
+            if holder is not None and (holder.host, holder.pid) == me:
+                continue
+            if holder is not None:
+                view = OperationView(kind=holder.kind, running=True, started=holder.started,
+                                     message=f"held by another sparktui: {holder.describe()}")
+                if shown is None or view.message != shown.message:
+                    shown = view
+                    post(OperationChanged(view))
+            elif shown is not None:
+                post(OperationChanged(replace(shown, running=False, ok=True,
+                                              message=shown.message.replace("held by", "done by", 1))))
+                shown = None
+                with contextlib.suppress(TransportError):
+                    found = await controller.discover()
+                    if controller.busy is None:
+                        self._wiring.session.discovered(found.state, found.detail, again=True)
+
+    # -- asked for by the session and the memory guard ---------------------------------------------
+    def auto_restart(self, _decision: RestartDecision) -> None:
+        """The session's ``restart`` port: its budget allowed an automatic restart (it told the person which
+        attempt). Refused (another operation runs): that one decides what runs next."""
+        self._wiring.spawn(self._restart_refusable())
+
+    async def _restart_refusable(self) -> None:
+        with contextlib.suppress(OperationRefused):
+            await self._run(_restart, rearm=True)
+
+    def guard_memory(self, name: str, sample: Sample) -> None:
+        """The memory guard (sparktui.domain.memory_guard) sees every sample; a trip stops vLLM."""
+        if self._memory_guard.observe(name, sample, armed=self._wiring.session.state in MEMORY_GUARDED):
+            self._wiring.spawn(self._memory_stop(self._memory_guard.tripped))
+
+    async def _memory_stop(self, trip: MemoryTrip | None) -> None:
+        """The memory guard tripped: stop vLLM (after a running start step, if one is), then say why."""
+        if trip is None:
+            return
+        self._wiring.post(Notice(trip.message, "error"))
+        while True:
+            try:
+                await self._run(_stop)
+            except OperationRefused as exc:
+                if self.readonly or self._wiring.controller is None:
+                    self._wiring.post(Notice(f"memory guard: not stopped ({exc})", "error"))
+                    return
+                await asyncio.sleep(0.5)    # a start step is running: stop right after it
+                continue
+            break
+        self._wiring.session.memory_stopped(trip.message)
