@@ -1,33 +1,49 @@
-"""docs/architecture.md's walks stay true: every step names a module that exists and a function or class
-that module defines, and each walk's "(N modules)" is the number of modules it lists."""
+"""docs/architecture.md's walks stay true: they are the ones ``benchmarks/walks.py`` measures (the same
+modules in the same order, each with the function entered first, and the same counts of modules, calls and
+hops), and every step names a module that exists and a function that module defines."""
 
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
 
-#: A walk's heading: "**A log line → its stage bar** (8 modules):".
-_WALK = re.compile(r"^\*\*(?P<name>[^*]+)\*\* \((?P<count>\d+) modules\):$")
-#: One step: "1. `sparktui/remote/line_stream.py` — `chunks`: …".
-_STEP = re.compile(r"^\d+\. `(?P<path>sparktui/[\w/]+\.py)` — `(?P<name>\w+)`")
+#: A walk's heading: "**A log line → its stage bar** (27 modules, 310 calls, 3 hops):".
+_WALK = re.compile(r"^\*\*(?P<name>[^*]+)\*\* \((?P<modules>\d+) modules, (?P<calls>\d+) calls, "
+                   r"(?P<hops>\d+) hops\):$")
+#: One step: "1. `sparktui/remote/log_feed.py` — `LogFeed.follow_engine_log`".
+_STEP = re.compile(r"^\d+\. `(?P<path>sparktui/[\w/]+\.py)` — `(?P<name>[\w.<>]+)`$")
 
 
-def walks() -> dict[str, tuple[int, list[tuple[str, str]]]]:
-    """Walk name → (the count it states, its steps as (module path, defined name))."""
-    found: dict[str, tuple[int, list[tuple[str, str]]]] = {}
+@dataclass
+class DocWalk:
+    modules: int
+    calls: int
+    hops: int
+    steps: list[tuple[str, str]]
+
+
+def walks() -> dict[str, DocWalk]:
+    """Walk name → what the doc says of it."""
+    found: dict[str, DocWalk] = {}
     current: str | None = None
     for line in DOC.read_text(encoding="utf-8").splitlines():
         if head := _WALK.match(line):
             current = head["name"]
-            found[current] = (int(head["count"]), [])
+            found[current] = DocWalk(int(head["modules"]), int(head["calls"]), int(head["hops"]), [])
         elif current is not None and (step := _STEP.match(line)):
-            found[current][1].append((step["path"], step["name"]))
+            found[current].steps.append((step["path"], step["name"]))
         elif line.startswith("#"):
             current = None
     return found
@@ -47,17 +63,37 @@ def defined_names(path: Path) -> set[str]:
 
 def test_the_doc_has_the_three_walks() -> None:
     assert len(walks()) == 3
-    assert all(steps for _, steps in walks().values())
+    assert all(walk.steps for walk in walks().values())
 
 
 @pytest.mark.parametrize("walk", sorted(walks()))
 def test_a_walk_counts_its_modules(walk: str) -> None:
-    count, steps = walks()[walk]
-    assert count == len({path for path, _ in steps}), steps
+    found = walks()[walk]
+    assert found.modules == len({path for path, _ in found.steps}) == len(found.steps), found.steps
 
 
-@pytest.mark.parametrize(("path", "name"), sorted({s for _, steps in walks().values() for s in steps}))
+@pytest.mark.parametrize(("path", "name"), sorted({s for w in walks().values() for s in w.steps}))
 def test_every_step_names_what_its_module_defines(path: str, name: str) -> None:
     module = REPO / path
     assert module.is_file(), path
-    assert name in defined_names(module), f"{path} defines no {name}"
+    defined = defined_names(module)
+    parts = [part for part in name.split(".") if part != "<locals>"]
+    assert all(part in defined for part in parts), f"{path} defines no {name}"
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict[str, Any]:
+    """``benchmarks/walks.py --json``: the walks run with the real code (a few seconds)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "walks.py"), "--json"], cwd=REPO,
+                         env=env, capture_output=True, text=True, timeout=120, check=True).stdout
+    return {walk["walk"]: walk for walk in json.loads(out)}
+
+
+@pytest.mark.parametrize("walk", sorted(walks()))
+def test_a_walk_is_the_one_measured(walk: str, measured: dict[str, Any]) -> None:
+    """When this fails the code's path changed: write the walk again from
+    ``benchmarks/walks.py --markdown``."""
+    found, run = walks()[walk], measured[walk]
+    assert found.steps == [(m["module"], m["function"]) for m in run["order"]]
+    assert (found.modules, found.calls, found.hops) == (run["modules"], run["calls"], run["hops"])
