@@ -22,7 +22,10 @@ its end. A *call* is one function activation that ran in the segment (a generato
 again is the same activation); a module is entered when one of its functions runs. Modules are listed in
 the order first entered, each with the function entered first.
 
-    .venv/bin/python benchmarks/walks.py [--json]
+    .venv/bin/python benchmarks/walks.py [--json | --markdown]
+
+``--markdown`` prints the walks as docs/architecture.md's "Three walks" lists them;
+``tests/test_architecture_doc.py`` checks the doc against ``--json``.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from sparktui.remote.transport import (
 from sparktui.ui.app import AppSwitches, SparkApp
 from sparktui.ui.widgets.node_panel import NodePanel
 from sparktui.ui.widgets.stage_bar import StageBar
+from sparktui.ui.widgets.util import node_widget_id
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -393,7 +397,8 @@ async def walk_log(app: SparkApp, backend: SshBackend, head: EdgeTransport, reco
                      pilot=pilot, state=lambda: (weights().total, weights().progress))
     await pilot.pause()
     progress = weights().progress
-    flush_task = next(t for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "LogFeed.flush_loop")  # type: ignore[union-attr]
+    flush_task = next(t for t in asyncio.all_tasks()
+                      if getattr(t.get_coro(), "__qualname__", "") == "LogFeed.flush_loop")
     # Fed right after the flush loop's quiet tick: it then waits for the line (not in a tick's own sleep).
     ticks = recorder.watch(where("sparktui/domain/engine_session.py", "EngineSession.tick"))
     seen = ticks()
@@ -422,7 +427,6 @@ async def walk_sample(app: SparkApp, node: EdgeTransport, recorder: Recorder, pi
     probe = node.process(is_probe)
     assert probe is not None
     first, second = PROBE_LINES.read_bytes().splitlines(keepends=True)[:2]
-    panel = app.query_one(f"#{node_id(node.name)}", NodePanel)
     probe.feed(first)
     await wait_until(lambda: app.state.nodes[node.name].reading is not None, "the first reading",
                      pilot=pilot)
@@ -440,7 +444,7 @@ async def walk_sample(app: SparkApp, node: EdgeTransport, recorder: Recorder, pi
                      state=lambda: [(s.label, s.state) for s in (read, drain, draw)])
     reading = app.state.nodes[node.name].reading
     assert reading is not None and reading is not before and reading.gpu_name == "NVIDIA H200"
-    assert panel.is_attached
+    assert app.query_one(f"#{node_widget_id(node.name)}", NodePanel).is_attached
     return Walk("A telemetry sample → its panel", [read, drain, draw], "the node panel's first line drawn")
 
 
@@ -464,12 +468,6 @@ async def walk_start_key(app: SparkApp, head: EdgeTransport, recorder: Recorder,
 def _ours(task: asyncio.Task[Any]) -> bool:
     code = getattr(task.get_coro(), "cr_code", None)
     return code is not None and code.co_filename.startswith(PACKAGE)
-
-
-def node_id(name: str) -> str:
-    from sparktui.ui.widgets.util import node_widget_id
-
-    return node_widget_id(name)
 
 
 # ---- output --------------------------------------------------------------------------------------
