@@ -79,7 +79,6 @@ class SparkApp(LogActions, EventDrain):
         cluster_name: str = "",
         notice: str | None = None,
         clock: Callable[[], float] | None = None,
-        readonly: bool | None = None,
         node_addresses: Mapping[str, str] | None = None,
         history: Callable[[], Sequence[RunRecord]] | None = None,
         bench: Callable[[], Awaitable[str]] | None = None,
@@ -96,8 +95,6 @@ class SparkApp(LogActions, EventDrain):
         self.linktest_runner = linktest
         self.backend = backend
         self.ui_config = ui or UIConfig()
-        self.readonly = bool(readonly if readonly is not None else
-                             (self.ui_config.readonly or backend.readonly))
         names = list(backend.node_names)
         role_of = dict(roles or {})
         self.node_roles = [(n, role_of.get(n, "head" if i == 0 else "worker")) for i, n in enumerate(names)]

@@ -15,7 +15,7 @@ from textual.widgets import Button
 
 from sparktui.config import UIConfig
 from sparktui.domain.engine_state import RUNNING
-from sparktui.domain.events import EngineState
+from sparktui.domain.events import ClusterBackend, EngineState
 from sparktui.domain.keys import KEY_GROUPS
 from sparktui.domain.lifecycle.fixes import Fix, fixes_for
 from sparktui.ui.bindings import FOOTER_RANK, LIFECYCLE_ACTIONS, PALETTE_TITLES
@@ -27,9 +27,9 @@ from sparktui.ui.widgets.log_pane import LogPane
 class Controls(App[int]):
     """Part of ``SparkApp`` (``sparktui.ui.app``), which sets what is declared here."""
 
+    backend: ClusterBackend
     state: DashboardState
     ui_config: UIConfig
-    readonly: bool
     bench_runner: object | None
     linktest_runner: object | None
     #: Binding id → its keys now; action name → binding id (``check_action`` runs for every key each time the
@@ -41,6 +41,12 @@ class Controls(App[int]):
     _pane: LogPane | None
     #: Which of the footer's actions were allowed when the footer was last told (``_update_controls``).
     _allowed_shown: tuple[bool, ...]
+
+    @property
+    def readonly(self) -> bool:
+        """Read-only mode, as the backend holds it (``--readonly`` or ``[ui] readonly``): it refuses the
+        operations, and the dashboard only reads it to hide their keys and buttons."""
+        return self.backend.readonly
 
     def pending_fixes(self) -> list[Fix]:
         """The fixes the last operation's failed checks offer (none while it runs)."""

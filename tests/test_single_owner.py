@@ -1,0 +1,32 @@
+"""Each fact the dashboard shows has one owner, which the others read: read-only mode (the backend's),
+whether an operation runs (the backend's events), the log source shown, a link's state (typed fields)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sparktui.config import load_config
+from sparktui.domain.events import EngineChanged, EngineState
+from sparktui.remote.backend import SshBackend
+from tests.ui_fakes import FakeBackend, make_app, settle
+
+CONFIG = Path(__file__).resolve().parents[1] / "config.toml"
+
+
+def test_readonly_from_the_config_is_the_backends() -> None:
+    config = load_config(CONFIG)
+    watching = config.model_copy(update={"ui": config.ui.model_copy(update={"readonly": True})})
+    assert SshBackend(watching).readonly and not SshBackend(config).readonly
+    assert SshBackend(config, readonly=True).readonly   # --readonly
+
+
+async def test_the_dashboard_reads_readonly_from_its_backend_only() -> None:
+    backend = FakeBackend(readonly=True)
+    app, _ = make_app(backend, readonly=False)   # [ui] readonly is the backend's to read, not the app's
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        assert app.readonly and app.query_one("#readonly-badge").display
+        backend.readonly = False   # no copy of its own: the next look follows the backend
+        backend.post(EngineChanged(EngineState.STOPPED))   # (redraws the controls)
+        await settle(pilot, app)
+        assert not app.readonly and not app.query_one("#readonly-badge").display
