@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparktui.config import load_config
-from sparktui.domain.events import EngineChanged, EngineState
+from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged
 from sparktui.remote.backend import SshBackend
+from sparktui.remote.transport import LinkPhase, LinkState
+from sparktui.ui.state import NodeState
 from tests.ui_fakes import FakeBackend, make_app, settle
 
 CONFIG = Path(__file__).resolve().parents[1] / "config.toml"
@@ -30,3 +32,18 @@ async def test_the_dashboard_reads_readonly_from_its_backend_only() -> None:
         backend.post(EngineChanged(EngineState.STOPPED))   # (redraws the controls)
         await settle(pilot, app)
         assert not app.readonly and not app.query_one("#readonly-badge").display
+
+
+def test_a_link_event_is_facts_and_the_dashboard_words_them() -> None:
+    retrying = NodeLinkChanged("spark2", "retrying", "Connection refused", retry_at=100.0)
+    assert retrying.describe(now_monotonic=96.2) == "retrying in 4 s (Connection refused)"
+    assert NodeLinkChanged("spark2", "failed", "host key mismatch").describe() == "failed (host key mismatch)"
+    assert NodeLinkChanged("spark2", "connecting").describe() == "connecting"
+    # The panel's countdown ticks from the same facts, no text of ours parsed back.
+    node = NodeState("spark2", link_phase="retrying", link_error="Connection refused", retry_at=100.0)
+    assert [node.link_text(now) for now in (91.0, 97.0, 101.0)] == [
+        "retrying in 9 s (Connection refused)", "retrying in 3 s (Connection refused)",
+        "retrying in 0 s (Connection refused)"]
+    # ``sparktui status`` words a transport's state the same way.
+    state = LinkState(LinkPhase.FAILED, last_error="host key mismatch")
+    assert state.describe() == NodeLinkChanged("spark2", "failed", "host key mismatch").describe()

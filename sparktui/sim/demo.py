@@ -559,8 +559,7 @@ class DemoSimulation:
             self.ray_lost_at = self.t
             self.serving.freeze(EPOCH + self.t)        # the tensor-parallel peer is gone: decode hangs
             self.engine_gib[NODES[1]] = 0.0           # its actor died with the raylet
-            self._out.append(NodeLinkChanged(NODES[1], "connected", f"connected to {NODES[1]} (simulated); "
-                                             "its raylet has stopped"))
+            self._out.append(NodeLinkChanged(NODES[1], "connected"))   # its link stays up: its raylet stopped
 
     def _replay_to(self, t: float) -> None:
         if self.launched_at is None or self.feed is None:
@@ -689,7 +688,7 @@ class DemoSimulation:
     def hello(self) -> list[Event]:
         out: list[Event] = []
         for name, host in zip(NODES, STORY.hostnames, strict=True):
-            out.append(NodeLinkChanged(name, "connected", f"connected to {name} (simulated)"))
+            out.append(NodeLinkChanged(name, "connected"))
             out.append(NodeIdentified(name, hostname=host, kernel="6.11.0-1016-nvidia",
                                  uptime_seconds=86_400 * 3 + 3600))
         out.append(EngineChanged(EngineState.STOPPED, f"nothing running on {', '.join(NODES)}"))

@@ -148,7 +148,7 @@ class EventDrain(Operations):
                     sampled = True
                 case NodeLinkChanged():
                     node = state.node(event.node)
-                    node.link_phase, node.link_detail = event.phase, event.detail
+                    node.link_phase, node.link_error = event.phase, event.error
                     node.retry_at, node.link_reason = event.retry_at, event.reason
                     redraw.nodes.add(node.name)
                 case NodeIdentified():
