@@ -8,8 +8,10 @@ from pathlib import Path
 from sparktui.config import load_config
 from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged
 from sparktui.remote.backend import SshBackend
+from sparktui.remote.event_tap import TappedBackend
 from sparktui.remote.transport import LinkPhase, LinkState
 from sparktui.ui.state import NodeState
+from sparktui.ui.widgets.log_pane import LogPane
 from tests.ui_fakes import FakeBackend, make_app, settle
 
 CONFIG = Path(__file__).resolve().parents[1] / "config.toml"
@@ -47,3 +49,21 @@ def test_a_link_event_is_facts_and_the_dashboard_words_them() -> None:
     # ``sparktui status`` words a transport's state the same way.
     state = LinkState(LinkPhase.FAILED, last_error="host key mismatch")
     assert state.describe() == NodeLinkChanged("spark2", "failed", "host key mismatch").describe()
+
+
+async def test_the_log_source_is_the_backends_and_the_pane_reads_it() -> None:
+    app, backend = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        pane = app.query_one(LogPane)
+        await pilot.press("w")
+        await settle(pilot, app)
+        assert backend.calls == ["select_log:ray:spark1"]
+        assert pane.source == backend.log_source == "ray:spark1"
+        backend.log_source = "ray:spark2"   # the pane keeps no copy: it shows what the backend streams
+        assert pane.source == "ray:spark2"
+
+
+def test_the_ssh_backend_says_which_log_it_streams() -> None:
+    backend = SshBackend(load_config(CONFIG))
+    assert backend.log_source == "vllm" and TappedBackend(backend).log_source == "vllm"

@@ -297,6 +297,10 @@ class ClusterBackend(Protocol):
     def select_log(self, source: str) -> None:
         """Switch the streamed log: "vllm" (the head's engine log) or "ray:<node>"."""
 
+    @property
+    def log_source(self) -> str:
+        """The log streamed now (``select_log``'s last choice; "vllm" at first): the one record of it."""
+
 
 @runtime_checkable
 class SimulatedCluster(Protocol):

@@ -148,6 +148,10 @@ class SshBackend:
         """``vllm`` (the head's engine log, always followed) or ``ray:<node>`` (a node's Ray worker log)."""
         self.logs.select(source)
 
+    @property
+    def log_source(self) -> str:
+        return self.logs.source
+
     # -- between the parts -------------------------------------------------------------------------
     def _post(self, event: Event) -> None:
         if self.sink is not None:

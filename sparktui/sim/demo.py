@@ -894,3 +894,7 @@ class DemoBackend:
 
     def select_log(self, source: str) -> None:
         self.sim.select_log(source)
+
+    @property
+    def log_source(self) -> str:
+        return self.sim.log_source

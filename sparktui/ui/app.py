@@ -147,7 +147,9 @@ class SparkApp(LogActions, EventDrain):
             yield EnginePanel(self.node_addresses, head, id="engine")
         yield Static(id="asymmetry")
         aliases = {HEAD: head, **self.node_addresses} if head else self.node_addresses
-        yield LogPane(self.ui_config.log_buffer_lines, aliases=aliases, id="logpane")
+        # The backend owns which log streams; the pane reads it to know which it shows.
+        yield LogPane(self.ui_config.log_buffer_lines, aliases=aliases,
+                      source=lambda: self.backend.log_source, id="logpane")
         yield FittedFooter(rank=self._footer_rank, why_not=self._why_not_action)
 
     def on_resize(self, event: Resize) -> None:
