@@ -5,14 +5,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sparktui.config import load_config
-from sparktui.domain.events import EngineChanged, EngineState, NodeLinkChanged
+from sparktui.domain.events import (
+    EngineChanged,
+    EngineState,
+    NodeLinkChanged,
+    OperationBusy,
+    OperationRefused,
+)
 from sparktui.remote.backend import SshBackend
+from sparktui.remote.engine_nodes import EngineNodes
 from sparktui.remote.event_tap import TappedBackend
+from sparktui.remote.operation_gate import OperationGate
 from sparktui.remote.transport import LinkPhase, LinkState
 from sparktui.ui.state import NodeState
 from sparktui.ui.widgets.log_pane import LogPane
-from tests.ui_fakes import FakeBackend, make_app, settle
+from tests.ui_fakes import FakeBackend, make_app, notifications, settle
 
 CONFIG = Path(__file__).resolve().parents[1] / "config.toml"
 
@@ -67,3 +77,29 @@ async def test_the_log_source_is_the_backends_and_the_pane_reads_it() -> None:
 def test_the_ssh_backend_says_which_log_it_streams() -> None:
     backend = SshBackend(load_config(CONFIG))
     assert backend.log_source == "vllm" and TappedBackend(backend).log_source == "vllm"
+
+
+async def test_an_operation_runs_while_the_backend_says_so() -> None:
+    app, backend = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app)
+        backend.post(OperationBusy("start"))   # taken on, before its first step (the lock may take seconds)
+        await settle(pilot, app)
+        assert app.state.running_kind == "start" and app.query_one("#btn-stop").disabled
+        await pilot.press("r")
+        await settle(pilot, app)
+        assert backend.calls == [] and "start is running — wait for it to finish" in notifications(app)
+        backend.post(OperationBusy(None))
+        await settle(pilot, app)
+        assert app.state.running_kind is None and not app.query_one("#btn-stop").disabled
+
+
+async def test_the_gate_says_when_it_takes_an_operation_on_and_when_it_is_done() -> None:
+    told: list[str | None] = []
+    gate = OperationGate(EngineNodes(load_config(CONFIG), {}), "a test", told.append)
+    async with gate.exclusive("preflight"):   # (a preflight takes no lock: nothing to reach)
+        assert told == ["preflight"]
+        with pytest.raises(OperationRefused, match="preflight is running"):
+            async with gate.exclusive("start"):
+                pass
+    assert told == ["preflight", None]

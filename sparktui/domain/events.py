@@ -242,6 +242,14 @@ class OperationChanged:
 
 
 @dataclass(frozen=True)
+class OperationBusy:
+    """The backend took an operation on (``kind``: from the moment it is asked for, before its first step,
+    which may wait seconds for the operation lock) or is done with it (``None``)."""
+
+    kind: str | None
+
+
+@dataclass(frozen=True)
 class ServingSampled:
     snapshot: ServingSnapshot
 
@@ -256,7 +264,7 @@ class Notice:
 
 Event = (
     NodeLinkChanged | NodeIdentified | NodeSampled | LogRecords | EngineChanged | OperationChanged
-    | ServingSampled | Notice
+    | OperationBusy | ServingSampled | Notice
 )
 EventSink = Callable[[Event], None]
 

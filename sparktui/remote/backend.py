@@ -108,7 +108,8 @@ class SshBackend:
         if self._given_transports is None:
             await asyncio.gather(*(t.connect() for t in wiring.transports.values()))
         wiring.controller = EngineController(self.config, wiring.transports,
-                                             on_progress=self.operations.on_progress)
+                                             on_progress=self.operations.on_progress,
+                                             on_busy=self.operations.on_busy)
         try:
             async with asyncio.TaskGroup() as group:
                 for node in self.config.nodes:

@@ -34,6 +34,7 @@ from sparktui.domain.events import (
     NodeIdentified,
     NodeLinkChanged,
     Notice,
+    OperationBusy,
     OperationChanged,
     OperationRefused,
     OperationView,
@@ -849,10 +850,14 @@ class DemoBackend:
         if self.readonly:
             raise OperationRefused("read-only mode")
         self.sim.request(kind)
-        if self.frozen_at is not None:
-            return
-        while self.sim.busy:
-            await asyncio.sleep(self.tick)
+        self._post([OperationBusy(kind)])   # as the real backend's gate says it
+        try:
+            if self.frozen_at is not None:
+                return
+            while self.sim.busy:
+                await asyncio.sleep(self.tick)
+        finally:
+            self._post([OperationBusy(None)])
 
     async def start(self) -> None:
         await self._operation("start")

@@ -113,7 +113,7 @@ class SparkApp(LogActions, EventDrain):
         self._ticked_at = -math.inf
         self._backend_worker: Worker[None] | None = None
         self._node_panels: dict[str, NodePanel] = {}
-        self._requesting: str | None = None
+        self._fixing = False
         self._keys_now = effective_keys(self.ui_config.keys)
         self._ids_by_action: dict[str, str] = {}
         for binding_id, binding in self.key_bindings().items():

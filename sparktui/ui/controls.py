@@ -36,8 +36,8 @@ class Controls(App[int]):
     #: footer is drawn: looked up, not searched).
     _keys_now: dict[str, list[str]]
     _ids_by_action: dict[str, str]
-    #: The lifecycle action asked for and not yet answered by the backend.
-    _requesting: str | None
+    #: The fixes a failed preflight offers run (``F``): the dashboard's own operation, not the backend's.
+    _fixing: bool
     _pane: LogPane | None
     #: Which of the footer's actions were allowed when the footer was last told (``_update_controls``).
     _allowed_shown: tuple[bool, ...]
@@ -150,12 +150,8 @@ class Controls(App[int]):
         """Why a lifecycle action cannot run now, or ``None``."""
         if self.readonly:
             return "read-only mode: start, stop and restart are disabled (started with --readonly)"
-        op = self.state.operation
-        if op is not None and op.running:
-            return f"{op.kind} is running — wait for it to finish"
-        if self._requesting is not None:
-            return f"{self._requesting} is running — wait for it to finish"
-        return None
+        kind = self.state.running_kind or ("fix" if self._fixing else None)
+        return f"{kind} is running — wait for it to finish" if kind is not None else None
 
     def _update_controls(self) -> None:
         bindings = self.key_bindings()

@@ -78,6 +78,9 @@ class DashboardState:
         self.nodes: dict[str, NodeState] = {name: NodeState(name, role) for name, role in nodes}
         self.engine = EngineChanged(EngineState.UNKNOWN)
         self.operation: OperationView | None = None
+        #: The kind of operation the backend has taken on (``OperationBusy``): set from the moment it is
+        #: asked for, before the operation's first view arrives.
+        self.busy: str | None = None
         self.serving: ServingSnapshot | None = None
         self.asymmetry = AsymmetryWatch(asymmetry_seconds)
         self.asymmetry_warning: str | None = None
@@ -91,6 +94,12 @@ class DashboardState:
     @property
     def operation_running(self) -> bool:
         return self.operation is not None and self.operation.running
+
+    @property
+    def running_kind(self) -> str | None:
+        """The operation that runs now, as the backend's events say: the one it shows (ours, or another
+        sparktui's under the operation lock), else the one it has taken on."""
+        return self.operation.kind if self.operation_running and self.operation is not None else self.busy
 
     def update_staleness(self, interval: float) -> set[str]:
         """Mark nodes whose samples stopped arriving (probe or link gone quiet); returns the names of the
