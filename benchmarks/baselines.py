@@ -40,7 +40,8 @@ class NaiveLogApp(SparkApp):
     def compose(self):  # type: ignore[no-untyped-def]
         for widget in super().compose():
             if self.naive and type(widget) is LogPane:
-                widget = NaiveLogPane(widget.buffer_lines, aliases=widget.aliases, id=widget.id)
+                widget = NaiveLogPane(widget.buffer_lines, aliases=widget.aliases, source=widget.source_of,
+                                      id=widget.id)
             yield widget
 
     def sink(self, event: Event) -> None:

@@ -40,7 +40,7 @@ async def measure(frames: int) -> dict[str, Any]:
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, app)
         for name in NODES:
-            backend.post(NodeLinkChanged(name, "connected", "connected"),
+            backend.post(NodeLinkChanged(name, "connected"),
                          backend.sampled(name, gb10_sample(1, 10_000)),
                          backend.sampled(name, gb10_sample(2, 20_000)))
         backend.post(EngineChanged(EngineState.READY, "serving"))

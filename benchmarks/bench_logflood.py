@@ -69,6 +69,8 @@ class IdleBackend:
 
     def select_log(self, source: str) -> None: ...
 
+    log_source = "vllm"
+
 
 class Probe(Widget):
     DEFAULT_CSS = "Probe { dock: bottom; height: 1; }"

@@ -51,6 +51,8 @@ async def test_press_s_and_see_ready(make_testbed: Callable[..., Testbed], tmp_p
                          "a telemetry sample from each node")
 
         await pilot.press("s")
+        # The backend's gate says at once that it took the start on (before the lock and the first step).
+        await wait_until(pilot, lambda: state.busy == "start", 10, "the start taken on")
         await wait_until(pilot, lambda: state.engine.state is EngineState.READY, 150, "ready")
         screen = app.export_screenshot()
         assert "ready" in screen.lower()
@@ -61,3 +63,4 @@ async def test_press_s_and_see_ready(make_testbed: Callable[..., Testbed], tmp_p
         await pilot.press("y")                  # … and "y" says yes
         await wait_until(pilot, lambda: state.engine.state is EngineState.STOPPED, 60, "stopped")
         assert state.operation is not None and state.operation.kind == "stop" and state.operation.ok
+        await wait_until(pilot, lambda: state.running_kind is None, 10, "the stop done")

@@ -22,6 +22,7 @@ class Recording:
     node_names: Sequence[str] = ("a", "b")
     readonly = True
     detached = False
+    log_source = "vllm"
 
     def __init__(self) -> None:
         self.calls: list[str] = []
@@ -45,6 +46,7 @@ class Recording:
 
     def select_log(self, source: str) -> None:
         self.calls.append(f"select_log {source}")
+        self.log_source = source
 
 
 def protocol_members() -> set[str]:
@@ -53,7 +55,7 @@ def protocol_members() -> set[str]:
 
 def test_the_tap_defines_every_member_of_the_protocol_and_forwards_nothing_else() -> None:
     assert protocol_members() == {"node_names", "readonly", "detached", "run", "start", "stop", "restart",
-                                  "smoke_test", "select_log"}
+                                  "smoke_test", "select_log", "log_source"}
     assert protocol_members() <= set(vars(TappedBackend))
     assert "__getattr__" not in vars(TappedBackend)
 
@@ -70,6 +72,7 @@ async def test_each_member_reaches_the_backend_and_observers_see_the_stream() ->
     await tapped.restart()
     assert await tapped.smoke_test() == "12 tok/s"
     tapped.select_log("ray:b")
+    assert tapped.log_source == "ray:b"
     assert inner.calls == ["run", "start", "stop", "restart", "smoke_test", "select_log ray:b"]
     assert shown == seen == [Notice("hello")]
     for name in ("run", "start", "stop", "restart", "smoke_test"):

@@ -50,8 +50,8 @@ def _bench() -> BenchRecord:
 @pytest.fixture
 def scrape() -> Iterator[dict[str, dict[tuple[tuple[str, str], ...], float]]]:
     state = ExportState(("h200", "gone"))
-    state(NodeLinkChanged("h200", "connected", "connected"))
-    state(NodeLinkChanged("gone", "retrying", "retrying in 4 s"))
+    state(NodeLinkChanged("h200", "connected"))
+    state(NodeLinkChanged("gone", "retrying"))
     feed = NodeFeed()
     for sample in _samples():
         state(feed.sampled("h200", sample))

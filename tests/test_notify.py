@@ -29,14 +29,14 @@ from sparktui.remote.notifier import Notifier
 #: degraded, failed, stopped — with repeats that must say nothing.
 STREAM: list[Event] = [
     EngineChanged(EngineState.UNKNOWN),
-    NodeLinkChanged("spark2", "connected", "connected"),
+    NodeLinkChanged("spark2", "connected"),
     EngineChanged(EngineState.STOPPED),
     EngineChanged(EngineState.STARTING, "weights 3/12"),
     EngineChanged(EngineState.READY, "ready in 4m"),
     EngineChanged(EngineState.READY, "ready in 4m"),
     EngineChanged(EngineState.WEDGED, "requests run but no tokens for 60 s"),
-    NodeLinkChanged("spark2", "retrying", "retrying in 4 s (Connection refused)"),
-    NodeLinkChanged("spark2", "retrying", "retrying in 8 s (Connection refused)"),
+    NodeLinkChanged("spark2", "retrying", "Connection refused"),
+    NodeLinkChanged("spark2", "retrying", "Connection refused"),
     EngineChanged(EngineState.DEGRADED, "spark2 left Ray"),
     EngineChanged(EngineState.FAILED, "crashed after 2h 3m"),
     EngineChanged(EngineState.FAILED, "crashed after 2h 3m"),

@@ -66,7 +66,7 @@ async def test_idle_dashboard_schedules_no_refresh(monkeypatch: pytest.MonkeyPat
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
         for name in ("spark1", "spark2"):
-            backend.post(NodeLinkChanged(name, "connected", "connected"),
+            backend.post(NodeLinkChanged(name, "connected"),
                          backend.sampled(name, gb10_sample(1, 10_000)),
                          backend.sampled(name, gb10_sample(2, 20_000)))
         backend.post(EngineChanged(EngineState.READY, "serving"))

@@ -37,10 +37,10 @@ async def _dashboard(name: str) -> None:
     app = SparkApp(backend, config.ui, roles={n.name: n.role for n in config.nodes}, clock=lambda: FIXED_NOW)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(NodeLinkChanged(name, "connected", "connected"),
+        backend.post(NodeLinkChanged(name, "connected"),
                      backend.sampled(name, gb10_sample(1, 10_000)),
                      backend.sampled(name, gb10_sample(2, 20_000)),
-                     NodeLinkChanged("spark2", "retrying", f"retrying in 3 s ({name}: connection refused)",
+                     NodeLinkChanged("spark2", "retrying", f"{name}: connection refused",
                                      retry_at=time.monotonic() + 3),
                      EngineChanged(EngineState.UNKNOWN, f"unknown: the head ({name}) is unreachable"))
         await settle(pilot, app)

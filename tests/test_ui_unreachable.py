@@ -18,8 +18,8 @@ async def test_link_reason_is_shown_whole_and_wrapped() -> None:
     app, backend = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot, app)
-        backend.post(NodeLinkChanged("spark1", "connected", "connected"),
-                     NodeLinkChanged("spark2", "retrying", f"retrying in 4 s ({REASON})",
+        backend.post(NodeLinkChanged("spark1", "connected"),
+                     NodeLinkChanged("spark2", "retrying", REASON,
                                      retry_at=time.monotonic() + 4, reason=REASON))
         await settle(pilot, app)
         line = app.query_one("#node-spark2 #node-link", Static)
@@ -29,7 +29,7 @@ async def test_link_reason_is_shown_whole_and_wrapped() -> None:
         title = str(app.query_one("#node-spark2 #node-title", Static).render())
         assert "retrying in" in title and "no answer" not in title  # said once, under the title
         assert not app.query_one("#node-spark1 #node-link", Static).display
-        backend.post(NodeLinkChanged("spark2", "connected", "connected"))
+        backend.post(NodeLinkChanged("spark2", "connected"))
         await settle(pilot, app)
         assert not line.display
 

@@ -25,6 +25,7 @@ class FakeBackend:
     def __init__(self, nodes: Sequence[str] = ("spark1", "spark2"), readonly: bool = False) -> None:
         self.node_names: Sequence[str] = tuple(nodes)
         self.readonly = readonly
+        self.log_source = "vllm"
         self.calls: list[str] = []
         self.sink: EventSink | None = None
         #: Set to a message to make lifecycle calls raise OperationRefused with it.
@@ -65,6 +66,7 @@ class FakeBackend:
 
     def select_log(self, source: str) -> None:
         self.calls.append(f"select_log:{source}")
+        self.log_source = source
 
 
 def make_app(backend: FakeBackend | None = None, clock: Callable[[], float] = lambda: FIXED_NOW,

@@ -113,9 +113,9 @@ def run(args: argparse.Namespace) -> int:
         from sparktui.ui.web import serve
 
         return serve(getattr(args, "argv", sys.argv[1:]), args.host, args.port)
+    # ``--readonly``; the backend adds ``[ui] readonly`` and is the one the dashboard asks.
     readonly = bool(getattr(args, "readonly", False))
     ui = choice.config.ui if choice.config is not None else UIConfig()
-    readonly = readonly or ui.readonly
     screenshot = None
     if getattr(args, "screenshot", None):
         screenshot = (Path(args.screenshot), float(args.screenshot_after))
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         demo_arg = getattr(args, "demo", None)
         # `--demo` gives a scenario name; no config at all (demo_arg None) plays the default start.
         scenario = demo_arg if isinstance(demo_arg, str) else "start"
-        demo = DemoBackend(readonly=readonly, frozen_at=frozen, scenario=scenario)
+        demo = DemoBackend(readonly=readonly or ui.readonly, frozen_at=frozen, scenario=scenario)
         # Its own (made-up) history and its own clock, given here: observers may wrap the backend.
         backend, history, clock = demo, demo.history_runs, demo.clock
         roles: dict[str, str] = dict(demo.node_roles)
@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
 
     backend, stop_exporter = _observed(backend, choice.config, getattr(args, "export", None), power_tap)
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice, clock=clock,
-                   readonly=readonly, node_addresses=addresses, history=history, bench=bench,
+                   node_addresses=addresses, history=history, bench=bench,
                    linktest=linktest, fix=fix, switches=AppSwitches(screenshot=screenshot))
     if web_server is not None:
         from sparktui.ui.web_tab import TabDriver

@@ -171,14 +171,32 @@ class NodeReading:
 
 
 # ---- events ---------------------------------------------------------------------------------------
+def link_text(phase: str, error: str, retry_in: float | None) -> str:
+    """A link's state in words: ``connected`` / ``connecting`` / ``retrying in 4 s (Connection refused)`` /
+    ``failed (…)``; ``retry_in``: seconds to the next attempt. The one wording, for the panel (its countdown
+    ticks between events), the notifications and ``sparktui status``."""
+    why = f"({error or 'no error text'})"
+    if phase == "retrying":
+        return f"retrying {why}" if retry_in is None else f"retrying in {max(0, round(retry_in))} s {why}"
+    return f"failed {why}" if phase == "failed" else phase
+
+
 @dataclass(frozen=True)
 class NodeLinkChanged:
+    """A node's link, as facts: the words are ``link_text``'s (the panel counts the retry down itself)."""
+
     node: str
     phase: str                      # LinkPhase value: connecting / connected / retrying / failed / closed
-    detail: str                     # human text, e.g. "retrying in 4 s (Connection refused)"
+    #: The last connection error as the transport said it ("Connection refused"); "" when none.
+    error: str = ""
     retry_at: float | None = None   # time.monotonic() of the next attempt
     #: Why the link is down, whole ("10.0.0.2:22: connection refused — is sshd running?"); "" when up.
     reason: str = ""
+
+    def describe(self, now_monotonic: float | None = None) -> str:
+        """``link_text`` at ``now_monotonic`` (default: now)."""
+        now = time.monotonic() if now_monotonic is None else now_monotonic
+        return link_text(self.phase, self.error, None if self.retry_at is None else self.retry_at - now)
 
 
 @dataclass(frozen=True)
@@ -224,6 +242,14 @@ class OperationChanged:
 
 
 @dataclass(frozen=True)
+class OperationBusy:
+    """The backend took an operation on (``kind``: from the moment it is asked for, before its first step,
+    which may wait seconds for the operation lock) or is done with it (``None``)."""
+
+    kind: str | None
+
+
+@dataclass(frozen=True)
 class ServingSampled:
     snapshot: ServingSnapshot
 
@@ -238,7 +264,7 @@ class Notice:
 
 Event = (
     NodeLinkChanged | NodeIdentified | NodeSampled | LogRecords | EngineChanged | OperationChanged
-    | ServingSampled | Notice
+    | OperationBusy | ServingSampled | Notice
 )
 EventSink = Callable[[Event], None]
 
@@ -278,6 +304,10 @@ class ClusterBackend(Protocol):
 
     def select_log(self, source: str) -> None:
         """Switch the streamed log: "vllm" (the head's engine log) or "ray:<node>"."""
+
+    @property
+    def log_source(self) -> str:
+        """The log streamed now (``select_log``'s last choice; "vllm" at first): the one record of it."""
 
 
 @runtime_checkable

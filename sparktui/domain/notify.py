@@ -74,7 +74,7 @@ class NotificationFilter:
             before = self._links.get(event.node)
             self._links[event.node] = event.phase
             if event.phase in LOST_PHASES and before == "connected":
-                return self._limit("node_lost", event.node, f"{event.node}: {event.detail}", None)
+                return self._limit("node_lost", event.node, f"{event.node}: {event.describe()}", None)
         return None
 
     def _limit(self, name: str, node: str | None, detail: str, previous: str | None) -> Notification | None:

@@ -108,7 +108,8 @@ class SshBackend:
         if self._given_transports is None:
             await asyncio.gather(*(t.connect() for t in wiring.transports.values()))
         wiring.controller = EngineController(self.config, wiring.transports,
-                                             on_progress=self.operations.on_progress)
+                                             on_progress=self.operations.on_progress,
+                                             on_busy=self.operations.on_busy)
         try:
             async with asyncio.TaskGroup() as group:
                 for node in self.config.nodes:
@@ -147,6 +148,10 @@ class SshBackend:
     def select_log(self, source: str) -> None:
         """``vllm`` (the head's engine log, always followed) or ``ray:<node>`` (a node's Ray worker log)."""
         self.logs.select(source)
+
+    @property
+    def log_source(self) -> str:
+        return self.logs.source
 
     # -- between the parts -------------------------------------------------------------------------
     def _post(self, event: Event) -> None:

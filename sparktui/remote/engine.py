@@ -51,6 +51,7 @@ class EngineController:
         on_progress: ProgressCallback | None = None,
         *,
         origin: str = "the dashboard",
+        on_busy: Callable[[str | None], None] | None = None,
     ) -> None:
         self.config = config
         self.on_progress = on_progress
@@ -60,7 +61,7 @@ class EngineController:
         self._ray = RayQueries(self._nodes)
         self._runner = PlanRunner(self._nodes, self._ray)
         self._preflight_checks = PreflightChecks(self._nodes, self._runner)
-        self._gate = OperationGate(self._nodes, origin)
+        self._gate = OperationGate(self._nodes, origin, on_busy)
         self._runtimes = self._nodes.runtimes
         #: Workers start when the head's GCS answers (``False``: after `ray start --head`, the benchmark's
         #: same-run comparison).

@@ -64,3 +64,7 @@ class TappedBackend:
 
     def select_log(self, source: str) -> None:
         self.backend.select_log(source)
+
+    @property
+    def log_source(self) -> str:
+        return self.backend.log_source

@@ -49,6 +49,11 @@ class LogFeed:
     def timeline(self) -> Timeline:
         return self.engine.timeline
 
+    @property
+    def source(self) -> str:
+        """The log shown (``select``'s last choice), as its records are posted."""
+        return self._source
+
     def select(self, source: str) -> None:
         """``vllm`` (the head's engine log, always followed) or ``ray:<node>`` (a node's Ray worker log)."""
         if source == self._source:

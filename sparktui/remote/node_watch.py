@@ -38,7 +38,8 @@ class NodeWatch:
         endpoint = transports[node].endpoint if transports else None
         reason = "" if state.phase is LinkPhase.CONNECTED or not state.last_error else (
             f"{endpoint}: {state.last_error}" if endpoint else state.last_error)
-        self._wiring.post(NodeLinkChanged(node, state.phase.value, state.describe(), state.retry_at, reason))
+        self._wiring.post(NodeLinkChanged(node, state.phase.value, state.last_error or "", state.retry_at,
+                                          reason))
         self._wiring.session.link(node, state.phase.value)
 
     async def facts(self, name: str) -> None:

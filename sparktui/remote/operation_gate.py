@@ -8,7 +8,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from sparktui.domain.deadline import within
 from sparktui.domain.events import OperationRefused
@@ -21,8 +21,11 @@ from sparktui.remote.transport import RemoteProcess, TransportError
 class OperationGate:
     """``exclusive(kind)`` around each operation; ``OperationRefused`` while another one runs."""
 
-    def __init__(self, nodes: EngineNodes, origin: str) -> None:
+    def __init__(self, nodes: EngineNodes, origin: str,
+                 on_busy: Callable[[str | None], None] | None = None) -> None:
         self.nodes = nodes
+        #: Told each time ``busy`` changes (the dashboard's backend posts it: ``OperationBusy``).
+        self.on_busy = on_busy
         #: Who asks, as the operation lock on the head names it to others ("`sparktui restart`").
         self.origin = origin
         #: The kind of operation running now, if any.
@@ -34,17 +37,22 @@ class OperationGate:
     async def exclusive(self, kind: str) -> AsyncIterator[None]:
         if self.busy is not None:
             raise OperationRefused(f"cannot {kind}: {self.busy} is running; wait for it to finish")
-        self.busy = kind
+        self._set_busy(kind)
         lock: RemoteProcess | None = None
         try:
             if kind != "preflight":  # preflight changes nothing: it runs beside anyone's operation
                 lock = await self._take(kind)
             yield
         finally:
-            self.busy = None
+            self._set_busy(None)
             self.note = None
             if lock is not None:
                 await self._release(lock)
+
+    def _set_busy(self, kind: str | None) -> None:
+        self.busy = kind
+        if self.on_busy is not None:
+            self.on_busy(kind)
 
     async def _take(self, kind: str) -> RemoteProcess | None:
         """The operation lock on the head (across processes and machines); ``OperationRefused`` when

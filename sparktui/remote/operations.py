@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from sparktui.domain.engine_state import RUNNING
-from sparktui.domain.events import Notice, OperationChanged, OperationRefused, OperationView
+from sparktui.domain.events import Notice, OperationBusy, OperationChanged, OperationRefused, OperationView
 from sparktui.domain.logs import Timeline
 from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
 from sparktui.domain.readiness import RestartDecision
@@ -65,6 +65,10 @@ class Operations:
     async def restart(self) -> None:
         self._wiring.session.manual_start()
         await self._run(_restart, rearm=True)
+
+    def on_busy(self, kind: str | None) -> None:
+        """The operation gate took one on (or is done): to the dashboard, which refuses others meanwhile."""
+        self._wiring.post(OperationBusy(kind))
 
     def on_progress(self, view: OperationView) -> None:
         """The controller's progress: to the dashboard and into the session."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from sparktui.domain.deadline import within
+from sparktui.domain.events import link_text
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +48,8 @@ class LinkState:
         return max(0.0, self.retry_at - (time.monotonic() if now is None else now))
 
     def describe(self) -> str:
-        if self.phase is LinkPhase.RETRYING:
-            wait = self.retry_in() or 0.0
-            return f"retrying in {wait:.0f} s ({self.last_error or 'no error text'})"
-        if self.phase is LinkPhase.FAILED:
-            return f"failed ({self.last_error or 'no error text'})"
-        return self.phase.value
+        wait = (self.retry_in() or 0.0) if self.phase is LinkPhase.RETRYING else None
+        return link_text(self.phase.value, self.last_error or "", wait)
 
 
 @dataclass(frozen=True)

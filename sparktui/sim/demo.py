@@ -34,6 +34,7 @@ from sparktui.domain.events import (
     NodeIdentified,
     NodeLinkChanged,
     Notice,
+    OperationBusy,
     OperationChanged,
     OperationRefused,
     OperationView,
@@ -559,8 +560,7 @@ class DemoSimulation:
             self.ray_lost_at = self.t
             self.serving.freeze(EPOCH + self.t)        # the tensor-parallel peer is gone: decode hangs
             self.engine_gib[NODES[1]] = 0.0           # its actor died with the raylet
-            self._out.append(NodeLinkChanged(NODES[1], "connected", f"connected to {NODES[1]} (simulated); "
-                                             "its raylet has stopped"))
+            self._out.append(NodeLinkChanged(NODES[1], "connected"))   # its link stays up: its raylet stopped
 
     def _replay_to(self, t: float) -> None:
         if self.launched_at is None or self.feed is None:
@@ -689,7 +689,7 @@ class DemoSimulation:
     def hello(self) -> list[Event]:
         out: list[Event] = []
         for name, host in zip(NODES, STORY.hostnames, strict=True):
-            out.append(NodeLinkChanged(name, "connected", f"connected to {name} (simulated)"))
+            out.append(NodeLinkChanged(name, "connected"))
             out.append(NodeIdentified(name, hostname=host, kernel="6.11.0-1016-nvidia",
                                  uptime_seconds=86_400 * 3 + 3600))
         out.append(EngineChanged(EngineState.STOPPED, f"nothing running on {', '.join(NODES)}"))
@@ -850,10 +850,14 @@ class DemoBackend:
         if self.readonly:
             raise OperationRefused("read-only mode")
         self.sim.request(kind)
-        if self.frozen_at is not None:
-            return
-        while self.sim.busy:
-            await asyncio.sleep(self.tick)
+        self._post([OperationBusy(kind)])   # as the real backend's gate says it
+        try:
+            if self.frozen_at is not None:
+                return
+            while self.sim.busy:
+                await asyncio.sleep(self.tick)
+        finally:
+            self._post([OperationBusy(None)])
 
     async def start(self) -> None:
         await self._operation("start")
@@ -895,3 +899,7 @@ class DemoBackend:
 
     def select_log(self, source: str) -> None:
         self.sim.select_log(source)
+
+    @property
+    def log_source(self) -> str:
+        return self.sim.log_source

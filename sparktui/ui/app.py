@@ -79,7 +79,6 @@ class SparkApp(LogActions, EventDrain):
         cluster_name: str = "",
         notice: str | None = None,
         clock: Callable[[], float] | None = None,
-        readonly: bool | None = None,
         node_addresses: Mapping[str, str] | None = None,
         history: Callable[[], Sequence[RunRecord]] | None = None,
         bench: Callable[[], Awaitable[str]] | None = None,
@@ -96,8 +95,6 @@ class SparkApp(LogActions, EventDrain):
         self.linktest_runner = linktest
         self.backend = backend
         self.ui_config = ui or UIConfig()
-        self.readonly = bool(readonly if readonly is not None else
-                             (self.ui_config.readonly or backend.readonly))
         names = list(backend.node_names)
         role_of = dict(roles or {})
         self.node_roles = [(n, role_of.get(n, "head" if i == 0 else "worker")) for i, n in enumerate(names)]
@@ -116,7 +113,7 @@ class SparkApp(LogActions, EventDrain):
         self._ticked_at = -math.inf
         self._backend_worker: Worker[None] | None = None
         self._node_panels: dict[str, NodePanel] = {}
-        self._requesting: str | None = None
+        self._fixing = False
         self._keys_now = effective_keys(self.ui_config.keys)
         self._ids_by_action: dict[str, str] = {}
         for binding_id, binding in self.key_bindings().items():
@@ -150,7 +147,9 @@ class SparkApp(LogActions, EventDrain):
             yield EnginePanel(self.node_addresses, head, id="engine")
         yield Static(id="asymmetry")
         aliases = {HEAD: head, **self.node_addresses} if head else self.node_addresses
-        yield LogPane(self.ui_config.log_buffer_lines, aliases=aliases, id="logpane")
+        # The backend owns which log streams; the pane reads it to know which it shows.
+        yield LogPane(self.ui_config.log_buffer_lines, aliases=aliases,
+                      source=lambda: self.backend.log_source, id="logpane")
         yield FittedFooter(rank=self._footer_rank, why_not=self._why_not_action)
 
     def on_resize(self, event: Resize) -> None:

@@ -15,7 +15,7 @@ from textual.widgets import Button
 
 from sparktui.config import UIConfig
 from sparktui.domain.engine_state import RUNNING
-from sparktui.domain.events import EngineState
+from sparktui.domain.events import ClusterBackend, EngineState
 from sparktui.domain.keys import KEY_GROUPS
 from sparktui.domain.lifecycle.fixes import Fix, fixes_for
 from sparktui.ui.bindings import FOOTER_RANK, LIFECYCLE_ACTIONS, PALETTE_TITLES
@@ -27,20 +27,26 @@ from sparktui.ui.widgets.log_pane import LogPane
 class Controls(App[int]):
     """Part of ``SparkApp`` (``sparktui.ui.app``), which sets what is declared here."""
 
+    backend: ClusterBackend
     state: DashboardState
     ui_config: UIConfig
-    readonly: bool
     bench_runner: object | None
     linktest_runner: object | None
     #: Binding id → its keys now; action name → binding id (``check_action`` runs for every key each time the
     #: footer is drawn: looked up, not searched).
     _keys_now: dict[str, list[str]]
     _ids_by_action: dict[str, str]
-    #: The lifecycle action asked for and not yet answered by the backend.
-    _requesting: str | None
+    #: The fixes a failed preflight offers run (``F``): the dashboard's own operation, not the backend's.
+    _fixing: bool
     _pane: LogPane | None
     #: Which of the footer's actions were allowed when the footer was last told (``_update_controls``).
     _allowed_shown: tuple[bool, ...]
+
+    @property
+    def readonly(self) -> bool:
+        """Read-only mode, as the backend holds it (``--readonly`` or ``[ui] readonly``): it refuses the
+        operations, and the dashboard only reads it to hide their keys and buttons."""
+        return self.backend.readonly
 
     def pending_fixes(self) -> list[Fix]:
         """The fixes the last operation's failed checks offer (none while it runs)."""
@@ -144,12 +150,8 @@ class Controls(App[int]):
         """Why a lifecycle action cannot run now, or ``None``."""
         if self.readonly:
             return "read-only mode: start, stop and restart are disabled (started with --readonly)"
-        op = self.state.operation
-        if op is not None and op.running:
-            return f"{op.kind} is running — wait for it to finish"
-        if self._requesting is not None:
-            return f"{self._requesting} is running — wait for it to finish"
-        return None
+        kind = self.state.running_kind or ("fix" if self._fixing else None)
+        return f"{kind} is running — wait for it to finish" if kind is not None else None
 
     def _update_controls(self) -> None:
         bindings = self.key_bindings()

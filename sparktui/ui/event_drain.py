@@ -28,6 +28,7 @@ from sparktui.domain.events import (
     NodeLinkChanged,
     NodeSampled,
     Notice,
+    OperationBusy,
     OperationChanged,
     ServingSampled,
 )
@@ -60,6 +61,7 @@ class Redraw:
 
     nodes: set[str] = field(default_factory=set)
     engine: bool = False
+    controls: bool = False
     operation: bool = False
     serving: bool = False
     asymmetry: bool = False
@@ -148,7 +150,7 @@ class EventDrain(Operations):
                     sampled = True
                 case NodeLinkChanged():
                     node = state.node(event.node)
-                    node.link_phase, node.link_detail = event.phase, event.detail
+                    node.link_phase, node.link_error = event.phase, event.error
                     node.retry_at, node.link_reason = event.retry_at, event.reason
                     redraw.nodes.add(node.name)
                 case NodeIdentified():
@@ -160,6 +162,9 @@ class EventDrain(Operations):
                 case OperationChanged():
                     state.operation = event.operation
                     redraw.engine = redraw.operation = True
+                case OperationBusy():
+                    state.busy = event.kind
+                    redraw.controls = True
                 case ServingSampled():
                     state.serving = event.snapshot
                     redraw.serving = True
@@ -177,6 +182,7 @@ class EventDrain(Operations):
             self._render_node(name)
         if redraw.engine:
             self._render_engine()
+        if redraw.engine or redraw.controls:
             self._update_controls()
         if redraw.operation:
             self._offer_fixes()

@@ -60,11 +60,8 @@ class Operations(Controls):
 
     def _lifecycle(self, kind: str, operation: Callable[[], Awaitable[object]]) -> None:
         """Run the backend's ``operation`` (its start, restart or stop; ``kind`` names it in messages)."""
-        if self._refused(kind):
-            return
-        self._requesting = kind
-        self._update_controls()
-        self._call_backend(kind, operation)
+        if not self._refused(kind):
+            self._call_backend(kind, operation)   # the backend says it took it on (OperationBusy)
 
     @work(group="lifecycle", exit_on_error=False)
     async def _call_backend(self, kind: str, operation: Callable[[], Awaitable[object]]) -> None:
@@ -75,9 +72,6 @@ class Operations(Controls):
                         severity="warning")
         except Exception as exc:
             self.notify(f"{kind} failed: {exc}", severity="error", timeout=20)
-        finally:
-            self._requesting = None
-            self._update_controls()
 
     #: States in which something of ours runs on the nodes (quitting leaves it running: say so).
     RUNNING_STATES = RUNNING | {EngineState.PREFLIGHT, EngineState.STOPPING}
@@ -168,7 +162,7 @@ class Operations(Controls):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._requesting = "fix"
+                self._fixing = True
                 self._update_controls()
                 self._run_fixes(fixes)
 
@@ -187,5 +181,5 @@ class Operations(Controls):
                     return
                 self.notify(result, title=f"`{fix.command}`", timeout=20)
         finally:
-            self._requesting = None
+            self._fixing = False
             self._update_controls()

@@ -13,7 +13,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sparktui.domain.asymmetry import AsymmetryWatch
-from sparktui.domain.events import EngineChanged, EngineState, NodeIdentified, NodeReading, OperationView
+from sparktui.domain.events import (
+    EngineChanged,
+    EngineState,
+    NodeIdentified,
+    NodeReading,
+    OperationView,
+    link_text,
+)
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.domain.telemetry import DEFAULT_HISTORY, stale_seconds
 
@@ -27,7 +34,8 @@ class NodeState:
     name: str
     role: str = "worker"
     link_phase: str = "connecting"
-    link_detail: str = ""
+    #: The last connection error ("Connection refused"), as the backend's ``NodeLinkChanged`` said it.
+    link_error: str = ""
     retry_at: float | None = None
     #: Why the link is down, whole (shown wrapped under the title); "" when up.
     link_reason: str = ""
@@ -49,22 +57,12 @@ class NodeState:
         return self.link_phase
 
     def link_text(self, now_monotonic: float | None = None) -> str:
-        """``connected`` / ``connecting`` / ``retrying in 4 s (Connection refused)`` / ``failed (…)``."""
-        if self.link_phase == "retrying" and self.retry_at is not None:
-            now = time.monotonic() if now_monotonic is None else now_monotonic
-            wait = max(0, round(self.retry_at - now))
-            reason = self.link_detail
-            # The backend's detail already says "retrying in N s (error)"; keep only the error part for a
-            # countdown of our own so the seconds tick down between events.
-            if "(" in reason and reason.endswith(")"):
-                reason = reason[reason.index("(") :]
-            elif reason.startswith("retrying"):
-                reason = ""
-            return f"retrying in {wait} s {reason}".rstrip()
-        if self.link_detail and self.link_phase != "connected":
-            return self.link_detail if self.link_detail.startswith(self.link_phase) else (
-                f"{self.link_phase} ({self.link_detail})")
-        return self.link_phase
+        """``connected`` / ``connecting`` / ``retrying in 4 s (Connection refused)`` / ``failed (…)``: the
+        backend's facts in ``events.link_text``'s words, the countdown at ``now_monotonic``."""
+        retry_in = None
+        if self.retry_at is not None:
+            retry_in = self.retry_at - (time.monotonic() if now_monotonic is None else now_monotonic)
+        return link_text(self.link_phase, self.link_error, retry_in)
 
 
 class DashboardState:
@@ -80,6 +78,9 @@ class DashboardState:
         self.nodes: dict[str, NodeState] = {name: NodeState(name, role) for name, role in nodes}
         self.engine = EngineChanged(EngineState.UNKNOWN)
         self.operation: OperationView | None = None
+        #: The kind of operation the backend has taken on (``OperationBusy``): set from the moment it is
+        #: asked for, before the operation's first view arrives.
+        self.busy: str | None = None
         self.serving: ServingSnapshot | None = None
         self.asymmetry = AsymmetryWatch(asymmetry_seconds)
         self.asymmetry_warning: str | None = None
@@ -93,6 +94,12 @@ class DashboardState:
     @property
     def operation_running(self) -> bool:
         return self.operation is not None and self.operation.running
+
+    @property
+    def running_kind(self) -> str | None:
+        """The operation that runs now, as the backend's events say: the one it shows (ours, or another
+        sparktui's under the operation lock), else the one it has taken on."""
+        return self.operation.kind if self.operation_running and self.operation is not None else self.busy
 
     def update_staleness(self, interval: float) -> set[str]:
         """Mark nodes whose samples stopped arriving (probe or link gone quiet); returns the names of the

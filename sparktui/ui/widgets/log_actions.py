@@ -102,7 +102,7 @@ class LogActions(App[int]):
             # tail does not appear twice. (The vLLM log streams all along and keeps its buffer.)
             pane.buffers.pop(nxt, None)
         self.backend.select_log(nxt)
-        pane.set_source(nxt)
+        pane.show_source()   # the backend's choice (``log_source``), which the pane reads
 
     def action_follow(self) -> None:
         pane = self.query_one(LogPane)

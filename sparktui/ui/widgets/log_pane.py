@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.highlighter import Highlighter
@@ -220,10 +220,12 @@ class LogFilters(Vertical):
     # LogPane's:
     aliases: dict[str, str]
     buffers: dict[str, deque[LogRecord]]
-    source: str
     nodes_seen: list[str]
     if TYPE_CHECKING:
         def rebuild(self) -> None: ...
+
+        @property
+        def source(self) -> str: ...
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -466,13 +468,15 @@ class LogPane(LogFind, LogFilters):
     """The log column. The app owns the timer; this widget owns the buffers, the filters (``LogFilters``)
     and the find (``LogFind``)."""
 
-    def __init__(self, buffer_lines: int, aliases: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(self, buffer_lines: int, aliases: Mapping[str, str] | None = None,
+                 source: Callable[[], str] = lambda: "vllm", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         #: Node address → node name (Ray prints ``ip=``; the config knows which node that is), and ``HEAD``
         #: → the head node's name (its own lines name no node).
         self.aliases = dict(aliases or {})
         self.buffer_lines = buffer_lines
-        self.source = "vllm"
+        #: The log source shown, as its owner says it now (the dashboard's: the backend's ``log_source``).
+        self.source_of = source
         self.buffers: dict[str, deque[LogRecord]] = {}
         self.progress: dict[str, tuple[str, LogRecord]] = {}   # source → (bar key, latest update)
         self._pending: list[LogRecord] = []
@@ -693,8 +697,13 @@ class LogPane(LogFind, LogFilters):
         self.rebuild()
         return self.wrap
 
-    def set_source(self, source: str) -> None:
-        self.source = source
+    @property
+    def source(self) -> str:
+        """The log shown: ``vllm`` or ``ray:<node>`` (read from ``source_of``, never kept here)."""
+        return self.source_of()
+
+    def show_source(self) -> None:
+        """The source changed (``source_of`` says which): show its buffer."""
         self.rebuild()
 
     @property
