@@ -149,8 +149,12 @@ class SparkApp(LogActions, EventDrain):
         aliases = {HEAD: head, **self.node_addresses} if head else self.node_addresses
         # The backend owns which log streams; the pane reads it to know which it shows.
         yield LogPane(self.ui_config.log_buffer_lines, aliases=aliases,
-                      source=lambda: self.backend.log_source, id="logpane")
+                      source=self.streamed_log, id="logpane")
         yield FittedFooter(rank=self._footer_rank, why_not=self._why_not_action)
+
+    def streamed_log(self) -> str:
+        """The log the backend streams (it owns the choice; the log pane asks)."""
+        return self.backend.log_source
 
     def on_resize(self, event: Resize) -> None:
         self._fit(event.size.width, event.size.height)
