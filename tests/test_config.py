@@ -11,22 +11,10 @@ import pytest
 
 from sparktui.config import ConfigError, find_config, load_config, user_config_path
 from tests.cli_helpers import run_sparktui
+from tests.config_texts import TWO_SPARKS as GOOD
 
 REPO = Path(__file__).resolve().parents[1]
 
-GOOD = """
-[[nodes]]
-name = "spark1"
-host = "spark1"
-role = "head"
-
-[[nodes]]
-name = "spark2"
-host = "spark2"
-
-[engine]
-model = "/models/m"
-"""
 
 
 def _write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:

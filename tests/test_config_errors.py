@@ -11,18 +11,8 @@ import pytest
 from sparktui.commands.exit_status import ExitStatus
 from sparktui.config import ConfigError, load_config
 from tests.cli_helpers import run_sparktui
+from tests.config_texts import TWO_SPARKS as GOOD
 
-GOOD = """
-[[nodes]]
-name = "spark1"
-host = "spark1"
-role = "head"
-[[nodes]]
-name = "spark2"
-host = "spark2"
-[engine]
-model = "/models/m"
-"""
 #: pydantic's own phrasing, which must never reach a user.
 PYDANTIC_WORDS = re.compile(r"Input should|should have|after validation|valid (?:integer|string|boolean|"
                             r"number|dictionary|tuple|list)|Value error|greater than or equal|less than or "

@@ -13,19 +13,9 @@ from sparktui.domain.events import StepStatus
 from sparktui.domain.lifecycle.gpus import WORLD_CHECK, check_world, counted_gpus
 from sparktui.domain.parallel_fit import parallel_fit_fault
 from tests.cli_helpers import run_sparktui
+from tests.config_texts import TWO_SPARKS
 from tests.local_node import write_local_config
 
-TWO_SPARKS = """
-[[nodes]]
-name = "spark1"
-host = "spark1"
-role = "head"
-[[nodes]]
-name = "spark2"
-host = "spark2"
-[engine]
-model = "/models/m"
-"""
 ONE_GPU = "GPU 0: NVIDIA GB10 (UUID: GPU-0b2f6b4e-1)\n"
 
 
