@@ -39,7 +39,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 from sparktui.config import UIConfig
-from sparktui.domain.events import EventSink, LogRecords
+from sparktui.domain.events import EventSink, EventStream, LogRecords
 from sparktui.domain.logs import LogIngest, LogReader
 from sparktui.sim.recording import list_recordings, recording_text
 from sparktui.ui.app import SparkApp
@@ -70,6 +70,7 @@ class IdleBackend:
     def select_log(self, source: str) -> None: ...
 
     log_source = "vllm"
+    events = EventStream()
 
 
 class Probe(Widget):

@@ -8,7 +8,7 @@ modules and functions it enters counted with ``sys.setprofile``.
 3. the ``s`` key → the first remote command of a start (the operation lock on the head).
 
 What runs: the dashboard (``SparkApp``, headless in Textual's ``run_test``) over the real ``SshBackend``,
-observed as ``sparktui`` observes it (``TappedBackend`` with the bench key's ``PowerTap``); only the SSH
+observed as ``sparktui`` observes it (the bench key's ``PowerTap`` subscribed to its events); only the SSH
 edge is replaced, by a transport whose channels the script writes into (the vLLM log as the node-side
 follower frames it, a probe line recorded on a real node) and which answers commands as a node where
 nothing of ours runs. A walk is cut where the product itself waits (a timer, a queue, another task): each
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
 import sys
@@ -52,7 +53,6 @@ from sparktui.domain.history import HistoryStore
 from sparktui.domain.lifecycle import scripts
 from sparktui.domain.lifecycle.frames import FrameKind
 from sparktui.remote.backend import SshBackend
-from sparktui.remote.event_tap import TappedBackend
 from sparktui.remote.host_facts import HOME_SH
 from sparktui.remote.probe_runner import BOOTSTRAP
 from sparktui.remote.transport import (
@@ -112,6 +112,13 @@ class Segment:
     close_at_edge: bool = False
     #: Whether the entry's activation returning ends the segment (a coroutine's suspension does not).
     until_entry_returns: bool = True
+    #: Where the walked value arrives in this segment (the first call of this function with ``arrive_when``
+    #: true of its frame; with ``close_at_edge``, the transport's start): the path is read there.
+    arrive: Where | None = None
+    arrive_when: Callable[[FrameType], bool] = lambda _frame: True
+    #: The path: the functions on the call stack when the value arrives, with the generators that fed them
+    #: in this segment (the pipeline the value came through), as (module, function) in call order.
+    path: list[tuple[str, str]] = field(default_factory=list)
     state: str = "armed"     # armed → open → closed
     frames: dict[int, tuple[FrameType, str, str, str]] = field(default_factory=dict)
     _entry_frame: FrameType | None = None
@@ -119,6 +126,12 @@ class Segment:
     def modules(self) -> list[tuple[str, str]]:
         seen: dict[str, str] = {}
         for _frame, module, function, _task in self.frames.values():
+            seen.setdefault(module, function)
+        return list(seen.items())
+
+    def path_modules(self) -> list[tuple[str, str]]:
+        seen: dict[str, str] = {}
+        for module, function in self.path:
             seen.setdefault(module, function)
         return list(seen.items())
 
@@ -140,6 +153,8 @@ class Recorder:
         self.edges: list[tuple[str, list[str]]] = []
         #: Returns of watched functions (``watch``), counted: what the script synchronises with.
         self.returns: dict[Where, int] = {}
+        #: A generator's frame → the frame it last yielded to (its consumer): the pipeline behind a stack.
+        self._fed: dict[int, tuple[FrameType, FrameType]] = {}
 
     def __enter__(self) -> Recorder:
         sys.setprofile(self._event)
@@ -166,6 +181,8 @@ class Recorder:
         hit = False
         for segment in self.segments:
             if segment.state == "open" and segment.close_at_edge and self._accepts(segment):
+                if not segment.path:
+                    segment.path = self._path(segment, sys._getframe(1))
                 segment.state = "closed"
                 hit = True
         if hit:
@@ -190,6 +207,33 @@ class Recorder:
             task = None
         return segment.tasks(task)
 
+    def _path(self, segment: Segment, frame: FrameType | None) -> list[tuple[str, str]]:
+        """The call stack above ``frame`` (ours only, outermost first), each function followed by the
+        generators that fed it in this segment (and the ones that fed those)."""
+        stack: list[FrameType] = []
+        while frame is not None:
+            if self._where(frame.f_code) is not None:
+                stack.append(frame)
+            frame = frame.f_back
+        consumers: dict[int, list[FrameType]] = {}
+        for producer, consumer in self._fed.values():
+            if id(producer) in segment.frames:
+                consumers.setdefault(id(consumer), []).append(producer)
+        path: list[tuple[str, str]] = []
+        on_stack = {id(at) for at in stack}
+
+        def add(at: FrameType) -> None:
+            where_ = self._where(at.f_code)
+            assert where_ is not None
+            path.append(where_)
+            for producer in consumers.pop(id(at), []):
+                if id(producer) not in on_stack:   # a generator running now is on the stack already
+                    add(producer)
+
+        for at in reversed(stack):
+            add(at)
+        return path
+
     def _event(self, frame: FrameType, event: str, _arg: object) -> None:
         if event != "call" and event != "return":
             return
@@ -198,6 +242,12 @@ class Recorder:
             return
         if event == "return" and at in self.returns:
             self.returns[at] += 1
+        if event == "return" and frame.f_code.co_flags & _GENERATORS and frame.f_back is not None:
+            consumer = frame.f_back
+            while consumer is not None and self._where(consumer.f_code) is None:
+                consumer = consumer.f_back
+            if consumer is not None:
+                self._fed[id(frame)] = (frame, consumer)
         for segment in self.segments:
             if segment.state == "armed":
                 if event == "call" and at == segment.entry and self._accepts(segment):
@@ -210,10 +260,17 @@ class Recorder:
             if id(frame) not in segment.frames or segment.frames[id(frame)][0] is not frame:
                 name = task_name(asyncio.current_task())
                 segment.frames[id(frame)] = (frame, at[0], at[1], name)
+            if (event == "call" and not segment.path and at == segment.arrive
+                    and segment.arrive_when(frame)):
+                segment.path = self._path(segment, frame)
             if event == "return":
                 entry_ended = frame is segment._entry_frame and segment.until_entry_returns
                 if entry_ended or (at == segment.close_at and segment.close_when(frame)):
                     segment.state = "closed"
+
+
+#: Generators and async generators: a "return" of theirs may be a yield to their consumer.
+_GENERATORS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
 
 
 def task_name(task: asyncio.Task[Any] | None) -> str:
@@ -314,21 +371,30 @@ class Walk:
 
     def report(self) -> dict[str, Any]:
         modules: dict[str, str] = {}
-        calls = 0
+        path: dict[str, str] = {}
+        calls = steps = 0
         segments = []
         for segment in self.segments:
+            assert segment.path, f"{self.name}: the value never arrived in {segment.label!r}"
             calls += len(segment.frames)
+            steps += len(segment.path)
             for module, function in segment.modules():
                 modules.setdefault(module, function)
+            for module, function in segment.path_modules():
+                path.setdefault(module, function)
             segments.append({
                 "label": segment.label, "hop": segment.hop, "calls": len(segment.frames),
                 "modules": [{"module": m, "function": f} for m, f in segment.modules()],
+                "path": [{"module": m, "function": f} for m, f in segment.path],
+                "steps": len(segment.path),
                 "tasks": segment.task_switches(),
             })
         # A hop: the walk waits for the event loop to run a timer's callback or another task (between
         # segments, and inside one where it hands over to another task, e.g. ``asyncio.gather``'s).
         hops = sum(1 for s in self.segments if s.hop) + sum(len(s.task_switches()) - 1 for s in self.segments)
         return {"walk": self.name, "modules": len(modules), "calls": calls, "hops": hops, "ended": self.ended,
+                "path_modules": len(path), "path_steps": steps,
+                "path": [{"module": m, "function": f} for m, f in path.items()],
                 "order": [{"module": m, "function": f} for m, f in modules.items()], "segments": segments}
 
 
@@ -367,7 +433,9 @@ async def walk_all() -> list[Walk]:
         # A run record, if one were written, never lands in the user's history.
         backend = SshBackend(config, transports=dict(edges), history=HistoryStore(Path(home) / "runs.jsonl"))
         # As `sparktui` runs the dashboard over real nodes: observed by the bench key's power tap.
-        app = SparkApp(TappedBackend(backend, PowerTap()), config.ui,
+        tap = PowerTap()
+        backend.events.observe(tap, tap.kinds)
+        app = SparkApp(backend, config.ui,
                        roles={n.name: n.role for n in config.nodes}, cluster_name=config.cluster.name,
                        switches=AppSwitches(tick_seconds=3600.0))
         head = edges[config.head.name]
@@ -404,15 +472,19 @@ async def walk_log(app: SparkApp, backend: SshBackend, head: EdgeTransport, reco
     seen = ticks()
     await wait_until(lambda: ticks() > seen, "the flush loop's quiet tick")
 
-    read = recorder.add(Segment("the follower's channel delivers the line", tasks=only(follower.reader)))
+    read = recorder.add(Segment("the follower's channel delivers the line", tasks=only(follower.reader),
+                                arrive=where("sparktui/domain/logs/stages.py", "Timeline._touch")))
     flush = recorder.add(Segment("the flush loop posts the timeline", "timer: the log feed's flush loop, "
                                  "woken by the line, FLUSH_INTERVAL later", tasks=only(flush_task),
                                  entry=where("sparktui/remote/log_feed.py", "LogFeed.flush_loop"),
-                                 close_at=SINK, close_when=posts(EngineChanged), until_entry_returns=False))
+                                 close_at=SINK, close_when=posts(EngineChanged), until_entry_returns=False,
+                                arrive=SINK, arrive_when=posts(EngineChanged)))
     drain = recorder.add(Segment("the dashboard drains the event", "timer: the dashboard's drain "
-                                 "(FLUSH_HZ), armed by the sink", entry=DRAIN))
+                                 "(FLUSH_HZ), armed by the sink", entry=DRAIN,
+                                 arrive=where("sparktui/ui/widgets/stage_bar.py", "StageBar.update")))
     draw = recorder.add(Segment("the bar is drawn", "Textual's compositor, on the refresh the bar asked for",
-                                entry=where("sparktui/ui/widgets/stage_bar.py", "StageBar.render")))
+                                entry=where("sparktui/ui/widgets/stage_bar.py", "StageBar.render"),
+                                arrive=where("sparktui/ui/widgets/stage_bar.py", "StageBar.render")))
     follower.feed(follower_frame(lines[WARM_LINES]))
     await wait_until(lambda: backend.logs.arrived.is_set() or flush.state != "armed", "the line read")
     recorder.end(read)
@@ -432,12 +504,16 @@ async def walk_sample(app: SparkApp, node: EdgeTransport, recorder: Recorder, pi
                      pilot=pilot)
     await pilot.pause()
     read = recorder.add(Segment("the probe's channel delivers the line", tasks=only(probe.reader),
-                                close_at=SINK, close_when=posts(NodeSampled)))
+                                close_at=SINK, close_when=posts(NodeSampled),
+                                arrive=SINK, arrive_when=posts(NodeSampled)))
     drain = recorder.add(Segment("the dashboard drains the event", "timer: the dashboard's drain "
-                                 "(FLUSH_HZ), armed by the sink", entry=DRAIN))
+                                 "(FLUSH_HZ), armed by the sink", entry=DRAIN,
+                                 arrive=where("sparktui/ui/widgets/node_panel.py",
+                                              "NodeSummary.update_from_state")))
     draw = recorder.add(Segment("the panel's first line is drawn", "Textual's compositor, on the refresh "
                                 "the panel asked for",
-                                entry=where("sparktui/ui/widgets/node_panel.py", "NodeSummary.render_line")))
+                                entry=where("sparktui/ui/widgets/node_panel.py", "NodeSummary.render_line"),
+                                arrive=where("sparktui/ui/widgets/node_panel.py", "NodeSummary.render_line")))
     before = app.state.nodes[node.name].reading
     probe.feed(second)
     await wait_until(lambda: draw.state == "closed", "the panel drawn", pilot=pilot,
@@ -451,7 +527,8 @@ async def walk_sample(app: SparkApp, node: EdgeTransport, recorder: Recorder, pi
 async def walk_start_key(app: SparkApp, head: EdgeTransport, recorder: Recorder, pilot: Any) -> Walk:
     before = set(asyncio.all_tasks())
     key = recorder.add(Segment("the key's action", tasks=not_before({t for t in before if _ours(t)}),
-                               close_at=where("sparktui/ui/operations.py", "Operations.action_start")))
+                               close_at=where("sparktui/ui/operations.py", "Operations.action_start"),
+                               arrive=where("sparktui/ui/operations.py", "Operations.action_start")))
     work = recorder.add(Segment("the start, up to its first remote command", "a task: Textual's worker "
                                 "(@work) runs the backend's start", tasks=not_before(before),
                                 entry=where("sparktui/ui/operations.py", "Operations._call_backend"),
@@ -475,8 +552,8 @@ def markdown(reports: list[dict[str, Any]]) -> str:
     """The walks as docs/architecture.md lists them (its "Three walks" section)."""
     out: list[str] = []
     for report in reports:
-        out.append(f"**{report['walk']}** ({report['modules']} modules, {report['calls']} calls, "
-                   f"{report['hops']} hops):")
+        out.append(f"**{report['walk']}** ({report['path_modules']} modules on the path; "
+                   f"{report['modules']} modules, {report['calls']} calls touched; {report['hops']} hops):")
         out.append("")
         seen: set[str] = set()
         for segment in report["segments"]:
@@ -487,6 +564,8 @@ def markdown(reports: list[dict[str, Any]]) -> str:
             handed = f", handed over in tasks {' → '.join(tasks)}" if len(tasks) > 1 else ""
             calls = f"{segment['calls']} call{'s' if segment['calls'] != 1 else ''}"
             out.append(f"*{segment['label']}: {calls}{handed}*")
+            out.append("")
+            out.append("Path: " + " → ".join(f"`{e['module']}` `{e['function']}`" for e in segment["path"]))
             out.append("")
             new = [e for e in segment["modules"] if e["module"] not in seen]
             for entry in new:
@@ -504,8 +583,13 @@ def markdown(reports: list[dict[str, Any]]) -> str:
 def render(reports: list[dict[str, Any]]) -> str:
     out: list[str] = []
     for report in reports:
-        out.append(f"{report['walk']}: {report['modules']} modules, {report['calls']} calls, "
+        out.append(f"{report['walk']}: path {report['path_modules']} modules ({report['path_steps']} steps); "
+                   f"touched {report['modules']} modules, {report['calls']} calls; "
                    f"{report['hops']} timed hops (ends: {report['ended']})")
+        for segment in report["segments"]:
+            chain = " → ".join(f"{e['module'].removeprefix('sparktui/')}:{e['function']}"
+                               for e in segment["path"])
+            out.append(f"   path [{segment['label']}]: {chain}")
         seen: set[str] = set()
         n = 0
         for segment in report["segments"]:

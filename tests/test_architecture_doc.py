@@ -19,19 +19,27 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
 
-#: A walk's heading: "**A log line → its stage bar** (27 modules, 310 calls, 3 hops):".
-_WALK = re.compile(r"^\*\*(?P<name>[^*]+)\*\* \((?P<modules>\d+) modules, (?P<calls>\d+) calls, "
-                   r"(?P<hops>\d+) hops\):$")
+#: A walk's heading: "**A log line → its stage bar** (12 modules on the path; 27 modules, 351 calls
+#: touched; 3 hops):".
+_WALK = re.compile(r"^\*\*(?P<name>[^*]+)\*\* \((?P<path>\d+) modules on the path; (?P<modules>\d+) modules, "
+                   r"(?P<calls>\d+) calls touched; (?P<hops>\d+) hops\):$")
+#: A segment's path: "Path: `sparktui/remote/log_feed.py` `LogFeed.follow_engine_log` → …".
+_PATH = re.compile(r"`(?P<path>sparktui/[\w/]+\.py)` `(?P<name>[\w.<>]+)`")
+#: The issue's bound on each walk's path.
+MOST_MODULES_ON_A_PATH = 12
 #: One step: "1. `sparktui/remote/log_feed.py` — `LogFeed.follow_engine_log`".
 _STEP = re.compile(r"^\d+\. `(?P<path>sparktui/[\w/]+\.py)` — `(?P<name>[\w.<>]+)`$")
 
 
 @dataclass
 class DocWalk:
+    path_modules: int
     modules: int
     calls: int
     hops: int
     steps: list[tuple[str, str]]
+    #: Each segment's path, as written.
+    paths: list[list[tuple[str, str]]]
 
 
 def walks() -> dict[str, DocWalk]:
@@ -41,7 +49,10 @@ def walks() -> dict[str, DocWalk]:
     for line in DOC.read_text(encoding="utf-8").splitlines():
         if head := _WALK.match(line):
             current = head["name"]
-            found[current] = DocWalk(int(head["modules"]), int(head["calls"]), int(head["hops"]), [])
+            found[current] = DocWalk(int(head["path"]), int(head["modules"]), int(head["calls"]),
+                                     int(head["hops"]), [], [])
+        elif current is not None and line.startswith("Path: "):
+            found[current].paths.append([(m["path"], m["name"]) for m in _PATH.finditer(line)])
         elif current is not None and (step := _STEP.match(line)):
             found[current].steps.append((step["path"], step["name"]))
         elif line.startswith("#"):
@@ -72,7 +83,15 @@ def test_a_walk_counts_its_modules(walk: str) -> None:
     assert found.modules == len({path for path, _ in found.steps}) == len(found.steps), found.steps
 
 
-@pytest.mark.parametrize(("path", "name"), sorted({s for w in walks().values() for s in w.steps}))
+@pytest.mark.parametrize("walk", sorted(walks()))
+def test_a_walks_path_counts_its_modules_and_stays_short(walk: str) -> None:
+    found = walks()[walk]
+    on_path = {module for path in found.paths for module, _ in path}
+    assert found.path_modules == len(on_path) <= MOST_MODULES_ON_A_PATH, sorted(on_path)
+
+
+@pytest.mark.parametrize(("path", "name"), sorted({s for w in walks().values() for s in w.steps}
+                                                  | {s for w in walks().values() for p in w.paths for s in p}))
 def test_every_step_names_what_its_module_defines(path: str, name: str) -> None:
     module = REPO / path
     assert module.is_file(), path
@@ -96,4 +115,6 @@ def test_a_walk_is_the_one_measured(walk: str, measured: dict[str, Any]) -> None
     ``benchmarks/walks.py --markdown``."""
     found, run = walks()[walk], measured[walk]
     assert found.steps == [(m["module"], m["function"]) for m in run["order"]]
-    assert (found.modules, found.calls, found.hops) == (run["modules"], run["calls"], run["hops"])
+    assert found.paths == [[(m["module"], m["function"]) for m in s["path"]] for s in run["segments"]]
+    assert (found.path_modules, found.modules, found.calls, found.hops) == (
+        run["path_modules"], run["modules"], run["calls"], run["hops"])

@@ -218,7 +218,7 @@ async def test_the_dashboards_restart_port_runs_a_restart_without_the_ui() -> No
     config = config.model_copy(update={"serving": config.serving.model_copy(update={"auto_restart": True})})
     backend = SshBackend(config)
     events: list[Event] = []
-    backend.sink = events.append
+    backend.events.sink = events.append
     controller = Controller()
     backend.controller = controller  # type: ignore[assignment]
     s = backend.session

@@ -114,7 +114,7 @@ async def test_the_dashboard_backend_stops_vllm_on_a_trip(tmp_path: Any) -> None
     events: list[Event] = []
     backend = SshBackend(load_config(Path(__file__).resolve().parents[1] / "config.toml"),
                          history=HistoryStore(tmp_path / "runs.jsonl"))
-    backend.sink = events.append
+    backend.events.sink = events.append
     controller = Controller()
     backend.controller = controller  # type: ignore[assignment]
     backend.session.truth._set(EngineState.STOPPED, "")

@@ -17,12 +17,12 @@ from sparktui.domain.events import (
     EngineChanged,
     EngineState,
     Event,
+    EventStream,
     NodeLinkChanged,
     NodeReading,
     NodeSampled,
 )
 from sparktui.domain.notify import NotificationFilter
-from sparktui.remote.event_tap import TappedBackend
 from sparktui.remote.notifier import Notifier
 
 #: A dashboard's life: idle cluster found, start, ready (told twice), wedged, a node lost (and retried),
@@ -81,18 +81,14 @@ async def test_command_receives_each_state_change_once(tmp_path: Path) -> None:
     config = NotifyConfig(command=(sys.executable, str(script), str(received)), min_interval=0)
     notifier = Notifier(config, "lab")
 
-    class Backend:   # stands for SshBackend/DemoBackend: posts the stream into the sink it is given
-        node_names = ("spark1", "spark2")
-
-        async def run(self, sink: object) -> None:
-            for event in STREAM:
-                sink(event)  # type: ignore[operator]
-                await asyncio.sleep(0)
-
+    # As a backend posts its stream: the dashboard's sink first, then the notifier for the kinds it reads.
+    stream = EventStream()
     shown: list[Event] = []
-    tapped = TappedBackend(Backend(), notifier)
-    assert tapped.node_names == ("spark1", "spark2")
-    await tapped.run(shown.append)
+    stream.sink = shown.append
+    stream.observe(notifier, notifier.kinds)
+    for event in STREAM:
+        stream.post(event)
+        await asyncio.sleep(0)
     await notifier.drain()
     assert shown == STREAM                           # the dashboard still sees everything
     lines = [json.loads(line) for line in received.read_text().splitlines()]

@@ -17,7 +17,6 @@ from sparktui.domain.events import (
 )
 from sparktui.remote.backend import SshBackend
 from sparktui.remote.engine_nodes import EngineNodes
-from sparktui.remote.event_tap import TappedBackend
 from sparktui.remote.operation_gate import OperationGate
 from sparktui.remote.transport import LinkPhase, LinkState
 from sparktui.ui.state import NodeState
@@ -76,7 +75,7 @@ async def test_the_log_source_is_the_backends_and_the_pane_reads_it() -> None:
 
 def test_the_ssh_backend_says_which_log_it_streams() -> None:
     backend = SshBackend(load_config(CONFIG))
-    assert backend.log_source == "vllm" and TappedBackend(backend).log_source == "vllm"
+    assert backend.log_source == "vllm"
 
 
 async def test_an_operation_runs_while_the_backend_says_so() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from textual.pilot import Pilot
 
 from sparktui.config import UIConfig
-from sparktui.domain.events import Event, EventSink, NodeSampled, OperationRefused
+from sparktui.domain.events import Event, EventSink, EventStream, NodeSampled, OperationRefused
 from sparktui.domain.node_reading import NodeFeed
 from sparktui.domain.telemetry import Sample
 from sparktui.ui.app import AppSwitches, SparkApp
@@ -28,6 +28,7 @@ class FakeBackend:
         self.log_source = "vllm"
         self.calls: list[str] = []
         self.sink: EventSink | None = None
+        self.events = EventStream()
         #: Set to a message to make lifecycle calls raise OperationRefused with it.
         self.refuse: str | None = None
         self.smoke_answer = "21.0 tok/s, first token 150 ms: “Hello there!”"

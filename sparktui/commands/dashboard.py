@@ -22,7 +22,7 @@ if TYPE_CHECKING:   # the config module brings pydantic: loaded when the dashboa
 
     from sparktui.config import SparkConfig
     from sparktui.domain.bench import PowerTap
-    from sparktui.domain.events import ClusterBackend, EventSink
+    from sparktui.domain.events import ClusterBackend, EventObserver
     from sparktui.domain.history import RunRecord
 
 
@@ -200,9 +200,8 @@ def _observed(backend: ClusterBackend, config: SparkConfig | None, export: str |
     """The backend with the event stream's observers: ``[notify]`` (real nodes), the exporter (with
     ``--export``) and ``extra`` ones. Returns it and a function that stops the exporter."""
     from sparktui.domain.events import SimulatedCluster
-    from sparktui.remote.event_tap import TappedBackend
 
-    observers: list[EventSink] = [o for o in extra if o is not None]
+    observers: list[EventObserver] = [o for o in extra if o is not None]
     stop: Callable[[], None] = lambda: None  # noqa: E731
     if export:
         from sparktui.commands.export import start_exporter
@@ -218,7 +217,9 @@ def _observed(backend: ClusterBackend, config: SparkConfig | None, export: str |
         from sparktui.remote.notifier import Notifier
 
         observers.append(Notifier(config.notify, config.cluster.name))
-    return (TappedBackend(backend, *observers) if observers else backend), stop
+    for observer in observers:
+        backend.events.observe(observer, observer.kinds)
+    return backend, stop
 
 
 def _size(text: str | None) -> tuple[int, int] | None:

@@ -82,10 +82,10 @@ def run(args: argparse.Namespace) -> int:
 
 async def _watch(config: SparkConfig, state: ExportState) -> int:
     from sparktui.remote.backend import SshBackend
-    from sparktui.remote.event_tap import tee
     from sparktui.remote.notifier import Notifier
 
     backend = SshBackend(config, readonly=True)
     notifier = Notifier(config.notify, config.cluster.name)
-    await backend.run(tee(state, [notifier]))
+    backend.events.observe(notifier, notifier.kinds)
+    await backend.run(state)
     return ExitStatus.OK

@@ -190,6 +190,9 @@ class PowerTap:
     """An event-stream observer that keeps each node's recent GPU power (arrival time, watts), for a
     benchmark run inside a process that already streams telemetry (the dashboard): no second probe."""
 
+    #: It reads node samples only (``EventStream.observe``).
+    kinds = (NodeSampled,)
+
     def __init__(self, keep: int = 7200) -> None:
         self._keep = keep
         self._points: dict[str, deque[PowerPoint]] = {}

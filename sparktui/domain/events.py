@@ -11,12 +11,13 @@ types live here with the events, so the producers import this module and it impo
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, get_args, runtime_checkable
 
 from sparktui.domain.stage_names import STAGE_LABELS, STAGES
 
@@ -267,6 +268,44 @@ Event = (
     | OperationBusy | ServingSampled | Notice
 )
 EventSink = Callable[[Event], None]
+#: Every kind of event, for an observer that reads them all.
+EVENT_KINDS: tuple[type[Event], ...] = get_args(Event)
+
+log = logging.getLogger(__name__)
+
+
+class EventObserver(Protocol):
+    """Reads some kinds of event beside the stream's consumer (the notifier, the exporter's state, the
+    bench key's power tap): ``kinds`` names them, so no other event passes it."""
+
+    @property
+    def kinds(self) -> tuple[type[Event], ...]: ...
+
+    def __call__(self, event: Event) -> None: ...
+
+
+class EventStream:
+    """A backend's one stream of events: each goes to the consumer (``run``'s sink: the dashboard's queue)
+    and then to the observers subscribed to its kind, looked up by the event's type — an event passes
+    only the observers that read it. An observer that raises is logged and skipped: the consumer never
+    suffers."""
+
+    def __init__(self) -> None:
+        self.sink: EventSink | None = None
+        self._observers: dict[type, tuple[EventSink, ...]] = {}
+
+    def observe(self, observer: EventSink, kinds: Iterable[type[Event]] = EVENT_KINDS) -> None:
+        for kind in kinds:
+            self._observers[kind] = (*self._observers.get(kind, ()), observer)
+
+    def post(self, event: Event) -> None:
+        if self.sink is not None:
+            self.sink(event)
+        for observer in self._observers.get(type(event), ()):
+            try:
+                observer(event)
+            except Exception:
+                log.exception("event observer %r failed", observer)
 
 
 class OperationRefused(Exception):
@@ -274,11 +313,15 @@ class OperationRefused(Exception):
 
 
 class ClusterBackend(Protocol):
-    """What the dashboard drives. ``SshBackend`` (real nodes) and ``DemoBackend`` (simulation) fit it,
-    and so does ``TappedBackend`` (either one, with observers on its event stream)."""
+    """What the dashboard drives. ``SshBackend`` (real nodes) and ``DemoBackend`` (simulation) fit it."""
 
     @property
     def node_names(self) -> Sequence[str]: ...
+
+    @property
+    def events(self) -> EventStream:
+        """Its event stream: ``run``'s sink is the consumer; observers subscribe by kind
+        (``events.observe``) before ``run``."""
 
     @property
     def readonly(self) -> bool:

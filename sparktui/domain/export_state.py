@@ -47,6 +47,9 @@ class ExportView:
 
 
 class ExportState:
+    #: What the exporter reads of the event stream (``EventStream.observe``).
+    kinds = (NodeSampled, NodeLinkChanged, EngineChanged, ServingSampled)
+
     def __init__(self, node_names: tuple[str, ...] = ()) -> None:
         self._lock = threading.Lock()
         self._order = list(node_names)

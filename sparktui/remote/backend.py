@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from sparktui.config import SparkConfig
 from sparktui.domain.engine_session import EnginePorts, EngineSession
 from sparktui.domain.engine_state import Record
-from sparktui.domain.events import EngineState, Event, EventSink
+from sparktui.domain.events import EngineState, EventSink, EventStream
 from sparktui.domain.history import HistoryStore, record_from_timeline
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.backend_wiring import BackendWiring
@@ -65,16 +65,16 @@ class SshBackend:
         self.node_names: Sequence[str] = [n.name for n in config.nodes]
         self._given_transports = transports
         self.history = history or HistoryStore()
-        #: Where events go: the sink ``run`` was given (nothing is posted before).
-        self.sink: EventSink | None = None
+        #: Where events go: to ``run``'s sink (nothing is posted before), then to the observers of their kind.
+        self.events = EventStream()
         #: The engine's state from all the evidence, and what follows from it (its restart policy among it):
         #: the evidence the parts collect goes in; what it asks for comes back through these ports.
         self.session = EngineSession.for_config(config, ports=EnginePorts(
             verify=lambda: self.ready.begin(), unwatch=lambda: self.ready.stop(), record=self._record_run,
-            restart=lambda decision: self.operations.auto_restart(decision), publish=self._post,
+            restart=lambda decision: self.operations.auto_restart(decision), publish=self.events.post,
             show=lambda: self.logs.engine.publish_moved(),
             watch_ray=lambda evidence: self.ready.ray_follows(evidence)))
-        self.wiring = BackendWiring(config, self.session, self._post)
+        self.wiring = BackendWiring(config, self.session, self.events.post)
         self.nodes = NodeWatch(self.wiring)
         self.logs = LogFeed(self.wiring)
         self.operations = Operations(self.wiring, lambda: self.logs.timeline,
@@ -99,7 +99,7 @@ class SshBackend:
 
     # -- ClusterBackend ----------------------------------------------------------------------------
     async def run(self, sink: EventSink) -> None:
-        self.sink = sink
+        self.events.sink = sink
         wiring = self.wiring
         wiring.transports = self._given_transports or await open_cluster(self.config, connect=False)
         for transport in wiring.transports.values():
@@ -154,10 +154,6 @@ class SshBackend:
         return self.logs.source
 
     # -- between the parts -------------------------------------------------------------------------
-    def _post(self, event: Event) -> None:
-        if self.sink is not None:
-            self.sink(event)
-
     def _on_sample(self, name: str, sample: Sample) -> None:
         """A node's sample, after its panel: the evidence each part weighs."""
         self.ready.observe(name, sample)

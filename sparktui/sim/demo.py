@@ -30,6 +30,7 @@ from sparktui.domain.events import (
     EngineState,
     Event,
     EventSink,
+    EventStream,
     LogRecords,
     NodeIdentified,
     NodeLinkChanged,
@@ -802,7 +803,8 @@ class DemoBackend:
         self.seed, self.scenario = seed, scenario
         self.sim = DemoSimulation(seed, scenario, live_received=frozen_at is None)
         self._runs: list[RunRecord] | None = None
-        self._sink: EventSink | None = None
+        #: Its events: to ``run``'s sink, then to the observers of their kind.
+        self.events = EventStream()
         self._t0 = time.monotonic()
         self._offset = 0.0
 
@@ -814,12 +816,11 @@ class DemoBackend:
         return self._offset + (time.monotonic() - self._t0) * self.speed
 
     def _post(self, events: Sequence[Event]) -> None:
-        if self._sink is not None:
-            for event in events:
-                self._sink(event)
+        for event in events:
+            self.events.post(event)
 
     async def run(self, sink: EventSink) -> None:
-        self._sink = sink
+        self.events.sink = sink
         self._post(self.sim.hello())
         if self.frozen_at is not None:
             if self.autostart:
