@@ -90,8 +90,12 @@ def test_a_walks_path_counts_its_modules_and_stays_short(walk: str) -> None:
     assert found.path_modules == len(on_path) <= MOST_MODULES_ON_A_PATH, sorted(on_path)
 
 
-@pytest.mark.parametrize(("path", "name"), sorted({s for w in walks().values() for s in w.steps}
-                                                  | {s for w in walks().values() for p in w.paths for s in p}))
+def named_steps() -> list[tuple[str, str]]:
+    """Every (module, function) the walks name: in the lists of modules and on the paths."""
+    return sorted({s for w in walks().values() for s in (*w.steps, *(s for p in w.paths for s in p))})
+
+
+@pytest.mark.parametrize(("path", "name"), named_steps())
 def test_every_step_names_what_its_module_defines(path: str, name: str) -> None:
     module = REPO / path
     assert module.is_file(), path

@@ -146,12 +146,12 @@ def run(args: argparse.Namespace) -> int:
         roles = {n.name: n.role for n in choice.config.nodes}
         addresses = {n.address: n.name for n in choice.config.nodes}
         name = choice.config.cluster.name
-        from sparktui.domain.history import HistoryStore
+        from sparktui.domain.history import HistoryStore, setup_of
 
         engine = choice.config.engine
 
         def history() -> list[RunRecord]:  # earlier starts of the same model and image, for ETAs
-            return HistoryStore().runs_for(engine.model, engine.image)
+            return HistoryStore().runs_for(*setup_of(engine))
 
     bench = None
     linktest: Callable[[], Awaitable[str]] | None = None

@@ -60,13 +60,21 @@ def run_operation(args: argparse.Namespace, kind: str) -> int:
 
 
 def print_plan(config: SparkConfig, kind: str) -> None:
+    from sparktui.domain.history import HistoryStore, setup_of
     from sparktui.domain.lifecycle import plan as P
+    from sparktui.domain.lifecycle.ready_timeout import engine_ready_timeout
+
+    try:
+        runs = HistoryStore().runs_for(*setup_of(config.engine))
+        ready_timeout = engine_ready_timeout(runs, config.engine.env)
+    except (OSError, ValueError):
+        ready_timeout = None
 
     print("# dry run: nothing is executed; `~` is each node's $HOME, resolved when the plan runs")
     if kind == "restart" and config.engine.restart == "vllm":
         print("# engine.restart = \"vllm\": while every node answers, our containers run and Ray has every"
               " node and GPU:")
-        print(P.build_vllm_restart_plan(config).render())
+        print(P.build_vllm_restart_plan(config, ready_timeout=ready_timeout).render())
         print("# otherwise (the reason is said) the full restart:")
     if kind in ("stop", "restart"):
         print(P.build_stop_plan(config).render())
@@ -74,7 +82,7 @@ def print_plan(config: SparkConfig, kind: str) -> None:
         # In the order they run: a restart's preflight comes after its stop.
         print("# preflight: on every node at once: reachable, node facts (memory, RDMA, ports, leftovers,"
               " model files), docker + image, vLLM version; vLLM flags on the head")
-        print(P.build_start_plan(config).render())
+        print(P.build_start_plan(config, ready_timeout=ready_timeout).render())
 
 
 class ProgressPrinter:

@@ -22,6 +22,7 @@ from sparktui.domain.durations import format_duration as format_duration  # re-e
 from sparktui.domain.stage_names import STAGES
 
 if TYPE_CHECKING:
+    from sparktui.config import EngineConfig
     from sparktui.domain.logs.stages import StageSnapshot, TimelineSnapshot
 
 SCHEMA_VERSION = 1
@@ -157,6 +158,12 @@ class HistoryStore:
 
     def runs_for(self, model: str, image: str) -> list[RunRecord]:
         return runs_for(self.load(), model, image)
+
+
+def setup_of(engine: EngineConfig) -> tuple[str, str]:
+    """The (model, image) a run is remembered and looked up under: the image for docker, "host" for the
+    host runtime (whose ``engine.image`` is not what runs)."""
+    return engine.model, engine.image if engine.runtime == "docker" else "host"
 
 
 def runs_for(runs: Iterable[RunRecord], model: str, image: str) -> list[RunRecord]:

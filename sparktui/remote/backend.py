@@ -31,7 +31,7 @@ from sparktui.config import SparkConfig
 from sparktui.domain.engine_session import EnginePorts, EngineSession
 from sparktui.domain.engine_state import Record
 from sparktui.domain.events import EngineState, EventSink, EventStream
-from sparktui.domain.history import HistoryStore, record_from_timeline
+from sparktui.domain.history import HistoryStore, record_from_timeline, setup_of
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.backend_wiring import BackendWiring
 from sparktui.remote.cluster import close_cluster, open_cluster
@@ -163,11 +163,10 @@ class SshBackend:
 
     def _record_run(self, record: Record) -> None:
         """The session's ``record`` port: the run (ready or failed) into the history, with its timeline."""
-        engine = self.config.engine
+        model, image = setup_of(self.config.engine)
         try:
             entry = record_from_timeline(
-                self.logs.timeline.snapshot(), started_at=record.started_at, model=engine.model,
-                image=engine.image if engine.runtime == "docker" else "host",
+                self.logs.timeline.snapshot(), started_at=record.started_at, model=model, image=image,
                 ready_seconds=record.ready_seconds, outcome=record.outcome, cluster=self.config.cluster.name)
             self.history.append(entry)
         except OSError as exc:

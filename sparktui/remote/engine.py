@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationView, StepStatus, StepView
+from sparktui.domain.history import HistoryStore, RunRecord, setup_of
 from sparktui.domain.json_report import last_json_object
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import oplock as L
@@ -28,6 +29,7 @@ from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, discov
 from sparktui.domain.lifecycle.gcs_wait import gcs_wait_argv
 from sparktui.domain.lifecycle.output import output_tail
 from sparktui.domain.lifecycle.ray_state import RayState
+from sparktui.domain.lifecycle.ready_timeout import ReadyTimeout, engine_ready_timeout
 from sparktui.remote.engine_nodes import EngineNodes
 from sparktui.remote.operation_gate import OperationGate
 from sparktui.remote.plan_runner import PlanRunner, Tracker
@@ -66,6 +68,9 @@ class EngineController:
         #: Workers start when the head's GCS answers (``False``: after `ray start --head`, the benchmark's
         #: same-run comparison).
         self.early_workers = True
+        #: Earlier runs of this model and image (oldest first): how long vLLM may take to be ready.
+        self.history: Callable[[], Sequence[RunRecord]] = (
+            lambda: HistoryStore().runs_for(*setup_of(config.engine)))
 
     # -- what the jobs know, read here -------------------------------------------------------------
     @property
@@ -224,6 +229,14 @@ class EngineController:
         if self.on_progress is not None:
             self.on_progress(view)
 
+    def ready_timeout(self) -> ReadyTimeout | None:
+        """vLLM's engine-ready timeout for this start, from the run history (unreadable: none known)."""
+        try:
+            runs = self.history()
+        except (OSError, ValueError):
+            runs = ()
+        return engine_ready_timeout(runs, self.config.engine.env)
+
     async def _run_plan(self, tracker: Tracker, plan: P.Plan, *, stop_on_failure: bool) -> StepView | None:
         return await self._runner.run_plan(tracker, plan, stop_on_failure=stop_on_failure)
 
@@ -237,7 +250,8 @@ class EngineController:
             rdma = self._preflight_checks.rdma
         else:
             await self.resolve_homes()
-        plan = P.build_start_plan(self.config, self.homes or None, rdma, early_workers=self.early_workers)
+        plan = P.build_start_plan(self.config, self.homes or None, rdma, early_workers=self.early_workers,
+                                  ready_timeout=self.ready_timeout())
         failed = await self._run_plan(tracker, plan, stop_on_failure=True)
         if failed is not None:
             return tracker.finish(False, f"start failed at {failed.name}"
@@ -262,8 +276,8 @@ class EngineController:
         tracker.update(idx, status=StepStatus.OK, seconds=seconds, message=f"kept: {ray}")
         self._runner.marks = {"start": time.time()}
         await self.resolve_homes()
-        failed = await self._run_plan(tracker, P.build_vllm_restart_plan(self.config, self.homes or None),
-                                      stop_on_failure=True)
+        plan = P.build_vllm_restart_plan(self.config, self.homes or None, self.ready_timeout())
+        failed = await self._run_plan(tracker, plan, stop_on_failure=True)
         if failed is not None:
             return tracker.finish(False, f"restart of vLLM failed at {failed.name}"
                                   + (f" on {failed.node}" if failed.node else "") + f": {failed.message}")

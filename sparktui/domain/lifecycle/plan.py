@@ -27,6 +27,7 @@ from sparktui.domain.lifecycle.gcs_wait import (
     ray_join_argv,
 )
 from sparktui.domain.lifecycle.ray_state import ExpectedNode
+from sparktui.domain.lifecycle.ready_timeout import ReadyTimeout
 
 #: ``ray start``'s success line (with exit status 0), the same in Ray 2.9 … 2.60.
 RAY_STARTED = "Ray runtime started."
@@ -297,10 +298,14 @@ def vllm_nodes(config: SparkConfig) -> list[NodeConfig]:
     return [config.head]
 
 
-def detach_step(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str, str] | None, rank: int) -> Step:
+def detach_step(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str, str] | None, rank: int,
+                ready_timeout: ReadyTimeout | None = None) -> Step:
     sd = state_dir(config, homes, rt.node.name)
-    argv = rt.wrap(["sh", "-c", S.DETACH_SH, "sparktui-detach", sd, A.VLLM_LOG, A.VLLM_PID,
-                    *serve_argv(config, rank)], tagged=True)
+    serve = serve_argv(config, rank)
+    if ready_timeout is not None:
+        serve = A.with_env(serve, ready_timeout.env())
+    argv = rt.wrap(["sh", "-c", S.DETACH_SH, "sparktui-detach", sd, A.VLLM_LOG, A.VLLM_PID, *serve],
+                   tagged=True)
     return Step("vllm serve", rt.node.name, tuple(argv), 30.0, StepKind.DETACH)
 
 
@@ -345,6 +350,7 @@ def build_start_plan(
     rdma: Mapping[str, bool] | None = None,
     *,
     early_workers: bool = True,
+    ready_timeout: ReadyTimeout | None = None,
 ) -> Plan:
     """Containers (docker) → Ray head → Ray workers → wait for every node and GPU → ``vllm serve``.
 
@@ -352,6 +358,7 @@ def build_start_plan(
     /dev/infiniband (docker passes the device only where it exists). ``early_workers`` (the default):
     the workers start as soon as the head's GCS port answers, not when `ray start --head` returns
     (``False``: the previous, serial way, kept for the benchmark's same-run comparison).
+    ``ready_timeout``: how long vLLM waits for its engine, from the run history (``ready_timeout.py``).
     """
     e = config.engine
     rts = runtimes(config)
@@ -422,7 +429,9 @@ def build_start_plan(
                           expected=expected_nodes(config)))
         phases.append(Phase("Ray workers; wait for every node and GPU in Ray", tuple(steps),
                             done_when="Ray nodes and GPUs"))
-    steps = [detach_step(config, rts[n.name], homes, rank) for rank, n in enumerate(vllm_nodes(config))]
+    steps = [detach_step(config, rts[n.name], homes, rank, ready_timeout)
+             for rank, n in enumerate(vllm_nodes(config))]
+    notes.extend(_ready_timeout_notes(ready_timeout))
     # mp: the headless ranks first, so rank 0 finds them when it rendezvous.
     after = ("ray start (head)",) if e.executor == "ray" and early_workers and config.workers else ()
     phases.append(Phase("vllm serve (detached)", tuple(reversed(steps)), after=after))
@@ -511,7 +520,14 @@ def keep_ray_problem(config: SparkConfig, found: Discovery) -> str | None:
     return None
 
 
-def build_vllm_restart_plan(config: SparkConfig, homes: Mapping[str, str] | None = None) -> Plan:
+def _ready_timeout_notes(ready_timeout: ReadyTimeout | None) -> list[str]:
+    if ready_timeout is None:
+        return []
+    return [f"vLLM waits {ready_timeout.seconds} s for its engine ({ready_timeout.why})"]
+
+
+def build_vllm_restart_plan(config: SparkConfig, homes: Mapping[str, str] | None = None,
+                            ready_timeout: ReadyTimeout | None = None) -> Plan:
     """``restart = "vllm"``: stop vLLM → ``vllm serve`` again.
 
     Ray's daemons and the containers stay as they are: ``keep_ray_problem`` found them healthy (every node
@@ -520,9 +536,11 @@ def build_vllm_restart_plan(config: SparkConfig, homes: Mapping[str, str] | None
     """
     e = config.engine
     rts = runtimes(config)
-    steps = [detach_step(config, rts[n.name], homes, rank) for rank, n in enumerate(vllm_nodes(config))]
+    steps = [detach_step(config, rts[n.name], homes, rank, ready_timeout)
+             for rank, n in enumerate(vllm_nodes(config))]
     phases = (stop_vllm_phase(config, homes), Phase("vllm serve (detached)", tuple(reversed(steps))))
-    return Plan("restart", phases, (f"restart = \"vllm\": Ray and the {e.runtime} world are kept",))
+    return Plan("restart", phases, (f"restart = \"vllm\": Ray and the {e.runtime} world are kept",
+                                    *_ready_timeout_notes(ready_timeout)))
 
 
 def verify_step(config: SparkConfig, rt: NodeRuntime) -> Step:
