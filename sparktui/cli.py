@@ -33,6 +33,7 @@ VERBS: dict[str, str] = {
     "recipes": "list the known-good per-model settings and the vLLM flags each implies",
     "bench": "benchmark the running engine at several concurrencies, with energy per token, and compare",
     "export": "serve node telemetry, engine state and bench results as Prometheus metrics",
+    "postmortem": "why a node rebooted or the engine was killed: each node's previous boot and kernel log",
 }
 #: Verbs that read a file given to them and never the config: no --config in their usage.
 WITHOUT_CONFIG = frozenset({"timeline", "history", "recipes", "init"})

@@ -58,5 +58,20 @@ def test_every_failure_kind_is_explained_in_docs_failures() -> None:
     from sparktui.domain.logs import FAILURE_KINDS
 
     text = (REPO / "docs" / "failures.md").read_text(encoding="utf-8")
-    documented = set(re.findall(r"^\| `(\w+)` \|", text, re.MULTILINE))
+    logs, _, _nodes = text.partition(POSTMORTEM_HEADING)
+    documented = set(re.findall(r"^\| `(\w+)` \|", logs, re.MULTILINE))
     assert documented == set(FAILURE_KINDS)
+
+
+POSTMORTEM_HEADING = "## When the node itself died"
+
+
+def test_every_postmortem_cause_is_explained_in_docs_failures() -> None:
+    from sparktui.domain.postmortem import Cause
+
+    text = (REPO / "docs" / "failures.md").read_text(encoding="utf-8")
+    _, heading, nodes = text.partition(POSTMORTEM_HEADING)
+    assert heading
+    documented = {k for row in re.findall(r"^\| (`\w+`(?: / `\w+`)*) \|", nodes, re.MULTILINE)
+                  for k in re.findall(r"`(\w+)`", row)}
+    assert documented == {c.value for c in Cause}

@@ -112,3 +112,25 @@ async def test_dashboard_backend_says_why_a_node_is_down_and_what_is_unknown(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+def test_postmortem_reads_every_node_over_ssh(testbed: Testbed, tmp_path: Path) -> None:
+    """Each test host's kernel log and journal read through real sshd: every node answers with a verdict on
+    its previous boot (none kept on this machine: said so, with the fix) and its JSON times read back."""
+    import json
+
+    from tests.json_times import bad_times
+
+    config = testbed.write_config(tmp_path / "config.toml")
+    out = run_sparktui("--config", str(config), "postmortem", "--json", "--since", "30", timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    assert [n["node"] for n in report["nodes"]] == ["spark1", "spark2"]
+    for node in report["nodes"]:
+        assert node["boot_id"] and node["previous_boot"]["cause"] in {"unknown", "clean_reboot", "power_loss"}
+        assert node["previous_boot"]["hint"]
+    assert bad_times(report) == []
+    text = run_sparktui("--config", str(config), "postmortem", "--node", "spark2", timeout=180)
+    assert text.returncode == 0 and text.stdout.startswith("spark2: up "), text.stdout + text.stderr
+    wrong = run_sparktui("--config", str(config), "postmortem", "--node", "spark9", timeout=60)
+    assert wrong.returncode == 2 and "no node named 'spark9'" in wrong.stderr
