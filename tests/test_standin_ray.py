@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sparktui.domain.json_report import last_json_object
 from tests.testbed import Testbed, unavailable_reason
+from tests.waiting import wait_until_sync
 
 pytestmark = [pytest.mark.testbed, pytest.mark.ray]
 
@@ -271,6 +272,31 @@ def test_old_metric_names_then_crash_after_ready(cluster: Testbed) -> None:
     with pytest.raises(OSError):
         run.get("/health")
     assert "ActorDiedError" in run.text
+
+
+def test_sigusr1_wedges_a_serving_engine_at_once(cluster: Testbed) -> None:
+    """A fault from outside at any moment (the soak's): /health still 200, tokens stop, requests hang."""
+    run = start_standin(cluster, env=("SPARKTUI_STANDIN_STATS_INTERVAL=30",))
+    run.wait_for(r"Application startup complete\.")
+    run.signal("USR1")
+
+    def stuck() -> bool:
+        _, body = run.get("/metrics")
+        return 'vllm:num_requests_running{' in body.decode() and any(
+            line.startswith("vllm:num_requests_running{") and not line.rstrip().endswith(" 0.0")
+            for line in body.decode().splitlines())
+
+    # Well under the stats interval: the signal does not wait for it.
+    wait_until_sync(stuck, "wedged after SIGUSR1", timeout=5, interval=0.1)
+    assert run.get("/health")[0] == 200
+    with pytest.raises(OSError):   # a new request hangs: the client gives up
+        conn = http.client.HTTPConnection(cluster.ip("spark1"), run.port, timeout=2)
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(
+            {"model": "standin", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}),
+            headers={"content-type": "application/json"})
+        conn.getresponse()
+    run.signal("TERM")
+    assert run.wait_exit(10) == 0
 
 
 def test_oom_at_kv_cache_sizing(cluster: Testbed) -> None:

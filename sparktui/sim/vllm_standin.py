@@ -25,6 +25,9 @@ Stand-in options (flags, or environment for launchers that pass only vLLM's flag
                                                               heartbeat lines during weight loading
   --standin-serving-logs        SPARKTUI_STANDIN_SERVING_LOGS=1  the periodic stats line even when idle
   --standin-stats-interval S    SPARKTUI_STANDIN_STATS_INTERVAL  stats line period (default 10, vLLM's)
+
+SIGUSR1 while serving wedges it at once, as ``wedge_after_ready`` does (a fault injected from outside at any
+moment: ``benchmarks/soak.py``).
 """
 
 from __future__ import annotations
@@ -308,6 +311,8 @@ class StandinEngine:
         )
         self.rendezvous: Rendezvous | None = None
         self.peer_gone = threading.Event()
+        #: SIGUSR1: wedge now (while serving).
+        self.wedge_now = threading.Event()
         self.engine_error: BaseException | None = None
         self.gone_rank = 0
         self.workers: list[Worker] = []
@@ -365,6 +370,10 @@ class StandinEngine:
     def _install_signals(self) -> None:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGUSR1, self._on_wedge_signal)
+
+    def _on_wedge_signal(self, signum: int, frame: Any) -> None:
+        self.wedge_now.set()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if not self.stop.is_set():
@@ -382,7 +391,7 @@ class StandinEngine:
             if self.engine_error is not None:
                 raise WorkerLost(self.engine_error)
             delay = deadline - time.monotonic()
-            if delay <= 0:
+            if delay <= 0 or (self.wedge_now.is_set() and self.serving):
                 return
             if self.stop.wait(min(delay, 0.2)):
                 raise Stopped
@@ -719,6 +728,10 @@ class StandinEngine:
         while True:
             wake = min(t for t in (next_stats, crash_at, wedge_at) if t is not None)
             self._sleep_until(wake)
+            if self.wedge_now.is_set():   # SIGUSR1: wedged now
+                self.wedge_now.clear()
+                if not self.metrics.wedged.is_set():
+                    wedge_at = time.monotonic()
             if crash_at is not None and time.monotonic() >= crash_at:
                 return self._crash()
             if wedge_at is not None and time.monotonic() >= wedge_at:
