@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 from sparktui.domain.durations import format_duration
 from sparktui.domain.events import EngineState, OperationView, StepStatus
 from sparktui.domain.lifecycle.ray_state import ExpectedNode, RayState, evaluate
+from sparktui.domain.logs.diagnosis import node_label
 from sparktui.domain.logs.nccl import SOCKET_WARNING
 from sparktui.domain.readiness import Crash, RestartBudget, RestartDecision
 
@@ -592,8 +593,8 @@ class EngineTruth:
         alone when no configured node has it."""
         if ip is None:
             return ""
-        name = next((n.name for n in self.expected if n.ip == ip), None)
-        return f" (on {name}, {ip})" if name is not None else f" (on {ip})"
+        name = node_label(ip, {n.ip: n.name for n in self.expected}, None)
+        return f" (on {name}, {ip})" if name != ip else f" (on {ip})"
 
     def _node_evidence(self) -> str:
         """What points at a node: missing from Ray, or its SSH link down (now or during this run)."""
