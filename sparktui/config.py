@@ -250,9 +250,27 @@ class UIConfig(_Model):
         return value
 
 
-#: The state changes ``[notify]`` can announce (``sparktui.domain.notify``).
-NotifyEvent = Literal["ready", "failed", "wedged", "degraded", "node_lost", "stopped"]
-NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("ready", "failed", "wedged", "degraded", "node_lost", "stopped")
+class SuperviseConfig(_Model):
+    """``sparktui supervise``: how it keeps the engine serving when nobody watches."""
+
+    #: More automatic starts and restarts than this within ``window`` seconds: it stops trying ("given up")
+    #: and says so, until a person starts the engine again.
+    max_restarts: Annotated[int, Field(ge=0)] = 5
+    window: Annotated[float, Field(gt=0, strict=False)] = 3600.0
+    #: A worker lost after ready (Ray, its link, the head's reach): wait this long for it, then restart all.
+    worker_grace: Annotated[float, Field(ge=0, strict=False)] = 60.0
+    #: Out of memory (at start, or the memory guard's stop): this many retries, then "needs a person".
+    oom_retries: Annotated[int, Field(ge=0)] = 1
+    #: A stopped engine whose desired state is serving is started after this long (another sparktui's
+    #: operation may be under way; a person's stop makes the desired state "stopped" at once).
+    start_delay: Annotated[float, Field(ge=0, strict=False)] = 10.0
+
+
+#: The state changes ``[notify]`` can announce (``sparktui.domain.notify``); ``given_up``: the supervisor
+#: stopped trying.
+NotifyEvent = Literal["ready", "failed", "wedged", "degraded", "node_lost", "stopped", "given_up"]
+NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("ready", "failed", "wedged", "degraded", "node_lost", "stopped",
+                                          "given_up")
 
 
 class NotifyConfig(_Model):
@@ -285,6 +303,7 @@ class SparkConfig(_Model):
     serving: ServingConfig = Field(default_factory=ServingConfig)
     ui: UIConfig = Field(default_factory=UIConfig)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
+    supervise: SuperviseConfig = Field(default_factory=SuperviseConfig)
 
     @model_validator(mode="after")
     def _one_head(self) -> SparkConfig:

@@ -106,9 +106,11 @@ async def test_the_dashboard_backend_stops_vllm_on_a_trip(tmp_path: Any) -> None
     class Controller:
         busy = None
         stops = 0
+        by_person: list[bool] = []
 
-        async def stop(self) -> OperationView:
+        async def stop(self, *, by_person: bool = True) -> OperationView:
             self.stops += 1
+            self.by_person.append(by_person)
             return OperationView("stop", running=False, ok=True, message="stopped")
 
     events: list[Event] = []
@@ -127,6 +129,7 @@ async def test_the_dashboard_backend_stops_vllm_on_a_trip(tmp_path: Any) -> None
         backend.operations.guard_memory("spark2", sample(t, 12 - 3 * t))
     await wait_until(lambda: controller.stops >= 1, "vLLM stopped")
     assert controller.stops == 1
+    assert controller.by_person == [False]   # the guard's stop: the desired state stays as it was
     last = [e for e in events if isinstance(e, EngineChanged)][-1]
     assert last.state is EngineState.FAILED
     assert last.detail.startswith("memory guard: spark2 MemAvailable 3.0 GiB"), last.detail

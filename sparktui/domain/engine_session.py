@@ -105,10 +105,12 @@ class EngineSession:
 
     @classmethod
     def for_config(cls, config: SparkConfig, *, ports: EnginePorts | None = None,
-                   clock: Clock = time.monotonic, wall: Clock = time.time) -> EngineSession:
-        """The session of the configured cluster: its nodes, its serving rules, its restart budget."""
-        truth = EngineTruth.from_config(config, budget=RestartBudget(config.serving.auto_restart_limit),
-                                        clock=clock, wall=wall)
+                   clock: Clock = time.monotonic, wall: Clock = time.time,
+                   restarts_by: str | None = None) -> EngineSession:
+        """The session of the configured cluster: its nodes, its serving rules, its restart budget
+        (``restarts_by``: someone else decides restarts — the supervisor, by its policy per cause)."""
+        budget = RestartBudget(config.serving.auto_restart_limit, decider=restarts_by)
+        truth = EngineTruth.from_config(config, budget=budget, clock=clock, wall=wall)
         return cls(ports=ports, truth=truth)
 
     # -- reading -----------------------------------------------------------------------------------

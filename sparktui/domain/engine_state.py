@@ -571,6 +571,8 @@ class EngineTruth:
         self._restart(self.budget.decide(self.auto_restart))
 
     def _restart(self, decision: RestartDecision) -> None:
+        if self.budget.decider is not None:
+            return   # the supervisor decides, and says what it does itself
         self._effects.append(Tell(decision.message, "warning" if decision.restart else "error"))
         if decision.restart:
             self.budget.restarted()

@@ -77,6 +77,11 @@ class NotificationFilter:
                 return self._limit("node_lost", event.node, f"{event.node}: {event.describe()}", None)
         return None
 
+    def named(self, name: str, detail: str, node: str | None = None) -> Notification | None:
+        """An event no state change carries (``given_up``: the supervisor stopped trying), rate-limited and
+        filtered like the others."""
+        return self._limit(name, node, detail, None)
+
     def _limit(self, name: str, node: str | None, detail: str, previous: str | None) -> Notification | None:
         if name not in self.events:
             return None

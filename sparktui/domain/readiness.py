@@ -132,10 +132,12 @@ class RestartDecision:
 class RestartBudget:
     """Counts automatic restarts since the last manual start or the last stable stretch."""
 
-    def __init__(self, limit: int, stable_seconds: float = 600.0) -> None:
+    def __init__(self, limit: int, stable_seconds: float = 600.0, *, decider: str | None = None) -> None:
         self.limit = max(0, limit)
         self.stable_seconds = stable_seconds
         self.used = 0
+        #: Who decides restarts instead of this budget (``sparktui supervise``: its policy per cause).
+        self.decider = decider
 
     def manual_start(self) -> None:
         self.used = 0
@@ -146,6 +148,8 @@ class RestartBudget:
             self.used = 0
 
     def decide(self, auto_restart: bool) -> RestartDecision:
+        if self.decider is not None:
+            return RestartDecision(False, 0, self.limit, f"{self.decider} decides")
         if not auto_restart:
             return RestartDecision(False, 0, self.limit, "auto-restart is off")
         if self.used >= self.limit:

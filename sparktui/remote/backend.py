@@ -60,6 +60,8 @@ class SshBackend:
         readonly: bool = False,
         transports: dict[str, Transport] | None = None,
         history: HistoryStore | None = None,
+        origin: str = "the dashboard",
+        restarts_by: str | None = None,
     ) -> None:
         self.config = config
         self.node_names: Sequence[str] = [n.name for n in config.nodes]
@@ -73,7 +75,9 @@ class SshBackend:
             verify=lambda: self.ready.begin(), unwatch=lambda: self.ready.stop(), record=self._record_run,
             restart=lambda decision: self.operations.auto_restart(decision), publish=self.events.post,
             show=lambda: self.logs.engine.publish_moved(),
-            watch_ray=lambda evidence: self.ready.ray_follows(evidence)))
+            watch_ray=lambda evidence: self.ready.ray_follows(evidence)), restarts_by=restarts_by)
+        #: Who asks for its operations, as the operation lock and the desired state name it.
+        self.origin = origin
         self.wiring = BackendWiring(config, self.session, self.events.post)
         self.nodes = NodeWatch(self.wiring)
         self.logs = LogFeed(self.wiring)
@@ -109,7 +113,7 @@ class SshBackend:
             await asyncio.gather(*(t.connect() for t in wiring.transports.values()))
         wiring.controller = EngineController(self.config, wiring.transports,
                                              on_progress=self.operations.on_progress,
-                                             on_busy=self.operations.on_busy)
+                                             on_busy=self.operations.on_busy, origin=self.origin)
         try:
             async with asyncio.TaskGroup() as group:
                 for node in self.config.nodes:

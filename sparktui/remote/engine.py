@@ -25,11 +25,13 @@ from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import oplock as L
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
+from sparktui.domain.lifecycle.desired import Desired, DesiredState
 from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, discovery_of
 from sparktui.domain.lifecycle.gcs_wait import gcs_wait_argv
 from sparktui.domain.lifecycle.output import output_tail
 from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.lifecycle.ready_timeout import ReadyTimeout, engine_ready_timeout
+from sparktui.remote.desired_store import read_desired, stopped_by_person, write_desired
 from sparktui.remote.engine_nodes import EngineNodes
 from sparktui.remote.operation_gate import OperationGate
 from sparktui.remote.plan_runner import PlanRunner, Tracker
@@ -113,16 +115,25 @@ class EngineController:
             summary = await self._preflight_checks.run(tracker)
             return tracker.finish(summary.ok, summary.message())
 
-    async def start(self, *, preflight: bool = True) -> OperationView:
+    async def start(self, *, preflight: bool = True, unless_stopped: bool = False) -> OperationView:
+        """``unless_stopped`` (the supervisor's): not if a person's stop is the desired state — read under
+        the lock, so a stop that finished a moment ago is never undone."""
         async with self._exclusive("start"):
             tracker = self._tracker("start")
+            if unless_stopped and (held := await stopped_by_person(self._nodes)) is not None:
+                return tracker.finish(False, held)
+            await self.set_desired(Desired.SERVING)
             attached = await self._attach_running(tracker)
             if attached is not None:
                 return attached
             return await self._start(tracker, preflight=preflight)
 
-    async def stop(self) -> OperationView:
+    async def stop(self, *, by_person: bool = True) -> OperationView:
+        """``by_person``: a person asked for it, so the engine's desired state becomes ``stopped`` (the
+        supervisor leaves it so); the memory guard's stop leaves the desired state as it is."""
         async with self._exclusive("stop"):
+            if by_person:
+                await self.set_desired(Desired.STOPPED)
             return await self._stop_finished(self._tracker("stop"))
 
     async def clean(self) -> OperationView:
@@ -130,10 +141,17 @@ class EngineController:
         async with self._exclusive("clean"):
             return await self._stop_finished(self._tracker("clean"))
 
-    async def restart(self, *, preflight: bool = True) -> OperationView:
+    async def restart(self, *, preflight: bool = True, full: bool = False,
+                      unless_stopped: bool = False) -> OperationView:
+        """``full``: every rank and Ray again, even with ``engine.restart = "vllm"`` (after an NCCL error
+        or a lost worker, vLLM alone would meet the same broken communicator). ``unless_stopped``: as
+        ``start``'s."""
         async with self._exclusive("restart"):
             tracker = self._tracker("restart")
-            if self.config.engine.restart == "vllm":
+            if unless_stopped and (held := await stopped_by_person(self._nodes)) is not None:
+                return tracker.finish(False, held)
+            await self.set_desired(Desired.SERVING)
+            if self.config.engine.restart == "vllm" and not full:
                 kept = await self._restart_vllm(tracker)
                 if kept is not None:
                     return kept
@@ -199,6 +217,14 @@ class EngineController:
     async def watch_ray(self, on_state: Callable[[RayState], None], *, interval: float = 1.0) -> None:
         """Ray readings from the head every ``interval`` s until cancelled."""
         await self._ray.watch(on_state, interval=interval)
+
+    async def set_desired(self, state: Desired) -> None:
+        """Keep what was asked for on the head (``remote/desired_store.py``)."""
+        await write_desired(self._nodes, state, self.origin)
+
+    async def desired(self) -> DesiredState | None:
+        """The desired state kept on the head (``None``: never set, or not readable now)."""
+        return await read_desired(self._nodes)
 
     async def lock_holder(self) -> L.LockHolder | None:
         """Who holds the operation lock now (another sparktui's start/stop/restart), if anyone."""

@@ -78,6 +78,6 @@ async def wait_guarded(
     if waiting.done() and not waiting.cancelled():
         return waiting.result(), None
     trip = watching.result()
-    stop = await controller.stop()
+    stop = await controller.stop(by_person=False)   # the guard stopped it: what was asked for stays
     detail = trip.message + ("" if stop.ok else f" (stop: {stop.message})")
     return WaitResult("failed", detail, "memory guard", loop.time() - t0), trip

@@ -40,9 +40,15 @@ class Notifier:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def __call__(self, event: Event) -> None:
-        if not self.config.enabled:
-            return
-        note = self.filter.feed(event)
+        if self.config.enabled:
+            self._send(self.filter.feed(event))
+
+    def tell(self, name: str, detail: str, node: str | None = None) -> None:
+        """An event no state change carries (``given_up``), to the same command and webhook."""
+        if self.config.enabled:
+            self._send(self.filter.named(name, detail, node))
+
+    def _send(self, note: Notification | None) -> None:
         if note is None:
             return
         try:

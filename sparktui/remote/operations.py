@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
 from sparktui.domain.engine_state import RUNNING
@@ -17,6 +17,7 @@ from sparktui.domain.events import Notice, OperationBusy, OperationChanged, Oper
 from sparktui.domain.logs import Timeline
 from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
 from sparktui.domain.readiness import RestartDecision
+from sparktui.domain.supervise import Action
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.backend_wiring import BackendWiring
 from sparktui.remote.engine import EngineController
@@ -43,6 +44,36 @@ def _restart(controller: EngineController) -> Awaitable[OperationView]:
     return controller.restart()
 
 
+def _full_restart(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.restart(full=True)
+
+
+def _supervised_start(controller: EngineController) -> Awaitable[OperationView]:
+    """The supervisor's: never over a person's stop (checked under the lock)."""
+    return controller.start(unless_stopped=True)
+
+
+def _supervised_restart(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.restart(unless_stopped=True)
+
+
+def _supervised_full_restart(controller: EngineController) -> Awaitable[OperationView]:
+    return controller.restart(full=True, unless_stopped=True)
+
+
+def _stop_unasked(controller: EngineController) -> Awaitable[OperationView]:
+    """A stop no person asked for (the memory guard's): the engine's desired state stays as it is."""
+    return controller.stop(by_person=False)
+
+
+#: The supervisor's operations, by the action its policy decided.
+SUPERVISED: Mapping[Action, Operation] = {
+    Action.START: _supervised_start,
+    Action.RESTART: _supervised_restart,
+    Action.FULL_RESTART: _supervised_full_restart,
+}
+
+
 class Operations:
     """Start, stop, restart (asked by the person, the session's restart policy or the memory guard)
     and what another sparktui does to the same engine."""
@@ -62,9 +93,14 @@ class Operations:
     async def stop(self) -> None:
         await self._run(_stop)
 
-    async def restart(self) -> None:
+    async def restart(self, *, full: bool = False) -> None:
         self._wiring.session.manual_start()
-        await self._run(_restart, rearm=True)
+        await self._run(_full_restart if full else _restart, rearm=True)
+
+    async def supervised(self, operation: Operation) -> None:
+        """One of ``SUPERVISED``: as a person's start or restart, except that a person's stop (the desired
+        state, read under the lock) is never undone."""
+        await self._run(operation, rearm=True)
 
     def on_busy(self, kind: str | None) -> None:
         """The operation gate took one on (or is done): to the dashboard, which refuses others meanwhile."""
@@ -169,7 +205,7 @@ class Operations:
         self._wiring.post(Notice(trip.message, "error"))
         while True:
             try:
-                await self._run(_stop)
+                await self._run(_stop_unasked)
             except OperationRefused as exc:
                 if self.readonly or self._wiring.controller is None:
                     self._wiring.post(Notice(f"memory guard: not stopped ({exc})", "error"))

@@ -133,3 +133,6 @@ LINK_PY = source("link")
 
 #: ``sparktui/node/lock.py`` (its argv and output are said there).
 LOCK_PY = source("lock")
+
+#: ``sparktui/node/desired.py`` (its argv and output are said there).
+DESIRED_PY = source("desired")

@@ -1,0 +1,71 @@
+"""The engine's desired state, kept on the head beside the operation lock (pure).
+
+A person's intent outlives every sparktui process: ``start``, ``restart`` and the dashboard's keys set it
+to ``serving``; a person's ``stop`` sets it to ``stopped``. The supervisor (``sparktui supervise``) starts
+an engine whose desired state is serving and that does not run, and never undoes a person's stop. Stops
+that no person asked for (the memory guard's, a restart's own stop) leave it as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+
+from sparktui.config import SparkConfig
+from sparktui.domain.lifecycle import scripts as S
+from sparktui.domain.lifecycle.plan import state_dir
+
+#: The file's name in ``engine.state_dir`` on the head.
+DESIRED_FILE = "desired.json"
+
+
+class Desired(StrEnum):
+    SERVING = "serving"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    state: Desired
+    #: Who set it, as the operation lock names its holders ("`sparktui stop`", "the dashboard").
+    by: str
+    host: str
+    at: float   # epoch seconds
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "state": self.state.value}, sort_keys=True)
+
+    @classmethod
+    def parse(cls, text: str) -> DesiredState | None:
+        """What ``read`` printed; ``None`` when nothing was ever set (or the file is not ours)."""
+        try:
+            data = json.loads(text.strip().splitlines()[-1]) if text.strip() else {}
+        except ValueError:
+            return None
+        if not isinstance(data, Mapping):
+            return None
+        try:
+            return cls(Desired(str(data["state"])), str(data.get("by", "")), str(data.get("host", "")),
+                       float(str(data.get("at", 0.0))))
+        except (KeyError, ValueError):
+            return None
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.at))
+        return f"{self.state.value} (set by {self.by} on {self.host} at {when})"
+
+
+def desired_path(config: SparkConfig, homes: Mapping[str, str] | None) -> str:
+    return state_dir(config, homes, config.head.name).rstrip("/") + "/" + DESIRED_FILE
+
+
+def write_argv(config: SparkConfig, homes: Mapping[str, str] | None, desired: DesiredState) -> list[str]:
+    """Run on the head's host (not in a container), beside the lock."""
+    return [config.head.python, "-c", S.DESIRED_PY, "write", desired_path(config, homes), desired.to_json()]
+
+
+def read_argv(config: SparkConfig, homes: Mapping[str, str] | None) -> list[str]:
+    return [config.head.python, "-c", S.DESIRED_PY, "read", desired_path(config, homes)]

@@ -1,0 +1,36 @@
+"""argv: ``write PATH JSON`` or ``read PATH``. The engine's desired state on the head, beside the operation
+lock: what a person (or sparktui on their behalf) last asked for — ``serving`` after a start or restart,
+``stopped`` after a person's stop. ``write`` replaces the file atomically (a reader never sees half of it)
+and prints ``OK``; ``read`` prints the JSON, or ``{}`` when none was ever written.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    print("OK")
+
+
+def read(path: str) -> None:
+    try:
+        with open(path) as f:
+            print(f.read().strip() or "{}")
+    except FileNotFoundError:
+        print("{}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "write":
+        write(sys.argv[2], sys.argv[3])
+    else:
+        read(sys.argv[2])

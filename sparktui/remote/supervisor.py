@@ -1,0 +1,197 @@
+"""The supervisor: the dashboard's evidence collection and state machine with no screen, acting on each
+settled state by its policy per cause (``sparktui.domain.supervise``), and saying what it sees and does,
+one line per event.
+
+It runs the same ``SshBackend`` as the dashboard (links, the head's log, Ray's view, the readiness and
+serving watches, the memory guard), whose session leaves restarts to it (``restarts_by``). It reads the
+engine's desired state on the head (``sparktui.domain.lifecycle.desired``): a person's stop is never
+undone; an engine that should serve and does not is started. Before acting on a failure it keeps its
+evidence (``on_incident``). Operations go through the operation lock like everyone's: a dashboard or a
+CLI verb running one makes it wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sparktui.config import SparkConfig
+from sparktui.domain.events import (
+    EngineChanged,
+    EngineState,
+    Event,
+    NodeLinkChanged,
+    Notice,
+    OperationBusy,
+    OperationChanged,
+    OperationRefused,
+)
+from sparktui.domain.lifecycle.desired import Desired, DesiredState
+from sparktui.domain.supervise import INCIDENT_CAUSES, Action, Cause, SupervisePolicy, Verdict, cause_of
+from sparktui.domain.wall_time import iso
+from sparktui.remote.backend import SshBackend
+from sparktui.remote.operations import SUPERVISED
+
+log = logging.getLogger(__name__)
+
+#: What the supervisor names itself in the operation lock and the desired state.
+ORIGIN = "`sparktui supervise`"
+#: How often the desired state is read from the head when nothing happens (a person's start or stop
+#: elsewhere changes it; an operation's end reads it at once).
+DESIRED_EVERY = 5.0
+#: How often the policy is asked again without a new event (the worker's grace, the start delay).
+DECIDE_EVERY = 1.0
+
+#: ``(cause, node, detail)`` → keeps the incident's evidence before the supervisor acts.
+IncidentPort = Callable[[Cause, str | None, str], Awaitable[None]]
+#: One line of what the supervisor sees or does: a JSON-ready mapping with ``at`` and ``event``.
+Emit = Callable[[dict[str, Any]], None]
+
+
+async def _no_incident(_cause: Cause, _node: str | None, _detail: str) -> None:
+    """No incident store plugged: the supervisor acts on the verdict alone."""
+
+
+class Supervisor:
+    def __init__(self, config: SparkConfig, emit: Emit, *, on_incident: IncidentPort = _no_incident,
+                 backend: SshBackend | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.emit = emit
+        self.on_incident = on_incident
+        self.backend = backend or SshBackend(config, origin=ORIGIN, restarts_by="the supervisor")
+        self.policy = SupervisePolicy(config.supervise, clock)
+        self.engine: EngineChanged | None = None
+        self.busy: str | None = None
+        self.was_ready = False
+        self.desired: DesiredState | None = None
+        self._desired_read = float("-inf")
+        self._wake = asyncio.Event()
+        self._clock = clock
+        self._last_verdict: Verdict | None = None
+        #: The start or restart the supervisor runs now, if any.
+        self._operation: asyncio.Task[None] | None = None
+
+    # -- what it sees --------------------------------------------------------------------------------
+    def sink(self, event: Event) -> None:
+        match event:
+            case EngineChanged():
+                moved = self.engine is None or (event.state, event.detail) != (self.engine.state,
+                                                                                self.engine.detail)
+                self.engine = event
+                if event.state is EngineState.READY:
+                    self.was_ready = True
+                elif event.state in (EngineState.STARTING, EngineState.PREFLIGHT):
+                    self.was_ready = False
+                if moved:
+                    self._line("state", state=event.state.value, detail=event.detail)
+                    self._wake.set()
+            case OperationBusy():
+                if event.kind is None and self.busy is not None:
+                    self._desired_read = float("-inf")   # an operation ended: what is wanted may have too
+                self.busy = event.kind
+                self._wake.set()
+            case OperationChanged() if not event.operation.running:
+                op = event.operation
+                self._line("operation", kind=op.kind, ok=op.ok, detail=op.message)
+                self._desired_read = float("-inf")
+                self._wake.set()
+            case NodeLinkChanged():
+                self._line("link", node=event.node, phase=event.phase, detail=event.describe())
+            case Notice() if event.severity in ("warning", "error"):
+                self._line("notice", severity=event.severity, detail=event.message)
+            case _:
+                pass
+
+    def _line(self, event: str, **fields: Any) -> None:
+        self.emit({"at": iso(time.time()), "event": event, **fields})
+
+    # -- what it does --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Until cancelled: the backend's watch, and the policy asked at each change (and each second)."""
+        self._line("started", cluster=self.config.cluster.name, head=self.config.head.name)
+        watch = asyncio.create_task(self.backend.run(self.sink), name="supervisor backend")
+        try:
+            while not watch.done():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(DECIDE_EVERY):
+                        await self._wake.wait()
+                self._wake.clear()
+                await self._decide()
+            watch.result()   # a backend that ended by itself ends the supervisor (its error with it)
+        finally:
+            for task in (self._operation, watch):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            self._line("ended")
+
+    async def _decide(self) -> None:
+        engine = self.engine
+        controller = self.backend.controller
+        if engine is None or controller is None:
+            return
+        await self._read_desired()
+        serving = None if self.desired is None else self.desired.state is Desired.SERVING
+        failure = engine.timeline.failure if engine.timeline is not None else None
+        cause = cause_of(engine.state, engine.detail, failure.kind if failure else None,
+                         was_ready=self.was_ready)
+        acting = self._operation is not None and not self._operation.done()
+        verdict = self.policy.decide(engine.state, cause, desired_serving=serving,
+                                     busy=acting or self.busy is not None or controller.busy is not None)
+        if verdict.action is Action.NONE:
+            self._last_verdict = None
+            return
+        last = self._last_verdict
+        if last is not None and (last.action, last.cause) == (verdict.action, verdict.cause):
+            return   # said already (a wait's countdown is not news)
+        self._last_verdict = verdict
+        cause_name = verdict.cause.value if verdict.cause else None
+        self._line("decision", action=verdict.action.value, cause=cause_name, detail=verdict.why)
+        if verdict.action in (Action.WAIT, Action.HOLD):
+            return
+        if verdict.cause is not None and verdict.cause in INCIDENT_CAUSES:
+            node = failure.node if failure else None
+            try:
+                await self.on_incident(verdict.cause, node, engine.detail)
+            except Exception:   # the evidence is worth keeping; the engine's serving is worth more
+                log.exception("incident not kept")
+        if verdict.action in (Action.GIVE_UP, Action.NEEDS_PERSON):
+            self.backend.events.post(Notice(f"supervisor: {verdict.why}", "error"))
+            return
+        await self._act(verdict)
+
+    async def _act(self, verdict: Verdict) -> None:
+        """Start the verdict's operation in its own task (the supervisor keeps watching meanwhile)."""
+        self.policy.acted(verdict)
+        self._operation = asyncio.create_task(self._operate(verdict), name=f"supervisor {verdict.action}")
+
+    async def _operate(self, verdict: Verdict) -> None:
+        try:
+            await self.backend.operations.supervised(SUPERVISED[verdict.action])
+        except OperationRefused as exc:   # someone else's operation: it decides what runs next
+            self._line("decision", action="wait", cause=verdict.cause.value if verdict.cause else None,
+                       detail=f"not now: {exc}")
+        finally:
+            self._last_verdict = None
+            self._wake.set()
+
+    async def _read_desired(self) -> None:
+        now = self._clock()
+        controller = self.backend.controller
+        if controller is None or now - self._desired_read < DESIRED_EVERY:
+            return
+        self._desired_read = now
+        desired = await controller.desired()
+        if desired is None:
+            return
+        previous = self.desired
+        self.desired = desired
+        if previous is None or (desired.at, desired.state) != (previous.at, previous.state):
+            self._line("desired", state=desired.state.value, by=desired.by, detail=desired.describe())
+            if previous is not None and desired.by != ORIGIN and desired.state is Desired.SERVING:
+                self.policy.person_started()

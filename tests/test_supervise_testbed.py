@@ -1,0 +1,160 @@
+"""`sparktui supervise` on the test bed (real sshd, real Ray, the stand-in engine), no dashboard open: it
+adopts a serving engine without restarting it, restarts a crashed one until a completion answers again,
+never undoes a person's stop, starts at "boot" an engine whose desired state is serving, and ends on
+SIGTERM leaving the engine serving."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli_helpers import run_sparktui
+from tests.leftovers import processes, spawn_sparktui
+from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
+from tests.test_engine_truth_testbed import kill_ours
+from tests.testbed import Testbed
+from tests.waiting import wait_until_sync
+
+pytestmark = [pytest.mark.testbed, pytest.mark.ray]
+
+STANDIN = "sparktui.sim.vllm_standin serve"
+
+
+class Supervise:
+    """``sparktui supervise --json`` as a child; its lines read as they come."""
+
+    def __init__(self, config: Path) -> None:
+        self.proc = spawn_sparktui("--config", str(config), "supervise", "--json")
+        self.lines: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                self.lines.append(json.loads(line))
+            except ValueError:
+                self.lines.append({"event": "text", "detail": line.rstrip()})
+
+    def seen(self, test: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        return [line for line in list(self.lines) if test(line)]
+
+    def wait(self, test: Callable[[dict[str, Any]], bool], what: str, timeout: float = 120) -> None:
+        wait_until_sync(lambda: self.seen(test), what, timeout=timeout, interval=0.2,
+                        state=lambda: "\n".join(json.dumps(line) for line in self.lines))
+
+    def decisions(self, action: str) -> list[dict[str, Any]]:
+        return self.seen(lambda line: line.get("event") == "decision" and line.get("action") == action)
+
+    def end(self, sig: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(30)
+
+
+def serves(bed: Testbed, port: int) -> bool:
+    try:
+        conn = http.client.HTTPConnection(bed.ip("spark1"), port, timeout=5)
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(
+            {"model": "standin", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}),
+            headers={"content-type": "application/json"})
+        ok = conn.getresponse().status == 200
+        conn.close()
+        return ok
+    except (OSError, http.client.HTTPException):
+        return False
+
+
+def vllm_running(bed: Testbed) -> bool:
+    return any(STANDIN in line for line in processes(bed, "spark1"))
+
+
+@pytest.fixture
+def setup(make_testbed: Callable[..., Testbed], tmp_path: Path) -> tuple[Testbed, Path, int]:
+    bed = make_testbed()
+    make_model_dirs(bed)
+    overrides = lifecycle_overrides(bed, pace=3.0)
+    overrides["supervise"] = {"start_delay": 2.0, "worker_grace": 5.0, "max_restarts": 3, "window": 600.0}
+    config = bed.write_config(tmp_path / "config.toml", **overrides)
+    return bed, config, bed.spark_config(**overrides).engine.api_port
+
+
+def start_wait(config: Path) -> None:
+    out = run_sparktui("--config", str(config), "start", "--wait", timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_adopts_restarts_a_crash_and_honours_a_persons_stop(setup: tuple[Testbed, Path, int]) -> None:
+    bed, config, port = setup
+    start_wait(config)
+    supervisor = Supervise(config)
+    try:
+        supervisor.wait(lambda line: line.get("event") == "state" and line.get("state") == "ready",
+                        "the serving engine adopted")
+        supervisor.wait(lambda line: line.get("event") == "desired" and line.get("state") == "serving",
+                        "the desired state read from the head", timeout=30)
+        assert not supervisor.decisions("restart") and not supervisor.decisions("start")
+
+        bed.exec("spark1", ["pkill", "-KILL", "-f", STANDIN])
+        killed = time.monotonic()
+        wait_until_sync(lambda: not serves(bed, port), "the engine down", timeout=30)
+        supervisor.wait(lambda line: line.get("event") == "decision" and line.get("cause") == "crashed"
+                        and line.get("action") == "restart", "a restart for the crash")
+        wait_until_sync(lambda: serves(bed, port), "a completion answered again", timeout=180, interval=1)
+        print(f"crash → serving again after {time.monotonic() - killed:.1f} s")
+
+        stop = run_sparktui("--config", str(config), "stop", timeout=300)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        supervisor.wait(lambda line: line.get("event") == "desired" and line.get("state") == "stopped",
+                        "the person's stop seen", timeout=30)
+        supervisor.wait(lambda line: line.get("event") == "decision" and line.get("action") == "hold",
+                        "the stopped engine left stopped", timeout=30)
+        after_stop = supervisor.lines.index(supervisor.decisions("hold")[-1])
+        assert not [line for line in supervisor.lines[after_stop:]
+                    if line.get("event") == "decision" and line.get("action") in ("start", "restart")]
+        assert not vllm_running(bed)
+    finally:
+        assert supervisor.end() == 0
+    assert supervisor.seen(lambda line: line.get("event") == "ended")
+
+
+def test_at_boot_starts_what_should_serve_and_sigterm_leaves_it_serving(
+        setup: tuple[Testbed, Path, int]) -> None:
+    bed, config, port = setup
+    start_wait(config)
+    for name in ("spark1", "spark2"):   # "the head rebooted": nothing of ours runs; the desired state stays
+        kill_ours(bed, name)
+    wait_until_sync(lambda: not vllm_running(bed), "nothing of ours on the head", timeout=30)
+    supervisor = Supervise(config)
+    try:
+        supervisor.wait(lambda line: line.get("event") == "decision" and line.get("action") == "start",
+                        "the boot's start", timeout=120)
+        wait_until_sync(lambda: serves(bed, port), "serving after the boot's start", timeout=180, interval=1)
+    finally:
+        code = supervisor.end()
+    assert code == 0
+    assert serves(bed, port), "SIGTERM of the supervisor must leave the engine serving"
+    out = run_sparktui("--config", str(config), "stop", timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_unit_runs_this_config(setup: tuple[Testbed, Path, int]) -> None:
+    _bed, config, _port = setup
+    out = run_sparktui("--config", str(config), "supervise", "--unit", timeout=60)
+    assert out.returncode == 0
+    assert f"--config {config.resolve()} supervise" in out.stdout and "WantedBy=default.target" in out.stdout
+    assert "KillMode=mixed" in out.stdout and "Restart=on-failure" in out.stdout
+    system = subprocess.run(["systemd-analyze", "--version"], capture_output=True, text=True)
+    if system.returncode == 0:
+        unit = config.parent / "sparktui-supervise.service"
+        unit.write_text(out.stdout)
+        check = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
+        assert "Unknown" not in check.stderr and "Invalid" not in check.stderr, check.stderr
