@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.cli_helpers import run_sparktui
-from tests.leftovers import processes, spawn_sparktui
+from tests.cli_helpers import REPO, run_sparktui
+from tests.leftovers import processes
 from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
 from tests.test_engine_truth_testbed import kill_ours
 from tests.testbed import Testbed
@@ -30,10 +32,14 @@ STANDIN = "sparktui.sim.vllm_standin serve"
 
 
 class Supervise:
-    """``sparktui supervise --json`` as a child; its lines read as they come."""
+    """``sparktui supervise --json`` as a child; its lines read as they come (its incidents kept under
+    ``state`` when given, never in the user's state directory)."""
 
-    def __init__(self, config: Path) -> None:
-        self.proc = spawn_sparktui("--config", str(config), "supervise", "--json")
+    def __init__(self, config: Path, state: Path | None = None) -> None:
+        env = {**os.environ, "XDG_STATE_HOME": str(state or config.parent / "state")}
+        self.proc = subprocess.Popen([sys.executable, "-m", "sparktui", "--config", str(config), "supervise",
+                                      "--json"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
         self.lines: list[dict[str, Any]] = []
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -83,6 +89,7 @@ def setup(make_testbed: Callable[..., Testbed], tmp_path: Path) -> tuple[Testbed
     make_model_dirs(bed)
     overrides = lifecycle_overrides(bed, pace=3.0)
     overrides["supervise"] = {"start_delay": 2.0, "worker_grace": 5.0, "max_restarts": 3, "window": 600.0}
+    overrides["serving"] = {"wedge_seconds": 6.0}
     config = bed.write_config(tmp_path / "config.toml", **overrides)
     return bed, config, bed.spark_config(**overrides).engine.api_port
 
@@ -158,3 +165,57 @@ def test_the_unit_runs_this_config(setup: tuple[Testbed, Path, int]) -> None:
         unit.write_text(out.stdout)
         check = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
         assert "Unknown" not in check.stderr and "Invalid" not in check.stderr, check.stderr
+
+
+def evidence_ok(report: dict[str, Any]) -> None:
+    """Every piece of evidence there, and none empty; py-spy's absence said in the stacks."""
+    names = {f["name"] for f in report["files"]}
+    assert {"vllm.log.tail", "ray-worker.spark1.log.tail", "ray-worker.spark2.log.tail", "stacks.spark1.json",
+            "stacks.spark2.json", "kernel.spark1.json", "kernel.spark2.json", "nccl.txt", "ray-nodes.json",
+            "engine.txt", "timeline.json", "telemetry.jsonl"} <= names, names
+    assert all(f["bytes"] > 0 for f in report["files"]), report["files"]
+
+
+def test_incidents_collect_takes_every_piece_from_a_serving_engine(setup: tuple[Testbed, Path, int],
+                                                                   tmp_path: Path) -> None:
+    _bed, config, _port = setup
+    start_wait(config)
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    out = run_sparktui("--config", str(config), "incidents", "collect", "--json", env=env, timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    evidence_ok(report)
+    assert not report["missing"]
+    stacks = json.loads((tmp_path / "state" / "sparktui" / "incidents" / report["id"] / "stacks.spark1.json")
+                        .read_text())
+    assert any(STANDIN in p["cmdline"] for p in stacks["processes"])
+    assert stacks["py_spy"] or "py-spy not found" in stacks["py_spy_missing"]
+    listed = json.loads(run_sparktui("incidents", "--json", env=env).stdout)
+    assert [i["id"] for i in listed["incidents"]] == [report["id"]]
+    assert run_sparktui("--config", str(config), "stop", timeout=300).returncode == 0
+
+
+def test_a_wedge_is_kept_as_an_incident_then_restarted(setup: tuple[Testbed, Path, int],
+                                                       tmp_path: Path) -> None:
+    bed, config, port = setup
+    start_wait(config)
+    supervisor = Supervise(config, tmp_path / "state")
+    try:
+        supervisor.wait(lambda line: line.get("event") == "state" and line.get("state") == "ready",
+                        "the serving engine adopted")
+        bed.exec("spark1", ["pkill", "-USR1", "-f", STANDIN])
+        serves(bed, port)    # a request that hangs: the wedge rule needs one running
+        supervisor.wait(lambda line: line.get("event") == "incident" and line.get("cause") == "wedged",
+                        "the wedge's incident", timeout=120)
+        wait_until_sync(lambda: serves(bed, port), "serving again after the wedge", timeout=180, interval=1)
+        supervisor.wait(lambda line: line.get("event") == "state" and line.get("state") == "ready"
+                        and supervisor.seen(lambda x: x.get("event") == "incident"), "ready after it")
+    finally:
+        assert supervisor.end() == 0
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    listed = json.loads(run_sparktui("incidents", "--json", env=env).stdout)["incidents"]
+    assert len(listed) == 1 and listed[0]["cause"] == "wedged" and listed[0]["action"] == "restart"
+    evidence_ok(listed[0])
+    wait_until_sync(lambda: json.loads(run_sparktui("incidents", "--json", env=env).stdout)["incidents"][0]
+                    ["serving_again_after"] is not None, "the time to serving again recorded", timeout=30)
+    assert run_sparktui("--config", str(config), "stop", timeout=300).returncode == 0

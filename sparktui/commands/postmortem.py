@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -24,10 +23,6 @@ from sparktui.commands.exit_status import ExitStatus
 if TYPE_CHECKING:
     from sparktui.config import NodeConfig, SparkConfig
     from sparktui.domain.postmortem import NodeReport
-
-#: Seconds for one node's answer (the node reads a boot's journal, bounded at 40 s, on both boots).
-NODE_SECONDS = 120.0
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = ("exit status: 0 every node answered, 1 a node could not be reached or read, "
@@ -81,29 +76,20 @@ async def ask_nodes(config: SparkConfig, nodes: list[NodeConfig], since: float |
 
 
 async def ask_node(node: NodeConfig, since: float | None) -> NodeAnswer:
-    from sparktui.domain.deadline import within
-    from sparktui.domain.postmortem import NEEDLES, NodeReport
-    from sparktui.node import source
     from sparktui.remote.cluster import make_transport
+    from sparktui.remote.kernel_read import read_kernel
     from sparktui.remote.transport import TransportError
 
     transport = make_transport(node)
-    argv = [node.python, "-c", source("kernel_log"), f"{since:.0f}" if since else "", *NEEDLES]
     try:
         await transport.connect()
         await transport.wait_connected(timeout=30)
-        result = await within(transport.run(argv, timeout=NODE_SECONDS), NODE_SECONDS + 5)
-    except (TransportError, TimeoutError) as exc:
-        return NodeAnswer(node.name, error=str(exc) or "no answer in time")
+        found = await read_kernel(transport, node, since)
+    except TransportError as exc:
+        return NodeAnswer(node.name, error=str(exc))
     finally:
         await transport.close()
-    if not result.ok:
-        return NodeAnswer(node.name, error=f"the reader exited {result.returncode}: "
-                                           f"{(result.stderr or result.stdout).strip()[-300:]}")
-    try:
-        return NodeAnswer(node.name, NodeReport.from_json(node.name, json.loads(result.stdout)))
-    except (ValueError, TypeError, AttributeError) as exc:
-        return NodeAnswer(node.name, error=f"unreadable answer: {exc}")
+    return NodeAnswer(node.name, error=found) if isinstance(found, str) else NodeAnswer(node.name, found)
 
 
 def render(answers: list[NodeAnswer]) -> str:

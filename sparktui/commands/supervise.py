@@ -82,6 +82,9 @@ def unit_text(config: SparkConfig, config_path: Path, *, system: bool) -> str:
 
 
 async def _supervise(config: SparkConfig, as_json: bool) -> int:
+    from sparktui.domain.incidents import IncidentStore
+    from sparktui.domain.supervise import Cause
+    from sparktui.remote.evidence import collect_incident
     from sparktui.remote.notifier import Notifier
     from sparktui.remote.supervisor import Supervisor
 
@@ -92,7 +95,24 @@ async def _supervise(config: SparkConfig, as_json: bool) -> int:
         if line.get("event") == "decision" and line.get("action") in ("give_up", "needs_person"):
             notifier.tell("given_up", str(line.get("detail", "")))
 
-    supervisor = Supervisor(config, emit)
+    store = IncidentStore()
+
+    async def keep_incident(cause: Cause, node: str | None, detail: str) -> str | None:
+        backend = supervisor.backend
+        incident = await collect_incident(
+            config, backend.transports, backend.controller, cause=cause.value, node=node, detail=detail,
+            engine_started=backend.session.truth.run_started,
+            timeline=backend.logs.timeline.snapshot().to_json(), telemetry=list(supervisor.telemetry),
+            store=store)
+        return incident.id
+
+    def outcome(incident: str, action: str, seconds: float | None) -> None:
+        if action:
+            store.update(incident, action=action)
+        else:
+            store.update(incident, serving_again_after=None if seconds is None else round(seconds, 1))
+
+    supervisor = Supervisor(config, emit, on_incident=keep_incident, on_outcome=outcome)
     supervisor.backend.events.observe(notifier, notifier.kinds)
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from sparktui.domain.events import (
     EngineState,
     Event,
     NodeLinkChanged,
+    NodeSampled,
     Notice,
     OperationBusy,
     OperationChanged,
@@ -46,22 +48,40 @@ DESIRED_EVERY = 5.0
 #: How often the policy is asked again without a new event (the worker's grace, the start delay).
 DECIDE_EVERY = 1.0
 
-#: ``(cause, node, detail)`` → keeps the incident's evidence before the supervisor acts.
-IncidentPort = Callable[[Cause, str | None, str], Awaitable[None]]
+#: ``(cause, node, detail)`` → keeps the incident's evidence before the supervisor acts; its id.
+IncidentPort = Callable[[Cause, str | None, str], Awaitable[str | None]]
+#: ``(incident id, action, seconds to serving again or None)``: what became of it.
+IncidentOutcome = Callable[[str, str, float | None], None]
+#: The last minutes of readings kept for an incident (per node, at the probe's rate).
+TELEMETRY_KEPT = 600
+#: A reading's figures kept for an incident (the charts' histories left out).
+_TELEMETRY_FIELDS = ("mem_available_gib", "mem_used_gib", "cpu_percent", "gpu_util", "gpu_temp_c",
+                     "gpu_power_w", "gpu_clock_mhz", "gpu_clock_events", "gpu_xids", "gpu_mem_used_gib")
 #: One line of what the supervisor sees or does: a JSON-ready mapping with ``at`` and ``event``.
 Emit = Callable[[dict[str, Any]], None]
 
 
-async def _no_incident(_cause: Cause, _node: str | None, _detail: str) -> None:
+async def _no_incident(_cause: Cause, _node: str | None, _detail: str) -> str | None:
     """No incident store plugged: the supervisor acts on the verdict alone."""
+    return None
+
+
+def _no_outcome(_incident: str, _action: str, _seconds: float | None) -> None:
+    """No incident store plugged."""
 
 
 class Supervisor:
     def __init__(self, config: SparkConfig, emit: Emit, *, on_incident: IncidentPort = _no_incident,
-                 backend: SshBackend | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 on_outcome: IncidentOutcome = _no_outcome, backend: SshBackend | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.emit = emit
         self.on_incident = on_incident
+        self.on_outcome = on_outcome
+        #: Each node's recent readings (a dict of figures each), for an incident's telemetry.
+        self.telemetry: deque[dict[str, Any]] = deque(maxlen=TELEMETRY_KEPT * len(config.nodes))
+        #: The incident the last action answered, and when: closed at the next ready.
+        self._open_incident: tuple[str, float] | None = None
         self.backend = backend or SshBackend(config, origin=ORIGIN, restarts_by="the supervisor")
         self.policy = SupervisePolicy(config.supervise, clock)
         self.engine: EngineChanged | None = None
@@ -84,6 +104,10 @@ class Supervisor:
                 self.engine = event
                 if event.state is EngineState.READY:
                     self.was_ready = True
+                    if self._open_incident is not None:
+                        incident, since = self._open_incident
+                        self._open_incident = None
+                        self.on_outcome(incident, "", self._clock() - since)
                 elif event.state in (EngineState.STARTING, EngineState.PREFLIGHT):
                     self.was_ready = False
                 if moved:
@@ -99,6 +123,10 @@ class Supervisor:
                 self._line("operation", kind=op.kind, ok=op.ok, detail=op.message)
                 self._desired_read = float("-inf")
                 self._wake.set()
+            case NodeSampled():
+                reading = event.reading
+                self.telemetry.append({"node": event.node, "at": iso(time.time()),
+                                       **{f: getattr(reading, f) for f in _TELEMETRY_FIELDS}})
             case NodeLinkChanged():
                 self._line("link", node=event.node, phase=event.phase, detail=event.describe())
             case Notice() if event.severity in ("warning", "error"):
@@ -157,9 +185,15 @@ class Supervisor:
         if verdict.cause is not None and verdict.cause in INCIDENT_CAUSES:
             node = failure.node if failure else None
             try:
-                await self.on_incident(verdict.cause, node, engine.detail)
+                incident = await self.on_incident(verdict.cause, node, engine.detail)
             except Exception:   # the evidence is worth keeping; the engine's serving is worth more
                 log.exception("incident not kept")
+                incident = None
+            if incident is not None:
+                self._line("incident", id=incident, cause=verdict.cause.value, node=node,
+                           detail=engine.detail)
+                self.on_outcome(incident, verdict.action.value, None)
+                self._open_incident = (incident, self._clock())
         if verdict.action in (Action.GIVE_UP, Action.NEEDS_PERSON):
             self.backend.events.post(Notice(f"supervisor: {verdict.why}", "error"))
             return
