@@ -106,7 +106,9 @@ async def test_the_dashboard_backend_stops_vllm_on_a_trip(tmp_path: Any) -> None
     class Controller:
         busy = None
         stops = 0
-        by_person: list[bool] = []
+
+        def __init__(self) -> None:
+            self.by_person: list[bool] = []
 
         async def stop(self, *, by_person: bool = True) -> OperationView:
             self.stops += 1

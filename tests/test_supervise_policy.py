@@ -121,7 +121,7 @@ def test_not_running_while_it_should_serve_starts_after_the_delay() -> None:
     assert p.decide(S.STOPPED, Cause.NOT_RUNNING, desired_serving=True, busy=False).action is Action.WAIT
     clock.now += 11
     assert p.decide(S.STOPPED, Cause.NOT_RUNNING, desired_serving=True, busy=False).action is Action.START
-    assert p.decide(S.FAILED, Cause.START_FAILED, desired_serving=True, busy=False).action is Action.START
+    assert p.decide(S.FAILED, Cause.START_FAILED, desired_serving=True, busy=False).action is Action.RESTART
 
 
 def test_the_desired_state_on_the_head_round_trips(tmp_path: Path) -> None:

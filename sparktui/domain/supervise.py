@@ -9,8 +9,9 @@ turns each settled state into one action, per cause (``[supervise]`` in the conf
 - an NCCL error → restart everything (vLLM alone would meet the same broken communicator);
 - out of memory (at start, or the memory guard's stop) → ``oom_retries`` tries, then "needs a person"
   with the sizing hint (a loop into the same OOM helps no one);
-- not running while the desired state says serving (a start failed, the head rebooted) → start, after
-  ``start_delay`` (another sparktui's operation may be about to);
+- not running while the desired state says serving (the head rebooted, a stop nobody asked for) → start,
+  after ``start_delay`` (another sparktui's operation may be about to); a failed start, or an engine that
+  never answered its first completion → restart (what is half up is stopped first);
 - more than ``max_restarts`` starts and restarts within ``window`` seconds → "given up", told once.
 
 A person's stop (the desired state ``stopped``) is never undone, and a person's start or restart after
@@ -135,7 +136,7 @@ class SupervisePolicy:
                 Action.GIVE_UP, cause,
                 f"{len(self._acts)} starts and restarts within {self.config.window:.0f} s: given up until a "
                 "person starts it"))
-        if cause in (Cause.NOT_RUNNING, Cause.START_FAILED):
+        if cause is Cause.NOT_RUNNING:
             return Verdict(Action.START, cause, _WHY[cause])
         if cause in (Cause.WORKER_LOST, Cause.NCCL):
             return Verdict(Action.FULL_RESTART, cause, _WHY[cause])
@@ -167,6 +168,6 @@ _WHY = {
     Cause.WORKER_LOST: "a worker is still lost: restarting every rank and Ray",
     Cause.NCCL: "an NCCL error: restarting every rank and Ray",
     Cause.OOM: "out of memory: one more try",
-    Cause.START_FAILED: "the start failed: starting again",
+    Cause.START_FAILED: "the start failed (or the engine never served): stopping what is up, starting again",
     Cause.NOT_RUNNING: "not running while it should serve: starting it",
 }

@@ -20,6 +20,9 @@ from sparktui.remote.transport import TransportError
 if TYPE_CHECKING:
     from sparktui.remote.probed_api import ProbedEngineApi
 
+#: The readiness check's one completion gets this long: an engine that says it is up and cannot produce one
+#: token in two minutes is not serving (a wedge right at start would otherwise hold "verifying" for ever).
+VERIFY_COMPLETION_SECONDS = 120.0
 #: Seconds between readings of Ray's node list while the engine runs (a lost node within 10 s).
 RAY_INTERVAL = 1.0
 
@@ -87,7 +90,8 @@ class ReadyWatch:
         wiring = self._wiring
         config, session = wiring.config, wiring.session
         try:
-            api = await EngineApi.connect(wiring.head_transport(), "127.0.0.1", config.engine.api_port)
+            api = await EngineApi.connect(wiring.head_transport(), "127.0.0.1", config.engine.api_port,
+                                          completion_timeout=VERIFY_COMPLETION_SECONDS)
         except (TransportError, OSError) as exc:
             session.verify_failed(f"API port not reachable through SSH: {exc}")
             return
