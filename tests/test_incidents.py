@@ -86,7 +86,8 @@ def test_retention_removes_the_oldest_by_count_then_by_size_never_the_newest(tmp
 
 
 def test_the_incidents_config_has_defaults_and_takes_sizes() -> None:
-    base = {"nodes": [{"name": "a", "host": "10.0.0.1", "role": "head"}], "engine": {"model": "/m", "tensor_parallel_size": 1}}
+    base = {"nodes": [{"name": "a", "host": "10.0.0.1", "role": "head"}],
+            "engine": {"model": "/m", "tensor_parallel_size": 1}}
     config = parse_config(base)
     assert config.incidents.keep == 50 and int(config.incidents.max_size) == 200 * 1024 * 1024
     config = parse_config({**base, "incidents": {"keep": 5, "max_size": "1MiB", "log_lines": 100}})
@@ -113,7 +114,8 @@ def test_the_kernel_file_falls_back_to_dmesg_and_says_so() -> None:
 
 def test_nccl_and_argv_files_show_the_environment_and_the_running_argv() -> None:
     answers = {"spark1": {"vllm_log": {"path": "/s/vllm.log", "nccl": ["NCCL INFO Channel 00"]},
-                          "processes": [{"pid": 5, "argv": ["vllm", "serve", "/m"], "env": {"NCCL_IB_HCA": "x"}},
+                          "processes": [{"pid": 5, "argv": ["vllm", "serve", "/m"],
+                                         "env": {"NCCL_IB_HCA": "x"}},
                                         {"pid": 6, "argv": ["ray::RayWorkerWrapper"],
                                          "env": {"NCCL_IB_HCA": "x"}}]}}
     nccl = F.nccl_text(answers)
@@ -182,3 +184,34 @@ def test_incidents_lists_shows_and_refuses_an_unknown_id(tmp_path: Path) -> None
     unknown = run_sparktui("incidents", "--dir", str(tmp_path), "show", "20990101-000000-000")
     assert unknown.returncode == 2
     assert f"no incident '20990101-000000-000' (incidents kept: {saved.id})" in unknown.stderr
+
+
+async def test_the_supervisors_keeper_takes_the_evidence_then_fills_in_the_outcome(tmp_path: Path) -> None:
+    """One local node (no Ray, no engine): the incident is kept with what there is, the node's reader ran;
+    the action and the time to serving again are filled in afterwards."""
+    from sparktui.domain.supervise import Cause
+    from sparktui.remote.evidence import IncidentKeeper
+    from sparktui.remote.transport import LocalTransport
+
+    config = parse_config({
+        "nodes": [{"name": "a", "host": "127.0.0.1", "role": "head", "local": True}],
+        "engine": {"model": "/m", "tensor_parallel_size": 1, "state_dir": str(tmp_path / "state"),
+                   "ray_python": [sys.executable], "ray_start_args": ["--temp-dir", str(tmp_path / "ray")]},
+        "incidents": {"node_timeout": 30},
+    })
+    clock = iter([1_780_000_000.0, 1_780_000_042.5])
+    keeper = IncidentKeeper(config, lambda: {"a": LocalTransport("a")}, store=IncidentStore(tmp_path / "inc"),
+                            timeline_text=lambda: "the timeline\n", clock=lambda: next(clock))
+    await keeper(Cause.CRASHED, "a", "vLLM exited 137")
+    keeper.acted("restart vllm")
+    keeper.serving_again()
+    (incident,) = keeper.store.all()
+    assert (incident.cause, incident.node, incident.action, incident.serving_again_s) == \
+        ("crashed", "a", "restart vllm", 42.5)
+    names = {f.name for f in incident.files}
+    assert {"vllm-a.log", "ray-a.log", "stacks-a.txt", "nccl.txt", "ray-nodes.txt", "argv.txt",
+            "config.json", "timeline.txt"} <= names, names
+    folder = keeper.store.root / incident.id
+    assert "not readable" in (folder / "vllm-a.log").read_text()
+    assert (folder / "timeline.txt").read_text() == "the timeline\n"
+    assert keeper.open is None

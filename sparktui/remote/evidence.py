@@ -1,7 +1,7 @@
 """Taking an incident's evidence from every node at once, before anything is done about the failure.
 
 One entry point, :func:`collect_incident`: the supervisor calls it before it restarts anything
-(:func:`incident_port` adapts it to the supervisor's ``on_incident``), ``sparktui incidents collect`` calls it
+(:class:`IncidentKeeper` is the supervisor's ``on_incident``), ``sparktui incidents collect`` calls it
 by hand. Each node answers within ``[incidents] node_timeout``; a node that does not (or whose command
 fails) loses nothing of the others' evidence and is itself recorded (``missing``). The node-side readers
 are constant scripts with positional arguments (``sparktui/node/evidence.py``, ``kernel_log.py``).
@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from sparktui.domain.incidents import Incident, IncidentStore
 from sparktui.domain.json_report import last_json_object
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.postmortem import NEEDLES
+from sparktui.domain.supervise import Cause
 from sparktui.node import source
 from sparktui.remote.engine_nodes import EngineNodes, failure_text
 from sparktui.remote.ray_queries import RayQueries
@@ -76,20 +77,41 @@ async def collect_incident(
     return store.save(incident, {name: text.encode("utf-8", "replace") for name, text in evidence.items()})
 
 
-IncidentPort = Callable[[Any, str | None, str], Awaitable[None]]
+class IncidentKeeper:
+    """The supervisor's ``on_incident``: ``await keeper(cause, node, detail)`` keeps an incident with its
+    evidence before the supervisor acts; ``acted(action)`` records what it then did and ``serving_again()``
+    how long after the incident the engine served again (called at the next verified ready).
+    ``transports`` and ``timeline_text`` are read at the moment of the failure (the backend's links, the
+    dashboard's timeline rendered as text)."""
 
+    def __init__(self, config: SparkConfig, transports: Callable[[], Mapping[str, Transport]], *,
+                 timeline_text: Callable[[], str | None] = lambda: None, store: IncidentStore | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.transports = transports
+        self.timeline_text = timeline_text
+        self.store = store or store_for(config)
+        self.clock = clock
+        #: The incident whose "serving again" is still to come.
+        self.open: Incident | None = None
 
-def incident_port(config: SparkConfig, transports: Callable[[], Mapping[str, Transport]],
-                  timeline_text: Callable[[], str | None] = lambda: None) -> IncidentPort:
-    """The supervisor's ``on_incident``: ``(cause, node, detail)`` → an incident kept; ``transports`` and
-    ``timeline_text`` are read at the moment of the failure (the backend's links, its timeline)."""
-    async def on_incident(cause: Any, node: str | None, detail: str) -> None:
-        name = getattr(cause, "value", str(cause))
-        incident = await collect_incident(config, transports(), cause=name, node=node, detail=detail,
-                                          timeline_text=timeline_text())
-        log.info("incident %s kept (%d files)", incident.id, len(incident.files))
+    async def __call__(self, cause: Cause | str, node: str | None, detail: str) -> None:
+        name = cause.value if isinstance(cause, Cause) else str(cause)
+        self.open = await collect_incident(self.config, self.transports(), cause=name, node=node,
+                                           detail=detail, timeline_text=self.timeline_text(),
+                                           store=self.store, now=self.clock)
+        log.info("incident %s kept (%d files)", self.open.id, len(self.open.files))
 
-    return on_incident
+    def acted(self, action: str) -> None:
+        if self.open is not None:
+            with contextlib.suppress(LookupError, ValueError, OSError):   # pruned meanwhile: nothing to fill
+                self.open = self.store.update(self.open.id, action=action)
+
+    def serving_again(self) -> None:
+        if self.open is not None:
+            with contextlib.suppress(LookupError, ValueError, OSError):
+                self.store.update(self.open.id, serving_again_s=max(0.0, self.clock() - self.open.at))
+            self.open = None
 
 
 async def _node_evidence(config: SparkConfig, nodes: EngineNodes, name: str) -> _NodeEvidence:
