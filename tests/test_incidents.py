@@ -139,15 +139,21 @@ def test_the_node_reader_stands_alone_and_reads_a_tagged_process(tmp_path: Path)
     tag = f"test-evidence/{os.getpid()}"
     env = {**os.environ, "SPARKTUI_TAG": tag, "NCCL_SOCKET_IFNAME": "enp1s0", "UCX_TLS": "tcp",
            "PATH": "/usr/bin:/bin"}   # no py-spy there
+    # A py-spy stand-in on the PATH of the second reading: what it prints lands in the stacks file.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "py-spy").write_text('#!/bin/sh\necho "Thread 1 (idle): MainThread, dumped $*"\n')
+    (tools / "py-spy").chmod(0o755)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
     try:
         cwd = tmp_path / "cwd"
         cwd.mkdir()
         # The tag is in the sleeper's environment as soon as it exists.
         wait_until_sync(lambda: Path(f"/proc/{sleeper.pid}/cmdline").read_bytes(), "the sleeper's argv")
-        out = subprocess.run([sys.executable, "-I", "-c", text, "spark1", tag, str(log), "10",
-                              str(tmp_path / "ray"), ""], cwd=cwd, capture_output=True, text=True,
-                             timeout=60, env=env, check=True)
+        argv = [sys.executable, "-I", "-c", text, "spark1", tag, str(log), "10", str(tmp_path / "ray"), ""]
+        out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, env=env, check=True)
+        with_tool = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, check=True,
+                                   env={**env, "PATH": f"{tools}:/usr/bin:/bin"})
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -163,6 +169,9 @@ def test_the_node_reader_stands_alone_and_reads_a_tagged_process(tmp_path: Path)
     assert report["stacks"]["missing"].startswith("py-spy not found on spark1")
     stacks = F.stacks_text(report)
     assert f"pid {sleeper.pid}" in stacks and "pip install py-spy" in stacks
+    dumped = F.stacks_text(json.loads(with_tool.stdout))
+    assert dumped.startswith(f"stack dumps by {tools}/py-spy:\n==> pid {sleeper.pid} <==\n")
+    assert f"MainThread, dumped dump --pid {sleeper.pid}" in dumped
 
 
 def test_incidents_lists_shows_and_refuses_an_unknown_id(tmp_path: Path) -> None:

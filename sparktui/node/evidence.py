@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from typing import Any
 
 from sparktui.node.ours import ours
@@ -32,6 +33,8 @@ NCCL_KEEP = 400
 #: Ray log files kept per node (the largest actor workers first), and seconds per py-spy dump.
 RAY_FILES = 12
 PYSPY_SECONDS = 20.0
+#: Seconds for all the dumps together: the whole answer must come back within the controller's timeout.
+PYSPY_TOTAL = 30.0
 DUMP_BYTES = 256 * 1024
 ENV_PREFIXES = ("NCCL_", "UCX_", "GLOO_", "TORCH_NCCL_")
 
@@ -119,10 +122,10 @@ def is_python(proc: dict[str, Any]) -> bool:
     return first.startswith(("python", "ray::", "vllm")) or any(a.endswith(".py") for a in argv[:3])
 
 
-def run(argv: list[str]) -> dict[str, Any]:
+def run(argv: list[str], seconds: float = PYSPY_SECONDS) -> dict[str, Any]:
     try:
         res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             timeout=PYSPY_SECONDS)
+                             timeout=seconds)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"rc": None, "text": f"{argv[0]}: {exc}"}
     return {"rc": res.returncode, "text": res.stdout[-DUMP_BYTES:].decode("utf-8", "replace")}
@@ -151,11 +154,17 @@ def stacks(node: str, procs: list[dict[str, Any]], container: str) -> dict[str, 
             "dumps": []}
     inside = prefix[0] == "docker"
     dumps = []
+    deadline = time.monotonic() + PYSPY_TOTAL
     for proc in procs:
         if not is_python(proc):
             continue
+        left = deadline - time.monotonic()
+        if left < 1:
+            dumps.append({"pid": proc["pid"], "rc": None,
+                          "text": f"not dumped: the dumps' {PYSPY_TOTAL:.0f} s were spent"})
+            continue
         pid = proc["ns_pid"] if inside else proc["pid"]
-        result = run([*prefix, "dump", "--pid", str(pid)])
+        result = run([*prefix, "dump", "--pid", str(pid)], min(PYSPY_SECONDS, left))
         dumps.append({"pid": proc["pid"], "rc": result["rc"], "text": result["text"]})
     return {"tool": " ".join(prefix), "dumps": dumps}
 
