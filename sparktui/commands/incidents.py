@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparktui.commands.common import config_from_args, print_json, refuse_example, run_async
+from sparktui.commands.common import config_from_args, positive_int, print_json, refuse_example, run_async
 from sparktui.commands.exit_status import ExitStatus
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show = sub.add_parser("show", help="one incident: its record and each evidence file's last lines",
                           description="one incident: its record and each evidence file's last lines")
     show.add_argument("id", metavar="ID", help="the incident's id (`sparktui incidents` lists them)")
-    show.add_argument("--lines", type=int, default=SHOW_LINES, metavar="N",
+    show.add_argument("--lines", type=positive_int, default=SHOW_LINES, metavar="N",
                       help=f"lines of each file to print, its last ones (default {SHOW_LINES}); "
                       "the whole files are in the incident's folder")
     show.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="one JSON object")
@@ -99,7 +99,7 @@ def _show(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"sparktui incidents: incident {args.id} unreadable: {exc}", file=sys.stderr)
         return ExitStatus.USAGE
-    lines = max(1, args.lines)
+    lines = args.lines
     if args.json:
         data = incident.to_json()
         data["folder"] = str(store.root / incident.id)
