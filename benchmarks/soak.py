@@ -61,6 +61,8 @@ FAULTS = ("vllm_killed", "wedge", "raylet_killed", "link_cut_20", "link_cut_90",
 #: How long a fault may take to be served again before it counts as needing a person.
 RECOVER_WITHIN = {"link_cut_90": 300.0, "head_reboot": 240.0}
 RECOVER_DEFAULT = 180.0
+#: How long after the fault a stop of serving is looked for: the fault's own length and the checks' delay.
+WATCH_FOR = {"link_cut_20": 45.0, "link_cut_90": 120.0, "sshd_killed": 45.0, "wedge": 40.0}
 STANDIN = "sparktui.sim.vllm_standin"
 
 
@@ -213,7 +215,7 @@ class Soak:
             return "", ""
         latest = new[-1]
         files = latest.get("files") or []
-        empty = [f.get("name") for f in files if not f.get("bytes", f.get("size", 1))]
+        empty = [f.get("name") for f in files if not f.get("size")]
         return str(latest.get("cause", "")), f"{len(files)} files" + (f", empty: {empty}" if empty else "")
 
     def incident_ids(self) -> set[str]:
@@ -291,18 +293,26 @@ class Soak:
         before = self.incident_ids()
         t0 = time.monotonic()
         undo = self.inject(fault)
-        # Served again: after the fault took effect (a first failed completion) or, for a fault that
-        # never stops serving (the supervisor killed), at once.
+        # Did serving stop? Watched for as long as the fault lasts and a while after (the supervisor's own
+        # checks may stop it later: a wedge is seen after serving.wedge_seconds).
         deadline = t0 + RECOVER_WITHIN.get(fault, RECOVER_DEFAULT)
-        if fault != "supervisor_killed":
-            while self.serves() and time.monotonic() < deadline:
-                time.sleep(0.5)
-        again = self.wait_serving(max(0.0, deadline - time.monotonic()))
+        watch_until = t0 + WATCH_FOR.get(fault, 30.0)
+        stopped = False
+        while time.monotonic() < watch_until:
+            if not self.serves():
+                stopped = True
+                break
+            time.sleep(1.0)
+        note = ""
+        if stopped:
+            again = self.wait_serving(max(0.0, deadline - time.monotonic()))
+            serving_again = time.monotonic() - t0 if again is not None else None
+        else:
+            serving_again, note = 0.0, "served throughout"
         if undo is not None:
             undo()
-        serving_again = time.monotonic() - t0 if again is not None else None
         cause, evidence = self.newest_incident(before)
-        return Outcome(fault, self.supervisor.first_after(t0), serving_again, cause, evidence)
+        return Outcome(fault, self.supervisor.first_after(t0), serving_again, cause, evidence, note)
 
     def run(self, faults: list[str], minutes: float) -> list[Outcome]:
         threading.Thread(target=self.sample_double_starts, daemon=True).start()

@@ -35,7 +35,7 @@ VERBS: dict[str, str] = {
     "export": "serve node telemetry, engine state and bench results as Prometheus metrics",
     "postmortem": "why a node rebooted or the engine was killed: each node's previous boot and kernel log",
     "supervise": "keep the engine serving with no dashboard open (--unit prints a systemd unit for it)",
-    "incidents": "the failures the supervisor acted on, each with its evidence (show ID; collect)",
+    "incidents": "the failures kept with their evidence (logs, stacks, kernel, NCCL); show ID, collect",
 }
 #: Verbs that read a file given to them and never the config: no --config in their usage.
 WITHOUT_CONFIG = frozenset({"timeline", "history", "recipes", "init"})

@@ -266,6 +266,20 @@ class SuperviseConfig(_Model):
     start_delay: Annotated[float, Field(ge=0, strict=False)] = 10.0
 
 
+class IncidentsConfig(_Model):
+    """``[incidents]``: the evidence kept for each failure (``sparktui incidents``; the supervisor takes one
+    before it acts). The oldest incidents are removed when either bound is passed."""
+
+    #: At most this many incidents are kept.
+    keep: Annotated[int, Field(ge=1)] = 50
+    #: ... and at most this much evidence in all (bytes, or "200MiB").
+    max_size: ByteSize = ByteSize(200 * 1024 * 1024)
+    #: Lines kept of the head's vLLM log and of each Ray worker log.
+    log_lines: Annotated[int, Field(ge=10, le=100_000)] = 500
+    #: Seconds each node has to give its evidence; a node that does not is recorded as such.
+    node_timeout: Annotated[float, Field(gt=0, strict=False)] = 60.0
+
+
 #: The state changes ``[notify]`` can announce (``sparktui.domain.notify``); ``given_up``: the supervisor
 #: stopped trying.
 NotifyEvent = Literal["ready", "failed", "wedged", "degraded", "node_lost", "stopped", "given_up"]
@@ -304,6 +318,7 @@ class SparkConfig(_Model):
     ui: UIConfig = Field(default_factory=UIConfig)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     supervise: SuperviseConfig = Field(default_factory=SuperviseConfig)
+    incidents: IncidentsConfig = Field(default_factory=IncidentsConfig)
 
     @model_validator(mode="after")
     def _one_head(self) -> SparkConfig:

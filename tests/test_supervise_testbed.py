@@ -168,31 +168,12 @@ def test_the_unit_runs_this_config(setup: tuple[Testbed, Path, int]) -> None:
 
 
 def evidence_ok(report: dict[str, Any]) -> None:
-    """Every piece of evidence there, and none empty; py-spy's absence said in the stacks."""
+    """Every piece of evidence there, none empty; the supervisor's telemetry among them."""
     names = {f["name"] for f in report["files"]}
-    assert {"vllm.log.tail", "ray-worker.spark1.log.tail", "ray-worker.spark2.log.tail", "stacks.spark1.json",
-            "stacks.spark2.json", "kernel.spark1.json", "kernel.spark2.json", "nccl.txt", "ray-nodes.json",
-            "engine.txt", "timeline.json", "telemetry.jsonl"} <= names, names
-    assert all(f["bytes"] > 0 for f in report["files"]), report["files"]
-
-
-def test_incidents_collect_takes_every_piece_from_a_serving_engine(setup: tuple[Testbed, Path, int],
-                                                                   tmp_path: Path) -> None:
-    _bed, config, _port = setup
-    start_wait(config)
-    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
-    out = run_sparktui("--config", str(config), "incidents", "collect", "--json", env=env, timeout=240)
-    assert out.returncode == 0, out.stdout + out.stderr
-    report = json.loads(out.stdout)
-    evidence_ok(report)
-    assert not report["missing"]
-    stacks = json.loads((tmp_path / "state" / "sparktui" / "incidents" / report["id"] / "stacks.spark1.json")
-                        .read_text())
-    assert any(STANDIN in p["cmdline"] for p in stacks["processes"])
-    assert stacks["py_spy"] or "py-spy not found" in stacks["py_spy_missing"]
-    listed = json.loads(run_sparktui("incidents", "--json", env=env).stdout)
-    assert [i["id"] for i in listed["incidents"]] == [report["id"]]
-    assert run_sparktui("--config", str(config), "stop", timeout=300).returncode == 0
+    assert {"vllm-spark1.log", "ray-spark1.log", "ray-spark2.log", "stacks-spark1.txt", "stacks-spark2.txt",
+            "kernel-spark1.txt", "kernel-spark2.txt", "nccl.txt", "ray-nodes.txt", "argv.txt",
+            "timeline.txt", "telemetry.jsonl"} <= names, names
+    assert all(f["size"] > 0 for f in report["files"]), report["files"]
 
 
 def test_a_wedge_is_kept_as_an_incident_then_restarted(setup: tuple[Testbed, Path, int],
@@ -217,5 +198,5 @@ def test_a_wedge_is_kept_as_an_incident_then_restarted(setup: tuple[Testbed, Pat
     assert len(listed) == 1 and listed[0]["cause"] == "wedged" and listed[0]["action"] == "restart"
     evidence_ok(listed[0])
     wait_until_sync(lambda: json.loads(run_sparktui("incidents", "--json", env=env).stdout)["incidents"][0]
-                    ["serving_again_after"] is not None, "the time to serving again recorded", timeout=30)
+                    ["serving_again_s"] is not None, "the time to serving again recorded", timeout=30)
     assert run_sparktui("--config", str(config), "stop", timeout=300).returncode == 0

@@ -82,9 +82,8 @@ def unit_text(config: SparkConfig, config_path: Path, *, system: bool) -> str:
 
 
 async def _supervise(config: SparkConfig, as_json: bool) -> int:
-    from sparktui.domain.incidents import IncidentStore
     from sparktui.domain.supervise import Cause
-    from sparktui.remote.evidence import collect_incident
+    from sparktui.remote.evidence import IncidentKeeper
     from sparktui.remote.notifier import Notifier
     from sparktui.remote.supervisor import Supervisor
 
@@ -95,22 +94,23 @@ async def _supervise(config: SparkConfig, as_json: bool) -> int:
         if line.get("event") == "decision" and line.get("action") in ("give_up", "needs_person"):
             notifier.tell("given_up", str(line.get("detail", "")))
 
-    store = IncidentStore()
+    def telemetry() -> dict[str, str]:
+        return {"telemetry.jsonl": "".join(json.dumps(t, default=str) + "\n" for t in supervisor.telemetry)}
+
+    keeper = IncidentKeeper(config, lambda: supervisor.backend.transports,
+                            timeline_text=lambda: json.dumps(
+                                supervisor.backend.logs.timeline.snapshot().to_json(), indent=1, default=str),
+                            extra=telemetry)
 
     async def keep_incident(cause: Cause, node: str | None, detail: str) -> str | None:
-        backend = supervisor.backend
-        incident = await collect_incident(
-            config, backend.transports, backend.controller, cause=cause.value, node=node, detail=detail,
-            engine_started=backend.session.truth.run_started,
-            timeline=backend.logs.timeline.snapshot().to_json(), telemetry=list(supervisor.telemetry),
-            store=store)
-        return incident.id
+        await keeper(cause, node, detail)
+        return keeper.open.id if keeper.open is not None else None
 
-    def outcome(incident: str, action: str, seconds: float | None) -> None:
+    def outcome(_incident: str, action: str, _seconds: float | None) -> None:
         if action:
-            store.update(incident, action=action)
+            keeper.acted(action)
         else:
-            store.update(incident, serving_again_after=None if seconds is None else round(seconds, 1))
+            keeper.serving_again()
 
     supervisor = Supervisor(config, emit, on_incident=keep_incident, on_outcome=outcome)
     supervisor.backend.events.observe(notifier, notifier.kinds)

@@ -9,17 +9,7 @@ import os
 import sys
 from typing import Any
 
-
-def session_dir(temp: str) -> str:
-    base = os.path.join(temp, "session_latest")
-    if not os.path.isdir(base):
-        try:
-            sessions = [os.path.join(temp, d) for d in os.listdir(temp) if d.startswith("session_2")]
-        except OSError:
-            sessions = []
-        sessions = [d for d in sessions if os.path.isdir(d)]
-        base = max(sessions, key=os.path.getmtime) if sessions else base
-    return base
+from sparktui.node.ray_session import session_dir
 
 
 def worker_markers(path: str, entry: dict[str, Any]) -> None:

@@ -1,160 +1,211 @@
-"""An incident's evidence, taken from every node at once before anything is restarted.
+"""Taking an incident's evidence from every node at once, before anything is done about the failure.
 
-Each piece is bounded in time; a node that does not answer costs only its own pieces, and each missing
-piece is written down with why — every file of an incident says something. What is taken:
-
-- ``vllm.log.tail``: the head's vLLM log, its last lines;
-- ``ray-worker.<node>.log.tail``: each node's Ray worker log (the vLLM worker output there);
-- ``stacks.<node>.json``: every process of ours on each node, with ``py-spy dump`` stacks when py-spy is
-  there (said clearly when it is not) and /proc's state of each;
-- ``kernel.<node>.json``: each node's kernel and watchdog messages since the engine started, and how its
-  previous boot ended (``sparktui postmortem``'s reading);
-- ``nccl.txt``: the NCCL lines of the log and the engine's NCCL/UCX/GLOO environment on each node;
-- ``ray-nodes.json``: Ray's node list; ``engine.txt``: the engine's argv and config; ``timeline.json``: the
-  start-up timeline; ``telemetry.jsonl``: the last minutes of each node's readings.
+One entry point, :func:`collect_incident`: the supervisor calls it before it restarts anything
+(:class:`IncidentKeeper` is the supervisor's ``on_incident``), ``sparktui incidents collect`` calls it
+by hand. Each node answers within ``[incidents] node_timeout``; a node that does not (or whose command
+fails) loses nothing of the others' evidence and is itself recorded (``missing``). The node-side readers
+are constant scripts with positional arguments (``sparktui/node/evidence.py``, ``kernel_log.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparktui.config import SparkConfig
+from sparktui.domain import evidence_files as F
 from sparktui.domain.deadline import within
-from sparktui.domain.incidents import EvidenceFile, Incident, IncidentStore, new_id
+from sparktui.domain.incidents import Incident, IncidentStore
+from sparktui.domain.json_report import last_json_object
 from sparktui.domain.lifecycle import plan as P
+from sparktui.domain.postmortem import NEEDLES
+from sparktui.domain.supervise import Cause
 from sparktui.node import source
-from sparktui.remote.engine import EngineController
-from sparktui.remote.kernel_read import read_kernel
-from sparktui.remote.ray_logs import ray_worker_log_path
+from sparktui.remote.engine_nodes import EngineNodes, failure_text
+from sparktui.remote.ray_queries import RayQueries
 from sparktui.remote.transport import Transport, TransportError
 
-LOG_LINES = 400
-WORKER_LINES = 200
-#: Seconds for each piece (a py-spy dump of every process may take a few).
-PIECE_SECONDS = 60.0
-STACK_SECONDS = 10.0
+log = logging.getLogger(__name__)
+
+#: Seconds Ray's node list may take (it is one reading from the head).
+RAY_SECONDS = 20.0
+
+
+@dataclass
+class _NodeEvidence:
+    node: str
+    answer: dict[str, Any] | None = None
+    kernel: dict[str, Any] | None = None
+    dmesg: list[str] | None = None
+    since: float | None = None
+    missing: list[str] = field(default_factory=list)
+
+
+def store_for(config: SparkConfig) -> IncidentStore:
+    """The user's incident store with the config's retention bounds."""
+    return IncidentStore(keep=config.incidents.keep, max_size=int(config.incidents.max_size))
 
 
 async def collect_incident(
-    config: SparkConfig, transports: Mapping[str, Transport], controller: EngineController | None, *,
-    cause: str, node: str | None, detail: str, engine_started: float | None,
-    timeline: Mapping[str, Any] | None = None, telemetry: Sequence[Mapping[str, Any]] = (),
-    store: IncidentStore | None = None,
+    config: SparkConfig, transports: Mapping[str, Transport], *, cause: str, node: str | None = None,
+    detail: str = "", action: str = "", timeline_text: str | None = None, config_text: str | None = None,
+    store: IncidentStore | None = None, now: Callable[[], float] = time.time,
+    extra: Mapping[str, str] | None = None,
 ) -> Incident:
-    """Take every piece at once, write them into a new incident, and return it (saved)."""
-    store = store or IncidentStore()
-    now = time.time()
-    incident = Incident(new_id(now), now, cause, node, detail)
-    store.open(incident)
-    files: list[EvidenceFile] = []
-    missing: list[str] = []
-
-    def keep(name: str, what: str, text: str) -> None:
-        written = store.write_file(incident, name, text if text.strip() else f"(empty: {what})\n")
-        files.append(EvidenceFile(name, written.bytes, what))
-
-    async def piece(name: str, what: str, take: Callable[[], Awaitable[str]]) -> None:
-        try:
-            text = await within(take(), PIECE_SECONDS)
-        except (TransportError, TimeoutError, OSError) as exc:
-            why = str(exc) or type(exc).__name__
-            missing.append(f"{name}: {why}")
-            text = f"not taken: {why}\n"
-        keep(name, what, text)
-
-    homes = controller.homes if controller is not None else None
-    head = config.head.name
-    log_path = P.vllm_log_path(config, homes or None, head)
-    jobs = [piece("vllm.log.tail", f"the head's vLLM log, last {LOG_LINES} lines",
-                  lambda: _tail(transports[head], log_path, LOG_LINES))]
-    for n in config.nodes:
-        t = transports[n.name]
-        jobs.append(piece(f"ray-worker.{n.name}.log.tail",
-                          f"{n.name}'s Ray worker log, last {WORKER_LINES} lines",
-                          _bind(_worker_log, config, t, n.name, homes)))
-        jobs.append(piece(f"stacks.{n.name}.json", f"the stacks and state of our processes on {n.name}",
-                          _bind(_stacks, config, t, n.name)))
-        jobs.append(piece(f"kernel.{n.name}.json", f"{n.name}'s kernel messages since the start, and its "
-                          "previous boot", _bind(_kernel, config, t, n.name, engine_started)))
-    jobs.append(piece("ray-nodes.json", "Ray's node list", _bind(_ray_nodes, controller)))
-    await asyncio.gather(*jobs)
-    keep("nccl.txt", "the NCCL lines of the log and the engine's NCCL environment", _nccl(store, incident))
-    keep("engine.txt", "the engine's argv and config", _engine(config))
-    keep("timeline.json", "the start-up timeline", json.dumps(timeline or {}, indent=1, default=str))
-    keep("telemetry.jsonl", "the last minutes of each node's readings",
-         "".join(json.dumps(t, default=str) + "\n" for t in telemetry))
-    saved = Incident(incident.id, incident.at, cause, node, detail, files=tuple(files),
-                     missing=tuple(missing))
-    store.save(saved)
-    return saved
+    """Take the evidence from every node at once, keep it as a new incident in ``store`` (the user's, with
+    the config's retention, by default) and return the incident. Never raises for a node's failure.
+    ``extra``: evidence the caller holds already (the supervisor's recent telemetry), by file name."""
+    store = store or store_for(config)
+    at = now()
+    nodes = EngineNodes(config, transports)
+    budget = config.incidents.node_timeout
+    # Unresolved homes are no loss: paths keep their ``~``, which the node scripts expand.
+    with contextlib.suppress(TimeoutError):
+        await within(nodes.resolve_homes(quiet=True), budget)
+    per_node, ray_text = await asyncio.gather(
+        asyncio.gather(*(_node_evidence(config, nodes, n.name) for n in config.nodes)), _ray_nodes(nodes))
+    evidence = {**_files(config, per_node, ray_text, timeline_text, config_text), **(extra or {})}
+    missing = [m for ev in per_node for m in ev.missing]
+    if missing:
+        evidence["missing.txt"] = "".join(f"{m}\n" for m in missing)
+    incident = Incident(id=store.new_id(at), at=at, cause=cause, node=node, detail=detail, action=action,
+                        missing=tuple(missing), cluster=config.cluster.name)
+    return store.save(incident, {name: text.encode("utf-8", "replace") for name, text in evidence.items()})
 
 
-def _bind(fn: Callable[..., Awaitable[str]], *args: Any) -> Callable[[], Awaitable[str]]:
-    return lambda: fn(*args)
+class IncidentKeeper:
+    """The supervisor's ``on_incident``: ``await keeper(cause, node, detail)`` keeps an incident with its
+    evidence before the supervisor acts; ``acted(action)`` records what it then did and ``serving_again()``
+    how long after the incident the engine served again (called at the next verified ready).
+    ``transports`` and ``timeline_text`` are read at the moment of the failure (the backend's links, the
+    dashboard's timeline rendered as text)."""
+
+    def __init__(self, config: SparkConfig, transports: Callable[[], Mapping[str, Transport]], *,
+                 timeline_text: Callable[[], str | None] = lambda: None, store: IncidentStore | None = None,
+                 clock: Callable[[], float] = time.time,
+                 extra: Callable[[], Mapping[str, str]] = dict) -> None:
+        self.config = config
+        self.transports = transports
+        self.timeline_text = timeline_text
+        self.extra = extra
+        self.store = store or store_for(config)
+        self.clock = clock
+        #: The incident whose "serving again" is still to come.
+        self.open: Incident | None = None
+
+    async def __call__(self, cause: Cause | str, node: str | None, detail: str) -> None:
+        name = cause.value if isinstance(cause, Cause) else str(cause)
+        self.open = await collect_incident(self.config, self.transports(), cause=name, node=node,
+                                           detail=detail, timeline_text=self.timeline_text(),
+                                           store=self.store, now=self.clock, extra=self.extra())
+        log.info("incident %s kept (%d files)", self.open.id, len(self.open.files))
+
+    def acted(self, action: str) -> None:
+        if self.open is not None:
+            with contextlib.suppress(LookupError, ValueError, OSError):   # pruned meanwhile: nothing to fill
+                self.open = self.store.update(self.open.id, action=action)
+
+    def serving_again(self) -> None:
+        if self.open is not None:
+            with contextlib.suppress(LookupError, ValueError, OSError):
+                self.store.update(self.open.id, serving_again_s=max(0.0, self.clock() - self.open.at))
+            self.open = None
 
 
-async def _tail(transport: Transport, path: str, lines: int) -> str:
-    res = await transport.run(["tail", "-n", str(lines), path], timeout=PIECE_SECONDS)
-    return res.stdout if res.ok else f"tail {path}: {res.stderr.strip() or f'exit {res.returncode}'}\n"
-
-
-async def _worker_log(config: SparkConfig, transport: Transport, node: str,
-                      homes: dict[str, str] | None) -> str:
-    path = await ray_worker_log_path(config, transport, node, dict(homes) if homes else None)
-    if path is None:
-        return f"no Ray worker log on {node} (Ray not running there, or no worker started)\n"
-    return await _tail(transport, path, WORKER_LINES)
-
-
-async def _stacks(config: SparkConfig, transport: Transport, node: str) -> str:
-    tag = P.runtimes(config)[node].tag
-    argv = [config.node(node).python, "-c", source("stacks"), tag, str(STACK_SECONDS)]
-    res = await transport.run(argv, timeout=PIECE_SECONDS)
-    if not res.ok:
-        return f"stacks on {node}: exit {res.returncode}: {res.stderr.strip()[-500:]}\n"
-    return json.dumps(json.loads(res.stdout), indent=1) + "\n"
-
-
-async def _kernel(config: SparkConfig, transport: Transport, node: str, since: float | None) -> str:
-    found = await read_kernel(transport, config.node(node), since)
-    if isinstance(found, str):
-        return f"kernel log on {node}: {found}\n"
-    return json.dumps(found.to_json(), indent=1) + "\n"
-
-
-async def _ray_nodes(controller: EngineController | None) -> str:
-    if controller is None:
-        return "not connected: no controller\n"
-    state = await controller.ray_state_once()
-    if state is None:
-        return "Ray did not answer on the head\n"
-    return json.dumps(state.to_json(), indent=1, default=str) + "\n"
-
-
-def _nccl(store: IncidentStore, incident: Incident) -> str:
-    lines = []
+async def _node_evidence(config: SparkConfig, nodes: EngineNodes, name: str) -> _NodeEvidence:
+    out = _NodeEvidence(name)
+    budget = config.incidents.node_timeout
     try:
-        log = store.read(incident, "vllm.log.tail")
-    except OSError:
-        log = ""
-    lines += [line for line in log.splitlines() if "NCCL" in line or "nccl" in line]
-    for path in sorted((store.root / incident.id).glob("stacks.*.json")):
-        try:
-            env = json.loads(path.read_text()).get("engine_env") or {}
-        except (OSError, ValueError):
-            continue
-        node = path.name[len("stacks."):-len(".json")]
-        nccl = {k: v for k, v in env.items() if k.startswith(("NCCL_", "UCX_", "GLOO_"))}
-        if nccl:
-            lines.append(f"-- the engine's environment on {node}:")
-            lines += [f"{k}={v}" for k, v in sorted(nccl.items())]
-    return "\n".join(lines) + "\n" if lines else "no NCCL line in the log's tail, no NCCL environment found\n"
+        await within(_ask(config, nodes, name, out, budget), budget)
+    except TimeoutError:
+        out.missing.append(f"{name}: no complete answer within {budget:.0f} s")
+    except TransportError as exc:
+        out.missing.append(f"{name}: not reached: {exc}")
+    return out
 
 
-def _engine(config: SparkConfig) -> str:
-    argv = " ".join(P.serve_argv(config, 0))
-    return f"vllm serve argv (rank 0):\n{argv}\n\nconfig:\n{config.model_dump_json(indent=1)}\n"
+async def _ask(config: SparkConfig, nodes: EngineNodes, name: str, out: _NodeEvidence, budget: float) -> None:
+    node = config.node(name)
+    runtime = nodes.runtimes[name]
+    vllm_nodes = {n.name for n in P.vllm_nodes(config)}
+    vllm_log = P.vllm_log_path(config, nodes.homes, name) if name in vllm_nodes else ""
+    argv = [node.python, "-c", source("evidence"), name, runtime.tag, vllm_log,
+            str(config.incidents.log_lines), P.ray_log_root(config, nodes.homes, name),
+            runtime.container if runtime.docker else ""]
+    res = await nodes.run(name, argv, budget)
+    report = last_json_object(res.stdout) if res.ok else None
+    if report is None:
+        out.missing.append(f"{name}: evidence reader failed: {failure_text(res)}")
+    else:
+        out.answer = report
+    # The kernel's lines since the engine's oldest process started (the last hour when none runs).
+    out.since = F.engine_started_at([report] if report else []) or time.time() - 3600
+    kernel = await nodes.run(name, [node.python, "-c", source("kernel_log"), f"{out.since:.0f}", *NEEDLES],
+                             budget)
+    try:
+        out.kernel = json.loads(kernel.stdout) if kernel.ok else None
+    except ValueError:
+        out.kernel = None
+    current = (out.kernel or {}).get("current") or {}
+    if out.kernel is None or current.get("error"):
+        dmesg = await nodes.run(name, ["dmesg"], budget)
+        out.dmesg = F.dmesg_matching(dmesg.stdout, NEEDLES) if dmesg.ok else None
+        if not dmesg.ok:
+            out.missing.append(f"{name}: kernel messages: journal and dmesg both unreadable "
+                               f"(dmesg: {failure_text(dmesg)})")
+
+
+async def _ray_nodes(nodes: EngineNodes) -> str:
+    try:
+        state = await within(RayQueries(nodes).state_once(timeout=RAY_SECONDS), RAY_SECONDS + 10)
+    except (TimeoutError, TransportError) as exc:
+        return f"Ray's node list not read: {exc or 'no answer in time'}\n"
+    if state is None:
+        return "Ray did not answer on the head (not running, or not joinable)\n"
+    lines = [f"Ray {state.ray_version or '?'}: {len(state.alive)} of {len(state.nodes)} node(s) alive, "
+             f"{state.gpu_total:g} GPU(s)"]
+    lines += [f"  {n.ip}  {'alive' if n.alive else 'DEAD'}  gpu {n.gpu:g}  "
+              f"{'head' if n.is_head else 'worker'}  {n.hostname}  {n.node_id}" for n in state.nodes]
+    return "\n".join(lines) + "\n" + json.dumps(state.to_json(), indent=2) + "\n"
+
+
+def _files(config: SparkConfig, per_node: Sequence[_NodeEvidence], ray_text: str, timeline_text: str | None,
+           config_text: str | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    answers = {ev.node: ev.answer for ev in per_node if ev.answer is not None}
+    for ev in per_node:
+        part = F.file_part(ev.node)
+        if ev.answer is not None:
+            vllm = F.vllm_log_text(ev.answer)
+            if vllm is not None:
+                out[f"vllm-{part}.log"] = vllm
+            out[f"ray-{part}.log"] = F.ray_logs_text(ev.answer)
+            out[f"stacks-{part}.txt"] = F.stacks_text(ev.answer)
+        if ev.kernel is not None or ev.dmesg is not None:
+            out[f"kernel-{part}.txt"] = F.kernel_text(ev.node, ev.kernel, ev.dmesg, ev.since)
+    out["nccl.txt"] = F.nccl_text(answers)
+    out["ray-nodes.txt"] = ray_text
+    planned = {n.name: P.serve_argv(config, rank) for rank, n in enumerate(P.vllm_nodes(config))}
+    out["argv.txt"] = F.argv_text(answers, planned)
+    out["config.toml" if config_text is not None else "config.json"] = (
+        config_text if config_text is not None else config.model_dump_json(indent=2) + "\n")
+    out["timeline.txt"] = timeline_text or _timeline_from_tail(answers.get(config.head.name))
+    return out
+
+
+def _timeline_from_tail(answer: Mapping[str, Any] | None) -> str:
+    """No timeline given (a manual collection): the one the head log's last lines give."""
+    from sparktui.domain.logs.timeline import render_human, timeline_from_bytes
+
+    log_part = (answer or {}).get("vllm_log") or {}
+    lines = log_part.get("lines") or []
+    if not lines:
+        return "no timeline: the head's vLLM log was not read\n"
+    snap = timeline_from_bytes("\n".join(lines).encode() + b"\n")
+    return f"(from the head log's last {len(lines)} lines)\n" + render_human(snap) + "\n"
