@@ -77,6 +77,29 @@ def test_nccl_restarts_every_rank_and_a_wedge_restarts() -> None:
     assert p.decide(S.WEDGED, Cause.WEDGED, desired_serving=True, busy=False).action is Action.RESTART
 
 
+def test_what_a_restart_did_not_bring_back_is_restarted_in_full() -> None:
+    p, _ = policy()
+    wedge = p.decide(S.WEDGED, Cause.WEDGED, desired_serving=True, busy=False)
+    assert wedge.action is Action.RESTART
+    p.acted(wedge)
+    # vLLM's restart was not ready in time: its start failed, so everything goes, Ray and every rank.
+    again = p.decide(S.FAILED, Cause.START_FAILED, desired_serving=True, busy=False)
+    assert again.action is Action.FULL_RESTART and "did not bring it back" in again.why
+    p.acted(again)
+    assert p.decide(S.WEDGED, Cause.WEDGED, desired_serving=True, busy=False).action is Action.FULL_RESTART
+    # Ready again: the next failure starts from the lightest step.
+    assert p.decide(S.READY, None, desired_serving=True, busy=False).action is Action.NONE
+    assert p.decide(S.FAILED, Cause.CRASHED, desired_serving=True, busy=False).action is Action.RESTART
+    # A boot's start that failed is not met again with a plain start over what it left behind.
+    boot, clock = policy(start_delay=0)
+    first = boot.decide(S.STOPPED, Cause.NOT_RUNNING, desired_serving=True, busy=False)
+    assert first.action is Action.START
+    boot.acted(first)
+    clock.now += 5
+    assert boot.decide(S.FAILED, Cause.START_FAILED, desired_serving=True,
+                       busy=False).action is Action.FULL_RESTART
+
+
 def test_out_of_memory_is_retried_once_then_needs_a_person() -> None:
     p, _ = policy(oom_retries=1)
     first = p.decide(S.FAILED, Cause.OOM, desired_serving=True, busy=False)
@@ -92,16 +115,18 @@ def test_out_of_memory_is_retried_once_then_needs_a_person() -> None:
 
 def test_the_budget_gives_up_and_the_window_earns_it_back() -> None:
     p, clock = policy(max_restarts=2, window=600)
-    for _ in range(2):
+    for _ in range(2):   # each restart serves a while, then it crashes again: ready does not reset the budget
         verdict = p.decide(S.FAILED, Cause.CRASHED, desired_serving=True, busy=False)
         assert verdict.action is Action.RESTART
         p.acted(verdict)
         clock.now += 10
+        assert p.decide(S.READY, None, desired_serving=True, busy=False).action is Action.NONE
     given_up = p.decide(S.FAILED, Cause.CRASHED, desired_serving=True, busy=False)
     assert given_up.action is Action.GIVE_UP and "2 starts and restarts within 600 s" in given_up.why
     p2, clock2 = policy(max_restarts=2, window=600)
     for _ in range(2):
         p2.acted(p2.decide(S.FAILED, Cause.CRASHED, desired_serving=True, busy=False))
+        p2.decide(S.READY, None, desired_serving=True, busy=False)
     clock2.now += 601
     assert p2.decide(S.FAILED, Cause.CRASHED, desired_serving=True, busy=False).action is Action.RESTART
 

@@ -5,6 +5,9 @@ turns each settled state into one action, per cause (``[supervise]`` in the conf
 
 - a crash or an exit of vLLM → restart (``engine.restart = "vllm"`` keeps Ray when it is healthy);
 - wedged (requests run, no token comes out) → restart;
+- a start or restart of its own that did not bring the engine back to ready (a failed start, a vLLM
+  restart not ready in time, the same failure again) → restart everything: Ray and every rank, the
+  stop first, so nothing a half-done start left behind is met again;
 - a worker lost after ready → wait ``worker_grace`` seconds for it, then restart everything;
 - an NCCL error → restart everything (vLLM alone would meet the same broken communicator);
 - out of memory (at start, or the memory guard's stop) → ``oom_retries`` tries, then "needs a person"
@@ -95,6 +98,9 @@ class SupervisePolicy:
         #: When the automatic starts and restarts in the window happened.
         self._acts: deque[float] = deque()
         self._oom_tries = 0
+        #: Its starts and restarts since the engine was last ready: one that did not bring it back makes
+        #: the next a full restart.
+        self._unanswered = 0
         #: Since when the current problem has been seen (the worker's grace, the start delay).
         self._since: tuple[Cause, float] | None = None
         #: Set once given up (or "needs a person"): no more actions until a person starts the engine.
@@ -108,6 +114,7 @@ class SupervisePolicy:
         if state is EngineState.READY:
             self._since = None
             self._oom_tries = 0
+            self._unanswered = 0
             return Verdict(Action.NONE)
         if cause is not None and not desired_serving:
             self._since = None
@@ -136,16 +143,21 @@ class SupervisePolicy:
                 Action.GIVE_UP, cause,
                 f"{len(self._acts)} starts and restarts within {self.config.window:.0f} s: given up until a "
                 "person starts it"))
-        if cause is Cause.NOT_RUNNING:
-            return Verdict(Action.START, cause, _WHY[cause])
         if cause in (Cause.WORKER_LOST, Cause.NCCL):
             return Verdict(Action.FULL_RESTART, cause, _WHY[cause])
+        if self._unanswered:
+            return Verdict(Action.FULL_RESTART, cause,
+                           f"{_WHY[cause].split(':')[0]}, and the last start or restart did not bring it "
+                           "back: restarting every rank and Ray")
+        if cause is Cause.NOT_RUNNING:
+            return Verdict(Action.START, cause, _WHY[cause])
         return Verdict(Action.RESTART, cause, _WHY[cause])
 
     def acted(self, verdict: Verdict) -> None:
         """The verdict's start or restart was run: it counts against the window."""
         if verdict.action in (Action.START, Action.RESTART, Action.FULL_RESTART):
             self._acts.append(self.clock())
+            self._unanswered += 1
             self._since = None
             if verdict.cause is Cause.OOM:
                 self._oom_tries += 1
@@ -155,6 +167,7 @@ class SupervisePolicy:
         self.stopped_trying = None
         self._acts.clear()
         self._oom_tries = 0
+        self._unanswered = 0
         self._since = None
 
     def _stop_trying(self, verdict: Verdict) -> Verdict:
