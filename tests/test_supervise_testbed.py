@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.cli_helpers import REPO, run_sparktui
-from tests.leftovers import processes
+from tests.leftovers import helpers_left, processes
 from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs
 from tests.test_engine_truth_testbed import kill_ours
 from tests.testbed import Testbed
@@ -62,8 +62,32 @@ class Supervise:
         return self.seen(lambda line: line.get("event") == "decision" and line.get("action") == action)
 
     def end(self, sig: int = signal.SIGTERM) -> int:
+        """Ends it; nothing it started on this machine outlives it (its node-side helpers: ``ended``)."""
+        children = descendants(self.proc.pid)
         self.proc.send_signal(sig)
-        return self.proc.wait(30)
+        code = self.proc.wait(30)
+        wait_until_sync(lambda: not [pid for pid in children if Path(f"/proc/{pid}").exists()],
+                        "the supervisor's children ended with it", timeout=10, interval=0.2)
+        return code
+
+    def ended(self, bed: Testbed) -> None:
+        assert not helpers_left(bed), "node-side helpers of the supervisor outlived it"
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` now (children of children too), from ``ps``."""
+    parents: dict[int, list[int]] = {}
+    listing = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout
+    for line in listing.splitlines():
+        child, parent = (int(field) for field in line.split())
+        parents.setdefault(parent, []).append(child)
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def serves(bed: Testbed, port: int) -> bool:
@@ -131,6 +155,7 @@ def test_adopts_restarts_a_crash_and_honours_a_persons_stop(setup: tuple[Testbed
     finally:
         assert supervisor.end() == 0
     assert supervisor.seen(lambda line: line.get("event") == "ended")
+    supervisor.ended(bed)
 
 
 def test_at_boot_starts_what_should_serve_and_sigterm_leaves_it_serving(
@@ -149,6 +174,7 @@ def test_at_boot_starts_what_should_serve_and_sigterm_leaves_it_serving(
         code = supervisor.end()
     assert code == 0
     assert serves(bed, port), "SIGTERM of the supervisor must leave the engine serving"
+    supervisor.ended(bed)
     out = run_sparktui("--config", str(config), "stop", timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -190,7 +216,7 @@ def test_a_wedge_is_kept_as_an_incident_then_restarted(setup: tuple[Testbed, Pat
                         "the wedge's incident", timeout=120)
         wait_until_sync(lambda: serves(bed, port), "serving again after the wedge", timeout=180, interval=1)
         supervisor.wait(lambda line: line.get("event") == "state" and line.get("state") == "ready"
-                        and supervisor.seen(lambda x: x.get("event") == "incident"), "ready after it")
+                        and bool(supervisor.seen(lambda x: x.get("event") == "incident")), "ready after it")
     finally:
         assert supervisor.end() == 0
     env = {"XDG_STATE_HOME": str(tmp_path / "state")}
