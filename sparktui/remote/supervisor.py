@@ -18,6 +18,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from sparktui.config import SparkConfig
@@ -178,6 +179,9 @@ class Supervisor:
         if last is not None and (last.action, last.cause) == (verdict.action, verdict.cause):
             return   # said already (a wait's countdown is not news)
         self._last_verdict = verdict
+        if verdict.action is Action.NEEDS_PERSON and failure is not None and failure.hint:
+            # The log's own advice for this failure (the flags to lower) is the sizing a person needs.
+            verdict = replace(verdict, why=f"{verdict.why}. The log's advice: {failure.hint}")
         cause_name = verdict.cause.value if verdict.cause else None
         self._line("decision", action=verdict.action.value, cause=cause_name, detail=verdict.why)
         if verdict.action in (Action.WAIT, Action.HOLD):
