@@ -21,12 +21,13 @@ from tests.cli_helpers import REPO, run_sparktui
 from tests.lifecycle_helpers import lifecycle_overrides
 from tests.test_lifecycle_testbed import leftovers
 from tests.testbed import Testbed
-from tests.waiting import wait_until
+from tests.waiting import wait_until_sync
 
 pytestmark = [pytest.mark.testbed, pytest.mark.ray]
 
-#: The worker's step while it runs, as `start` prints it.
-WORKER_RUNNING = "spark2     ray start (worker)"
+#: The head's `ray start` while it runs, as `start` prints it: a fault injected then meets the worker's
+#: `ray start` (which begins when the head's GCS answers) every time, never a step already done.
+HEAD_RAY_RUNNING = "spark1     ray start (head)"
 
 
 def _config(bed: Testbed, tmp: Path, grace: float, **engine: Any) -> Path:
@@ -69,8 +70,8 @@ class Start:
 def _nothing_left(bed: Testbed) -> None:
     # The worker's raylet, told nothing, leaves once the head's GCS is gone: wait for it, bounded.
     for name in ("spark1", "spark2"):
-        wait_until(lambda n=name: leftovers(bed, n) == [], timeout=90,  # type: ignore[misc]
-                   message=f"processes of ours left on {name}")
+        wait_until_sync(lambda n=name: leftovers(bed, n) == [],  # type: ignore[misc]
+                        f"no process of ours left on {name}", timeout=90)
 
 
 def test_worker_sshd_killed_during_ray_start_fails_cleanly(make_testbed: Callable[..., Testbed],
@@ -79,7 +80,7 @@ def test_worker_sshd_killed_during_ray_start_fails_cleanly(make_testbed: Callabl
     config = _config(bed, tmp_path, grace=5.0)
     start = Start(config)
     try:
-        start.until(lambda line: WORKER_RUNNING in line and "..." in line)
+        start.until(lambda line: HEAD_RAY_RUNNING in line and "..." in line)
         bed.kill_sshd("spark2")
         code, out, err = start.finish()
     finally:
@@ -104,7 +105,7 @@ def test_short_link_cut_during_start_is_ridden_out(make_testbed: Callable[..., T
     config = _config(bed, tmp_path, grace=25.0)
     start = Start(config)
     try:
-        start.until(lambda line: WORKER_RUNNING in line and "..." in line)
+        start.until(lambda line: HEAD_RAY_RUNNING in line and "..." in line)
         bed.link_down("spark2")
         time.sleep(8)   # the cut itself: 8 s with no packet (the fault, not a wait for a condition)
         bed.link_up("spark2")
@@ -127,7 +128,7 @@ def test_link_cut_longer_than_the_grace_fails_and_undoes(make_testbed: Callable[
     config = _config(bed, tmp_path, grace=5.0)
     start = Start(config)
     try:
-        start.until(lambda line: WORKER_RUNNING in line and "..." in line)
+        start.until(lambda line: HEAD_RAY_RUNNING in line and "..." in line)
         bed.link_down("spark2")
         code, out, err = start.finish()
     finally:

@@ -17,7 +17,7 @@ from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle.output import TAIL_LINES, output_tail
 from sparktui.remote.engine_nodes import EngineNodes, Outcome, failure_text
 from sparktui.remote.ray_queries import RayQueries
-from sparktui.remote.transport import CommandResult, TransportError
+from sparktui.remote.transport import CommandNotStarted, CommandResult, TransportError
 
 
 class Tracker:
@@ -46,6 +46,9 @@ class Tracker:
 
 
 _StepTask = asyncio.Task[StepView | None]
+
+#: Seconds a step whose link broke lets the link's state catch up before waiting on it.
+LINK_SETTLE = 0.5
 
 #: Runs one step of a kind the runner does not know itself; ``live`` shows a message meanwhile.
 Executor = Callable[[P.Step, Callable[[str], None]], Awaitable[Outcome]]
@@ -170,25 +173,37 @@ class PlanRunner:
 
     async def _link_lost(self, step: P.Step, exc: TransportError, live: Callable[[str], None]) -> Outcome:
         """A step whose node's link broke: wait up to ``engine.link_grace_s`` for it to come back (a brief
-        cable or switch hiccup). A step whose effect a later step judges (``judged_later``: a worker's
-        `ray start`, judged by Ray's node list) is then not failed by the drop; any other step is, as is
-        one whose link is not back in time — naming the node, its link and why."""
+        cable or switch hiccup). A command that never began runs then; one whose channel broke while it
+        ran is not failed by the drop when a later step judges its effect (``judged_later``: a worker's
+        `ray start`, judged by Ray's node list). Otherwise, or when the link is not back in time, the
+        step fails naming the node, its link and why."""
         assert step.node is not None
         grace = self.nodes.config.engine.link_grace_s
         transport = self.nodes.transports[step.node]
-        t0 = time.monotonic()
-        live(f"SSH link lost ({exc}); waiting up to {grace:.0f} s for it to come back")
-        try:
-            await transport.wait_connected(grace)
-        except TransportError as still:
-            return Outcome(StepStatus.FAILED, f"{step.node}'s SSH link lost during {step.name} and not back "
-                                              f"within {grace:.0f} s (engine.link_grace_s): {still}")
-        back = time.monotonic() - t0
-        if step.judged_later:
-            return Outcome(StepStatus.WARNING, f"SSH link dropped and came back after {back:.0f} s; "
-                                               f"{step.judged_later} judges whether it took effect")
-        return Outcome(StepStatus.FAILED, f"{step.node}'s SSH link dropped during {step.name} (back after "
-                                          f"{back:.0f} s, the step's outcome lost): {exc}")
+        deadline = time.monotonic() + grace
+        while True:
+            # An error seen before the link's own state says so (keepalives lag): let it catch up rather
+            # than spin on a connection that is about to be declared lost.
+            await asyncio.sleep(LINK_SETTLE)
+            t0 = time.monotonic()
+            live(f"SSH link lost ({exc}); waiting up to {deadline - t0:.0f} s for it to come back")
+            try:
+                await transport.wait_connected(max(0.0, deadline - t0))
+            except TransportError as still:
+                return Outcome(StepStatus.FAILED, f"{step.node}'s SSH link lost during {step.name} and not "
+                                                  f"back within {grace:.0f} s (engine.link_grace_s): {still}")
+            back = time.monotonic() - t0
+            if isinstance(exc, CommandNotStarted):
+                try:
+                    return await self._execute(step, live)
+                except TransportError as again:
+                    exc = again
+                    continue
+            if step.judged_later:
+                return Outcome(StepStatus.WARNING, f"SSH link dropped and came back after {back:.0f} s; "
+                                                   f"{step.judged_later} judges whether it took effect")
+            return Outcome(StepStatus.FAILED, f"{step.node}'s SSH link dropped during {step.name} (back "
+                                              f"after {back:.0f} s, the step's outcome lost): {exc}")
 
     async def _execute(self, step: P.Step, live: Callable[[str], None]) -> Outcome:
         assert step.node is not None
