@@ -90,6 +90,22 @@ async def test_after_waits_for_a_lingering_step_and_its_failure_ends_the_next_ph
     assert steps["ray wait"].status is StepStatus.SKIPPED and steps["serve"].status is StepStatus.SKIPPED
 
 
+async def test_a_failure_beside_a_step_waiting_on_a_lingering_one_leaves_that_one_running() -> None:
+    # The start plan's shape when a worker's `ray start` fails while the Ray wait waits for the head's
+    # `ray start` (still running): cancelling the wait must not cancel the head's step, and the plan ends
+    # with the worker's failure, never with a CancelledError (it was a traceback out of `start --wait`).
+    plan = Plan("t", (
+        Phase("head", (sh("head", "a", "sleep 1; echo started"), sh("gcs", "a", "true")), done_when="gcs"),
+        Phase("workers", (sh("ray wait", "a", "true", after_lingering=("head",)),
+                          sh("worker", "b", "echo lost >&2; exit 255"))),
+    ))
+    view, failed = await run_plan(plan)
+    steps = {s.name: s for s in view.steps}
+    assert failed is StepStatus.FAILED and steps["worker"].status is StepStatus.FAILED
+    assert steps["head"].status is StepStatus.OK and steps["head"].message == "started"
+    assert steps["ray wait"].status is StepStatus.SKIPPED
+
+
 async def test_fallback_and_ok_if_output_and_tolerated_failure() -> None:
     plan = Plan("t", (Phase("one", (
         Step("retry", "a", ("sh", "-c", "exit 1"), 10.0, fallback=("sh", "-c", "echo second try")),
