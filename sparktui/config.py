@@ -176,6 +176,9 @@ class EngineConfig(_Model):
     ray_wait_timeout: Annotated[float, Field(gt=0, strict=False)] = 120.0
     #: Seconds between SIGINT, SIGTERM and SIGKILL when stopping vLLM.
     stop_grace: Annotated[float, Field(gt=0, strict=False)] = 10.0
+    #: Seconds a start waits for a node's SSH link that dropped while one of its steps ran (a brief
+    #: cable or switch hiccup is ridden out); longer, and the start fails naming the node and its link.
+    link_grace_s: Annotated[float, Field(gt=0, strict=False)] = 30.0
     #: Extra ``ray start`` arguments on every node (e.g. ``--num-gpus 1`` on hosts without NVML,
     #: ``--include-dashboard=false``, ``--temp-dir``).
     ray_start_args: tuple[str, ...] = Field(default=(), strict=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping, Sequence
 
 import pytest
 
@@ -12,7 +13,14 @@ from sparktui.config import SparkConfig, parse_config
 from sparktui.domain.events import OperationRefused, OperationView, StepStatus
 from sparktui.domain.lifecycle.plan import Phase, Plan, Step
 from sparktui.remote.engine import EngineController, _Tracker
-from sparktui.remote.transport import LocalTransport
+from sparktui.remote.transport import (
+    CommandNotStarted,
+    CommandResult,
+    LinkPhase,
+    LinkState,
+    LocalTransport,
+    Transport,
+)
 
 
 def config() -> SparkConfig:
@@ -88,6 +96,73 @@ async def test_after_waits_for_a_lingering_step_and_its_failure_ends_the_next_ph
     assert time.monotonic() - t0 < 10
     assert failed is StepStatus.FAILED and steps["head"].status is StepStatus.FAILED
     assert steps["ray wait"].status is StepStatus.SKIPPED and steps["serve"].status is StepStatus.SKIPPED
+
+
+async def test_a_failure_beside_a_step_waiting_on_a_lingering_one_leaves_that_one_running() -> None:
+    # The start plan's shape when a worker's `ray start` fails while the Ray wait waits for the head's
+    # `ray start` (still running): cancelling the wait must not cancel the head's step, and the plan ends
+    # with the worker's failure, never with a CancelledError (it was a traceback out of `start --wait`).
+    plan = Plan("t", (
+        Phase("head", (sh("head", "a", "sleep 1; echo started"), sh("gcs", "a", "true")), done_when="gcs"),
+        Phase("workers", (sh("ray wait", "a", "true", after_lingering=("head",)),
+                          sh("worker", "b", "echo lost >&2; exit 255"))),
+    ))
+    view, failed = await run_plan(plan)
+    steps = {s.name: s for s in view.steps}
+    assert failed is StepStatus.FAILED and steps["worker"].status is StepStatus.FAILED
+    assert steps["head"].status is StepStatus.OK and steps["head"].message == "started"
+    assert steps["ray wait"].status is StepStatus.SKIPPED
+
+
+class DroppingTransport(LocalTransport):
+    """A node whose link drops as the first command is sent (it never began there) and comes back after
+    ``back_after`` seconds (``None``: never); commands run locally once it is back."""
+
+    def __init__(self, name: str, back_after: float | None) -> None:
+        super().__init__(name)
+        self.back_after = back_after
+        self.sent = 0
+
+    async def run(self, argv: Sequence[str], *, input: bytes | None = None, timeout: float | None = None,
+                  env: Mapping[str, str] | None = None) -> CommandResult:
+        self.sent += 1
+        if self.sent == 1:
+            self._set_state(LinkState(LinkPhase.RETRYING, last_error="connection lost", attempts=1))
+            if self.back_after is not None:
+                asyncio.get_running_loop().call_later(self.back_after, self._set_state,
+                                                      LinkState(LinkPhase.CONNECTED))
+            raise CommandNotStarted(f"{self.name}: cannot run {argv[0]}: connection lost")
+        return await super().run(argv, input=input, timeout=timeout, env=env)
+
+
+async def run_with_drop(back_after: float | None) -> tuple[OperationView, StepStatus | None, int]:
+    cfg = parse_config({"nodes": [{"name": "a", "host": "localhost", "local": True, "role": "head"},
+                                  {"name": "b", "host": "localhost", "local": True}],
+                        "engine": {"runtime": "host", "model": "m", "link_grace_s": 2}})
+    dropping = DroppingTransport("b", back_after)
+    transports: dict[str, Transport] = {"a": LocalTransport("a"), "b": dropping}
+    await transports["a"].connect()
+    controller = EngineController(cfg, transports)
+    tracker = _Tracker("test", lambda v: None)
+    plan = Plan("t", (Phase("one", (sh("worker", "b", "echo joined"),)),))
+    failed = await controller._run_plan(tracker, plan, stop_on_failure=True)
+    return tracker.view, failed.status if failed else None, dropping.sent
+
+
+async def test_a_link_back_within_the_grace_runs_the_step_that_never_began() -> None:
+    view, failed, sent = await run_with_drop(back_after=0.3)
+    assert failed is None and sent == 2
+    assert view.steps[0].status is StepStatus.OK and view.steps[0].message == "joined"
+
+
+async def test_a_link_not_back_within_the_grace_fails_the_step_naming_the_node_and_link() -> None:
+    t0 = time.monotonic()
+    view, failed, sent = await run_with_drop(back_after=None)
+    assert failed is StepStatus.FAILED and sent == 1
+    assert time.monotonic() - t0 < 10
+    msg = view.steps[0].message
+    assert msg.startswith("b's SSH link lost during worker and not back within 2 s "
+                          "(engine.link_grace_s)"), msg
 
 
 async def test_fallback_and_ok_if_output_and_tolerated_failure() -> None:

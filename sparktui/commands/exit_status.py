@@ -23,6 +23,9 @@ class ExitStatus(IntEnum):
     CANNOT_SERVE = 4
     #: Refused because another sparktui operation holds the operation lock: try again when it ends.
     BUSY = 5
+    #: ``start --wait`` / ``restart --wait``: a person's ``stop`` (another sparktui, or the dashboard) ended
+    #: the engine before it was ready: a stop, as asked, not a failure.
+    STOPPED = 6
     #: Interrupted (Ctrl-C), as the shell reports SIGINT.
     INTERRUPTED = 130
     #: The reader of stdout went away (``sparktui logs | head``), as the shell reports SIGPIPE.

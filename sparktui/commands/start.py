@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparktui.commands.common import config_from_args, positive_seconds, print_json, refuse_example, run_async
 from sparktui.commands.exit_status import ExitStatus
-from sparktui.domain.events import OperationRefused, OperationView, StepStatus, StepView
+from sparktui.domain.events import EngineState, OperationRefused, OperationView, StepStatus, StepView
 
 if TYPE_CHECKING:   # the config brings pydantic: loaded when the verb runs, not for its --help
     from sparktui.config import SparkConfig
@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_operation_arguments(parser: argparse.ArgumentParser, *, waits: bool) -> None:
     parser.epilog = ("exit status: 0 done" + (" (with --wait: the engine is ready)" if waits else "")
-                     + ", 1 failed, 2 no usable config, 5 another sparktui operation is running (try again)")
+                     + ", 1 failed, 2 no usable config, 5 another sparktui operation is running (try again)"
+                     + (", 6 a person's stop ended the engine before it was ready" if waits else ""))
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan (every command on every node) and do nothing")
@@ -125,6 +126,11 @@ def _refuse_unreachable(kind: str, down: dict[str, str], as_json: bool) -> int:
     return ExitStatus.NOT_WELL
 
 
+#: How each outcome of ``--wait`` exits (anything else: failed) and what [notify] hears of it.
+_WAIT_STATUS = {"ready": ExitStatus.OK, "stopped": ExitStatus.STOPPED}
+_WAIT_STATE = {"ready": EngineState.READY, "stopped": EngineState.STOPPED}
+
+
 def view_json(view: OperationView | None) -> dict[str, Any] | None:
     if view is None:
         return None
@@ -136,7 +142,7 @@ def view_json(view: OperationView | None) -> dict[str, Any] | None:
 
 
 async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> int:
-    from sparktui.domain.events import EngineChanged, EngineState
+    from sparktui.domain.events import EngineChanged
     from sparktui.domain.lifecycle.fixes import fixes_for
     from sparktui.remote.cluster import close_cluster, open_cluster
     from sparktui.remote.engine import EngineController
@@ -192,9 +198,8 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
                 report["memory_guard"] = trip.to_json()
             if not args.json:
                 print(f"engine: {result.outcome}: {result.detail} ({result.seconds:.1f} s)", flush=True)
-            code = ExitStatus.of(result.outcome == "ready")
-            ready = code is ExitStatus.OK
-            notify(EngineChanged(EngineState.READY if ready else EngineState.FAILED, result.detail))
+            code = _WAIT_STATUS.get(result.outcome, ExitStatus.NOT_WELL)
+            notify(EngineChanged(_WAIT_STATE.get(result.outcome, EngineState.FAILED), result.detail))
         if args.json:
             print_json(report)
         return code

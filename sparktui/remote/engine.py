@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -280,8 +281,10 @@ class EngineController:
                                   ready_timeout=self.ready_timeout())
         failed = await self._run_plan(tracker, plan, stop_on_failure=True)
         if failed is not None:
+            undone = await self._undo(tracker)
             return tracker.finish(False, f"start failed at {failed.name}"
-                                  + (f" on {failed.node}" if failed.node else "") + f": {failed.message}")
+                                  + (f" on {failed.node}" if failed.node else "") + f": {failed.message}; "
+                                  + undone)
         where = self.log_path()
         return tracker.finish(True, f"vLLM launched; log: {self.config.head.name}:{where}")
 
@@ -328,6 +331,19 @@ class EngineController:
         view = await self._stop(tracker)
         assert view is not None
         return view
+
+    async def _undo(self, tracker: Tracker) -> str:
+        """A failed start undoes what it started (the stop plan, its rows prefixed "undo: "), so no Ray head
+        or worker-join helper is left behind for the next start to trip on; what it says for the message."""
+        plan = dataclasses.replace(P.build_stop_plan(self.config, self.homes or None), row_prefix="undo: ")
+        first = len(tracker.view.steps)
+        await self._run_plan(tracker, plan, stop_on_failure=False)
+        bad = [s for s in tracker.view.steps[first:]
+               if s.name == "undo: nothing left" and s.status is not StepStatus.OK]
+        if not bad:
+            return "undone: nothing of ours remains on any node"
+        remains = "; ".join(f"{s.node}: {s.message}" for s in bad)
+        return f"not fully undone ({remains}): run `sparktui stop` once every node answers"
 
     async def _stop(self, tracker: Tracker, *, finish: bool = True) -> OperationView | None:
         await self.resolve_homes(quiet=True)

@@ -21,6 +21,7 @@ from sparktui.domain.deadline import within
 from sparktui.domain.engine_session import EngineSession
 from sparktui.domain.events import EngineState
 from sparktui.domain.lifecycle import plan as P
+from sparktui.domain.lifecycle.desired import Desired
 from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.logs import LogIngest
@@ -38,7 +39,7 @@ EVIDENCE_GRACE = 20.0
 
 @dataclass
 class WaitResult:
-    outcome: str                    # "ready" | "failed" | "timeout"
+    outcome: str                    # "ready" | "failed" | "timeout" | "stopped" (a person's stop)
     detail: str
     stage: str | None = None
     seconds: float = 0.0
@@ -60,6 +61,7 @@ async def wait_until_ready(
     head = config.head
     transport = controller.transports[head.name]
     t0 = time.monotonic()
+    began = time.time()
     # Display capacity 0: the wait shows stages, not lines (those go to ``on_bytes``).
     ingest = LogIngest(len(config.nodes), display_cap=0)
     changed = asyncio.Event()
@@ -102,6 +104,7 @@ async def wait_until_ready(
     ray_task = (asyncio.create_task(controller.watch_ray(on_ray, interval=RAY_CHECK_INTERVAL))
                 if config.engine.executor == "ray" else None)
     evidence_until: float | None = None
+    asked_who_stopped = False
     try:
         while True:
             elapsed = time.monotonic() - t0
@@ -109,6 +112,14 @@ async def wait_until_ready(
             snap = ingest.timeline.snapshot()
             if session.state is EngineState.VERIFYING:
                 return WaitResult("ready", "Application startup complete.", "api", elapsed, snap.to_json())
+            if session.state in (EngineState.FAILED, EngineState.STOPPED) and not asked_who_stopped:
+                # vLLM gone before ready may be a person's `stop` (it holds no lock against a wait):
+                # that is reported as a stop, not as a failure.
+                asked_who_stopped = True
+                if (stopped := await _stopped_by_person(controller, began)) is not None:
+                    return WaitResult("stopped", stopped, snap.current, elapsed, snap.to_json())
+            if session.state is EngineState.STOPPED:
+                return WaitResult("stopped", session.detail, snap.current, elapsed, snap.to_json())
             if session.state is EngineState.FAILED:
                 waiting = False
                 if session.wants_node_evidence:
@@ -143,3 +154,12 @@ async def wait_until_ready(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+
+async def _stopped_by_person(controller: EngineController, since: float) -> str | None:
+    """\"stopped by `sparktui stop` on HOST" when a person's stop (its mark: the desired state kept on the
+    head, set to stopped after this wait began) ended the engine — a stop, not a failure."""
+    desired = await controller.desired()
+    if desired is None or desired.state is not Desired.STOPPED or desired.at < since - 1.0:
+        return None
+    return f"stopped by {desired.by}" + (f" on {desired.host}" if desired.host else "")

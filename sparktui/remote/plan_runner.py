@@ -17,7 +17,7 @@ from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle.output import TAIL_LINES, output_tail
 from sparktui.remote.engine_nodes import EngineNodes, Outcome, failure_text
 from sparktui.remote.ray_queries import RayQueries
-from sparktui.remote.transport import CommandResult, TransportError
+from sparktui.remote.transport import CommandNotStarted, CommandResult, TransportError
 
 
 class Tracker:
@@ -46,6 +46,9 @@ class Tracker:
 
 
 _StepTask = asyncio.Task[StepView | None]
+
+#: Seconds a step whose link broke lets the link's state catch up before waiting on it.
+LINK_SETTLE = 0.5
 
 #: Runs one step of a kind the runner does not know itself; ``live`` shows a message meanwhile.
 Executor = Callable[[P.Step, Callable[[str], None]], Awaitable[Outcome]]
@@ -76,7 +79,7 @@ class PlanRunner:
             # Steps a ``done_when`` left running that this phase waits for (`vllm serve` waits for
             # `ray start --head` to return; the workers did not).
             needed = [t for t, ls in lingering.items() if ls.name in phase.after]
-            for view in await asyncio.gather(*needed):
+            for view in await _ended(needed):
                 if view is not None and view.status is StepStatus.FAILED and first_failure is None:
                     first_failure = view
             if first_failure is not None and stop_on_failure:
@@ -117,7 +120,7 @@ class PlanRunner:
             if first_failure is not None and stop_on_failure:
                 break
         if lingering:
-            for view in await asyncio.gather(*lingering):
+            for view in await _ended(list(lingering)):
                 if view is not None and view.status is StepStatus.FAILED and first_failure is None:
                     first_failure = view
         if first_failure is not None and stop_on_failure:
@@ -133,13 +136,15 @@ class PlanRunner:
         ``after`` one that failed). A row-less step's view is returned, never published."""
         t0 = time.monotonic()
         for dep in after:
-            ended = await dep
+            # Shielded: cancelling this step (its phase failed) must not cancel the step it waits for —
+            # that one may be left running by an earlier phase (`ray start (head)`), awaited at the end.
+            ended = await asyncio.shield(dep)
             if ended is None or ended.status is not StepStatus.OK:
                 return None
         self.marks[f"begin:{step.name}:{step.node}"] = time.time()
         outcome: Outcome | None = None
         for gate in gates:
-            ended = await gate
+            ended = await asyncio.shield(gate)
             if ended is None or ended.status is not StepStatus.OK:
                 outcome = Outcome(StepStatus.SKIPPED, step.gate_message)
         idx = indices.get(id(step))
@@ -152,7 +157,7 @@ class PlanRunner:
             try:
                 outcome = await self._execute(step, live)
             except TransportError as exc:
-                outcome = Outcome(StepStatus.FAILED, str(exc))  # names the node, its address and why
+                outcome = await self._link_lost(step, exc, live)
             if outcome.status is StepStatus.FAILED and step.tolerate_failure:
                 outcome.status = StepStatus.WARNING
             self.marks[f"done:{step.name}:{step.node}"] = time.time()
@@ -165,6 +170,40 @@ class PlanRunner:
         if on_done is not None:
             on_done(view)
         return tracker.view.steps[idx]
+
+    async def _link_lost(self, step: P.Step, exc: TransportError, live: Callable[[str], None]) -> Outcome:
+        """A step whose node's link broke: wait up to ``engine.link_grace_s`` for it to come back (a brief
+        cable or switch hiccup). A command that never began runs then; one whose channel broke while it
+        ran is not failed by the drop when a later step judges its effect (``judged_later``: a worker's
+        `ray start`, judged by Ray's node list). Otherwise, or when the link is not back in time, the
+        step fails naming the node, its link and why."""
+        assert step.node is not None
+        grace = self.nodes.config.engine.link_grace_s
+        transport = self.nodes.transports[step.node]
+        deadline = time.monotonic() + grace
+        while True:
+            # An error seen before the link's own state says so (keepalives lag): let it catch up rather
+            # than spin on a connection that is about to be declared lost.
+            await asyncio.sleep(LINK_SETTLE)
+            t0 = time.monotonic()
+            live(f"SSH link lost ({exc}); waiting up to {deadline - t0:.0f} s for it to come back")
+            try:
+                await transport.wait_connected(max(0.0, deadline - t0))
+            except TransportError as still:
+                return Outcome(StepStatus.FAILED, f"{step.node}'s SSH link lost during {step.name} and not "
+                                                  f"back within {grace:.0f} s (engine.link_grace_s): {still}")
+            back = time.monotonic() - t0
+            if isinstance(exc, CommandNotStarted):
+                try:
+                    return await self._execute(step, live)
+                except TransportError as again:
+                    exc = again
+                    continue
+            if step.judged_later:
+                return Outcome(StepStatus.WARNING, f"SSH link dropped and came back after {back:.0f} s; "
+                                                   f"{step.judged_later} judges whether it took effect")
+            return Outcome(StepStatus.FAILED, f"{step.node}'s SSH link dropped during {step.name} (back "
+                                              f"after {back:.0f} s, the step's outcome lost): {exc}")
 
     async def _execute(self, step: P.Step, live: Callable[[str], None]) -> Outcome:
         assert step.node is not None
@@ -236,6 +275,21 @@ async def _cancel(tracker: Tracker, pending: set[asyncio.Task[StepView | None]],
         idx = indices.get(id(tasks[task]))
         if idx is not None:
             tracker.update(idx, status=StepStatus.SKIPPED, message=f"cancelled: {failure.name} failed")
+
+
+async def _ended(tasks: list[asyncio.Task[StepView | None]]) -> list[StepView | None]:
+    """The views of steps left running, awaited at the end; one cancelled by the caller counts as not run
+    (never a ``CancelledError`` out of the plan)."""
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    out: list[StepView | None] = []
+    for result in results:
+        if isinstance(result, asyncio.CancelledError):
+            out.append(None)
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            out.append(result)
+    return out
 
 
 def _step_ok(step: P.Step, res: CommandResult) -> bool:

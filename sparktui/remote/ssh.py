@@ -45,6 +45,7 @@ from sparktui.remote.ssh_options import (
     probe_target,
 )
 from sparktui.remote.transport import (
+    CommandNotStarted,
     CommandResult,
     LinkPhase,
     LinkState,
@@ -470,13 +471,16 @@ class SSHTransport(Transport):
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         command = wrapped_line(argv, env)
-        conn = await self._connection()
+        try:
+            conn = await self._connection()
+        except TransportError as exc:
+            raise CommandNotStarted(str(exc)) from exc
         t0 = time.monotonic()
         try:
             proc = await conn.create_process(command, encoding=None,
                                              stdin=asyncssh.DEVNULL if input is None else asyncssh.PIPE)
         except (OSError, asyncssh.Error) as exc:
-            raise TransportError(f"{self.name}: cannot run {argv[0]}: {_describe(exc)}") from exc
+            raise CommandNotStarted(f"{self.name}: cannot run {argv[0]}: {_describe(exc)}") from exc
         pid: int | None = None
 
         async def converse() -> tuple[bytes | str | None, bytes | str | None]:

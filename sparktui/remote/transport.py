@@ -69,6 +69,11 @@ class TransportError(Exception):
     """The node could not be reached or the channel broke (as opposed to a command exiting non-zero)."""
 
 
+class CommandNotStarted(TransportError):
+    """The command never began on the node (no connection, or its channel could not be opened): running
+    it again once the link is back is safe, unlike a command whose channel broke while it ran."""
+
+
 class RemoteProcess(abc.ABC):
     """A long-running command whose stdout is read as it arrives (log streams, the probe)."""
 

@@ -84,6 +84,9 @@ class Step:
     shown: bool = True
     #: Steps of earlier phases (by name) left running by a ``done_when`` that this one waits for.
     after_lingering: tuple[str, ...] = ()
+    #: What judges this step's effect later (a worker's `ray start`: Ray's node list on the head): a link
+    #: that drops while it runs and is back within ``engine.link_grace_s`` does not fail it.
+    judged_later: str = ""
 
     def render(self) -> str:
         where = self.node or "-"
@@ -415,7 +418,8 @@ def build_start_plan(
             # `ray start --address` to an unreachable head retries for ~14 min (Ray 2.60): bound it.
             steps.append(Step("ray start (worker)", node.name,
                               tuple(rt.wrap(_timeout(cmd, e.ray_wait_timeout), tagged=True)),
-                              e.ray_wait_timeout + 10, success_marker=RAY_STARTED))
+                              e.ray_wait_timeout + 10, success_marker=RAY_STARTED,
+                              judged_later="Ray's node list on the head"))
         # The probe joins the cluster while the workers start (its Python and `import ray` take a second or
         # two), so it sees the last node register within one poll interval; a failed worker start cancels it.
         probe = tuple(probe_argv(config, head_rt, e.ray_wait_timeout))
