@@ -12,7 +12,6 @@ operation at a time, here and across machines).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import time
@@ -21,24 +20,21 @@ from collections.abc import Callable, Mapping, Sequence
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationView, StepStatus, StepView
 from sparktui.domain.history import HistoryStore, RunRecord, setup_of
-from sparktui.domain.json_report import last_json_object
-from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import oplock as L
 from sparktui.domain.lifecycle import plan as P
-from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle.desired import Desired, DesiredState
-from sparktui.domain.lifecycle.discovery import DetachedState, Discovery, discovery_of
-from sparktui.domain.lifecycle.gcs_wait import gcs_wait_argv
+from sparktui.domain.lifecycle.discovery import Discovery
 from sparktui.domain.lifecycle.output import output_tail
 from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.lifecycle.ready_timeout import ReadyTimeout, engine_ready_timeout
 from sparktui.remote.desired_store import read_desired, stopped_by_person, write_desired
+from sparktui.remote.engine_discovery import discover_engine
 from sparktui.remote.engine_nodes import EngineNodes
 from sparktui.remote.operation_gate import OperationGate
 from sparktui.remote.plan_runner import PlanRunner, Tracker
 from sparktui.remote.preflight_checks import PreflightChecks
 from sparktui.remote.ray_queries import RayQueries
-from sparktui.remote.transport import Transport, TransportError
+from sparktui.remote.transport import Transport
 
 ProgressCallback = Callable[[OperationView], None]
 
@@ -163,53 +159,7 @@ class EngineController:
 
     async def discover(self, *, ray: bool = True) -> Discovery:
         """What of ours runs on the nodes now: vLLM (pid file + process), containers, processes, Ray."""
-        cfg = self.config
-        # The state dir's absolute path (docker mounts it at the host's path, not the container's $HOME).
-        await self.resolve_homes(quiet=True)
-        vllm: dict[str, DetachedState] = {}
-        containers: dict[str, list[F.DockerContainer]] = {}
-        processes: dict[str, list[Mapping[str, object]]] = {}
-        unreachable: dict[str, str] = {}
-
-        async def one(name: str) -> None:
-            rt = self._runtimes[name]
-            try:
-                listed = await self._nodes.run(name, P.verify_step(cfg, rt).argv, 30)
-                report = last_json_object(listed.stdout) if listed.ok else None
-                processes[name] = (report or {}).get("processes", [])
-                if cfg.engine.runtime == "docker":
-                    ps = await self._nodes.run(name, A.docker_ps(cfg.engine.name_prefix), 30)
-                    containers[name] = list(F.parse_docker_ps(ps.stdout, cfg.engine.name_prefix))
-                if name in {n.name for n in P.vllm_nodes(cfg)}:
-                    res = await self._nodes.run(name, P.detached_state_argv(cfg, rt, self.homes or None), 30)
-                    vllm[name] = DetachedState.parse(res.stdout)
-            except TransportError as exc:
-                unreachable[name] = str(exc)
-
-        # Ray's view (the slowest part: `import ray` on the head) is asked at once, beside the listing,
-        # when the head's GCS port answers; it is used only if the listing finds our Ray running.
-        early_ray = (asyncio.ensure_future(self._ray_if_gcs()) if ray and cfg.engine.executor == "ray"
-                     else None)
-        await asyncio.gather(*(one(n.name) for n in cfg.nodes))
-        ray_state: RayState | None = None
-        head = cfg.head.name
-        ray_up = bool(processes.get(head)) or bool(containers.get(head))
-        if early_ray is not None and not (ray_up and head not in unreachable):
-            early_ray.cancel()
-        elif early_ray is not None:
-            ray_state = await early_ray
-        return discovery_of(vllm, containers, processes, unreachable, ray_state, head=head,
-                            expected=P.expected_nodes(cfg))
-
-    async def _ray_if_gcs(self) -> RayState | None:
-        """``ray_state_once`` when the head's GCS port answers now (one connect attempt), else ``None``."""
-        head = self.config.head
-        try:
-            res = await self._nodes.run(head.name, gcs_wait_argv(head.python, head.address,
-                                                                 self.config.engine.ray_port, 0), 10)
-        except TransportError:
-            return None
-        return await self.ray_state_once() if res.ok else None
+        return await discover_engine(self._nodes, self._ray, ray=ray)
 
     async def ray_state_once(self, timeout: float = 20.0) -> RayState | None:
         """One reading of Ray's node list from the head (``None`` if Ray does not answer)."""
