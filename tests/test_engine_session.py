@@ -177,7 +177,8 @@ def test_auto_restart_off_tells_and_does_not_restart() -> None:
     s = session(clock, ports)
     ready(s, ports)
     s.crashed(crash(clock))
-    assert ended(ports.effects_unwatched(), "crashed") == [("publish", Notice("auto-restart is off", "error"))]
+    assert ended(ports.effects_unwatched(), "crashed") == [
+        ("publish", Notice("auto-restart is off", "error"))]
 
 
 def test_a_wedge_is_judged_on_the_injected_clock() -> None:

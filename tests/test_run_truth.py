@@ -4,7 +4,10 @@ when a process attached; the lines of one run written by several processes merge
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from sparktui.config import load_config
 from sparktui.domain.engine_state import Record
@@ -120,3 +123,22 @@ def test_history_reads_lines_written_before_runs_had_stamps(tmp_path: Path) -> N
                     + "\n")
     (run,) = HistoryStore(path).load()
     assert run == old
+
+
+def test_history_says_how_a_run_that_served_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from sparktui.cli import main
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    config = load_config(CONFIG)
+    store = HistoryStore()
+    store.append(history_entry(Record("ready", WALL0, 42.0, 5000.0), snapshot(HAPPY), config))
+    store.append(history_entry(Record("ready", WALL0, None, 5000.0, end="wedged", ended_at=WALL0 + 600.0,
+                                      cause="wedged: 2 request(s) running"), snapshot(HAPPY), config))
+    assert main(["history"]) == 0
+    out = capsys.readouterr().out
+    assert "ready, wedged after 10m00s (wedged: 2 request(s) running)" in out, out
+    assert main(["history", "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)
+    assert run["outcome"] == "ready" and run["end"] == "wedged" and run["ready_seconds"] == 42.0
+    assert run["ended_at"] == WALL0 + 600.0 and run["log_file"] == "vllm-19700101-012320.log"
