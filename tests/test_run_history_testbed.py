@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +22,7 @@ from sparktui.domain.history import HistoryStore
 from sparktui.node.run_logs import kept_name
 from sparktui.remote.backend import SshBackend
 from sparktui.remote.engine_wait import wait_until_ready
+from tests.cli_helpers import REPO, run_sparktui
 from tests.harness import explain, open_harness
 from tests.lifecycle_helpers import host_path, lifecycle_config, make_model_dirs
 from tests.test_backend_testbed import Recorder
@@ -84,3 +87,31 @@ async def test_three_runs_three_logs_each_with_its_true_outcome_and_time(
     assert (state / "vllm.log").exists()
     for name in [*(r["log_file"] for r in runs[:2]), "vllm.log"]:
         assert "Application startup complete" in (state / name).read_text(errors="replace"), name
+
+
+def test_logs_lists_and_prints_a_previous_runs_log(testbed: Testbed, tmp_path: Path) -> None:
+    """``sparktui logs --list`` names the head's kept logs, newest first; ``--run N`` / ``--run FILE`` prints
+    one byte for byte; a run that is not kept is a clear error."""
+    config = str(testbed.write_config(tmp_path / "config.toml"))
+    state = testbed.host_tmp("spark1") / "sparktui"
+    state.mkdir(parents=True, exist_ok=True)
+    older, old = kept_name("vllm.log", 1_790_000_000), kept_name("vllm.log", 1_790_000_600)
+    (state / older).write_bytes(b"first run: crashed\n")
+    (state / old).write_bytes(b"second run: wedged \xff\n")
+    (state / "vllm.log").write_bytes(b"this run\n")
+    (state / "vllm.started").write_text("1790001200.000\n")
+    try:
+        listed = run_sparktui("--config", config, "logs", "--list")
+        assert listed.returncode == 0, listed.stderr
+        lines = listed.stdout.splitlines()
+        assert [line.rsplit("/", 1)[-1] for line in lines] == ["vllm.log", old, older], lines
+        second = subprocess.run([sys.executable, "-m", "sparktui", "--config", config, "logs", "--run", "2"],
+                                capture_output=True, cwd=REPO, timeout=120)
+        assert second.returncode == 0 and second.stdout == b"second run: wedged \xff\n", second.stderr
+        by_name = run_sparktui("--config", config, "logs", "--run", older)
+        assert by_name.returncode == 0 and by_name.stdout == "first run: crashed\n"
+        missing = run_sparktui("--config", config, "logs", "--run", "4")
+        assert missing.returncode == 1 and "no run '4' kept" in missing.stderr
+    finally:
+        for name in (older, old, "vllm.log", "vllm.started"):
+            (state / name).unlink()
