@@ -174,6 +174,10 @@ class EngineConfig(_Model):
     ray_command: tuple[NonEmpty, ...] = Field(default=("ray",), min_length=1, strict=False)
     #: Seconds to wait for Ray to report every node and GPU.
     ray_wait_timeout: Annotated[float, Field(gt=0, strict=False)] = 120.0
+    #: Each run's vLLM log is kept in ``state_dir`` (``vllm-<start UTC>.log``): at most this many runs (the
+    #: current one included) and ``keep_logs_mb`` MiB of earlier runs' logs (the newest one always stays).
+    keep_logs: Annotated[int, Field(ge=1, strict=False)] = 10
+    keep_logs_mb: Annotated[float, Field(gt=0, strict=False)] = 500.0
     #: Seconds between SIGINT, SIGTERM and SIGKILL when stopping vLLM.
     stop_grace: Annotated[float, Field(gt=0, strict=False)] = 10.0
     #: Seconds a start waits for a node's SSH link that dropped while one of its steps ran (a brief

@@ -85,8 +85,11 @@ def test_ray_and_vllm_run_through_docker_exec() -> None:
                                      "--node-ip-address", "192.168.100.11", "--disable-usage-stats",
                                      "--object-store-memory", str(4 * 1024**3)]
     serve = next(s for s in plan.steps if s.name == "vllm serve")
-    assert list(serve.argv[:5]) == ["docker", "exec", "lab-ray-head", "sh", "-c"]
-    tail = list(serve.argv[6:])
+    # On the host first: the earlier runs' logs kept (bounded), the run stamped; then the detach, exec'd.
+    keep, detach = list(serve.argv[:serve.argv.index("--")]), list(serve.argv[serve.argv.index("--") + 1:])
+    assert keep[3:] == ["keep", "/home/aurora/.local/state/sparktui", "vllm.log", "10", str(500 * 1024**2)]
+    assert list(detach[:5]) == ["docker", "exec", "lab-ray-head", "sh", "-c"]
+    tail = list(detach[6:])
     assert tail[:4] == ["sparktui-detach", "/home/aurora/.local/state/sparktui", "vllm.log", "vllm.pid"]
     assert tail[4:] == ["vllm", "serve", "/models/Qwen3-FP8", "--tensor-parallel-size", "2",
                         "--distributed-executor-backend", "ray", "--port", "8000",

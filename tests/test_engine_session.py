@@ -60,6 +60,14 @@ class Ports:
         return [e for e in effects if e[0] != "unwatch"]
 
 
+def ended(effects: list[tuple[str, object]], end: str) -> list[tuple[str, object]]:
+    """The run's end after ready recorded first (its history line updated), then the other effects."""
+    port, record = effects[0]
+    assert port == "record" and isinstance(record, Record) and record.end == end, effects
+    assert record.ready_seconds is None and record.ended_at is not None and record.cause
+    return effects[1:]
+
+
 def session(clock: Clock, ports: Ports, **kwargs: object) -> EngineSession:
     options: dict[str, object] = {"tensor_parallel": 2, "stop_steps": frozenset({"stop vLLM", "ray stop"})}
     options.update(kwargs)
@@ -99,7 +107,10 @@ def test_ready_log_asks_for_the_check_then_the_run_is_recorded() -> None:
     s.discovered(EngineState.STARTING, "vLLM running")
     assert s.state is EngineState.STARTING
     assert ports.take() == [("show", None), ("watch_ray", True)]   # shown, and Ray watched while it runs
-    clock.advance(42)
+    clock.advance(20)
+    s.timeline(snapshot(HAPPY, 0.5))     # the start seen under way: its ready is when the log says so
+    ports.take()
+    clock.advance(22)
     s.timeline(snapshot(HAPPY))
     # The state is shown before what follows from it: verifying, then the readiness check.
     assert ports.take() == [("show", None), ("verify", None), ("watch_ray", True)]
@@ -131,7 +142,9 @@ def test_an_operation_stops_the_ray_watch_and_cancels_the_check() -> None:
     s.operation(OperationView("stop", running=True))
     calls = ports.take()
     assert calls[0] == ("show", None) and calls[-1] == ("watch_ray", False)
-    assert {port for port, _ in calls[1:-1]} == {"unwatch"}
+    assert {port for port, _ in calls[1:-1]} == {"unwatch", "record"}
+    [(_, end)] = [c for c in calls if c[0] == "record"]
+    assert isinstance(end, Record) and end.end == "stopped"    # the run that served ended by a stop
     assert s.state is EngineState.STOPPING
 
 
@@ -142,21 +155,21 @@ def test_a_crash_restarts_within_the_budget_and_a_manual_start_earns_it_back() -
     for attempt in (1, 2):
         s.crashed(crash(clock))
         assert s.state is EngineState.FAILED and s.detail.startswith("crashed after 30s")
-        assert ports.effects_unwatched() == [
+        assert ended(ports.effects_unwatched(), "crashed") == [
             ("publish", Notice(f"auto-restart {attempt}/2", "warning")),
             ("restart", RestartDecision(True, attempt, 2, f"auto-restart {attempt}/2")),
         ]
         restart_done(s, ports)
     # The budget is spent: told, not restarted.
     s.crashed(crash(clock))
-    assert ports.effects_unwatched() == [
+    assert ended(ports.effects_unwatched(), "crashed") == [
         ("publish", Notice("auto-restart limit reached (2/2); not restarting", "error")),
     ]
     # The person starts it again: the budget is whole again.
     s.manual_start()
     restart_done(s, ports)
     s.crashed(crash(clock))
-    assert [port for port, _ in ports.effects_unwatched()] == ["publish", "restart"]
+    assert [port for port, _ in ended(ports.effects_unwatched(), "crashed")] == ["publish", "restart"]
 
 
 def test_auto_restart_off_tells_and_does_not_restart() -> None:
@@ -164,7 +177,8 @@ def test_auto_restart_off_tells_and_does_not_restart() -> None:
     s = session(clock, ports)
     ready(s, ports)
     s.crashed(crash(clock))
-    assert ports.effects_unwatched() == [("publish", Notice("auto-restart is off", "error"))]
+    assert ended(ports.effects_unwatched(), "crashed") == [
+        ("publish", Notice("auto-restart is off", "error"))]
 
 
 def test_a_wedge_is_judged_on_the_injected_clock() -> None:
@@ -179,7 +193,7 @@ def test_a_wedge_is_judged_on_the_injected_clock() -> None:
     clock.advance(2)
     s.tick()
     assert s.state is EngineState.WEDGED
-    told = ports.effects()
+    told = ended(ports.effects(), "wedged")
     assert [port for port, _ in told] == ["publish", "publish", "restart"]
     first = told[0][1]
     assert isinstance(first, Notice) and first.severity == "error"

@@ -515,8 +515,10 @@ def test_a_stop_by_signal_not_ours_is_stopped_not_failed() -> None:
     assert truth.detail.startswith("vLLM stopped by SIGTERM after serving "), truth.detail
     assert "not by sparktui" in truth.detail
     effects = truth.take_effects()
-    assert Unwatch in kinds(effects)   # (the run was recorded at ready: no second record)
-    assert Record not in kinds(effects)
+    assert Unwatch in kinds(effects)
+    # The run was recorded at ready: what follows is its end (by whom), not a second start.
+    (end,) = [e for e in effects if isinstance(e, Record)]
+    assert end.end == "stopped" and end.ready_seconds is None and "SIGTERM" in (end.cause or "")
 
 
 def test_crash_from_the_serving_watch_asks_the_budget() -> None:

@@ -84,8 +84,8 @@ async def test_restart_twice_ready_each_time(testbed: Testbed) -> None:
             assert [s for s in view.steps if s.name == "nothing left" and s.status is StepStatus.OK]
             result = await wait_until_ready(h.controller, timeout=120)
             assert result.outcome == "ready", result.detail
-        # The previous run's log is kept beside the new one.
-        assert host_path(testbed, "spark1", "/tmp/sparktui/vllm.log.prev").exists()
+        # The previous runs' logs are kept beside the new one (engine.keep_logs), each named after its start.
+        assert len(list(host_path(testbed, "spark1", "/tmp/sparktui").glob("vllm-*.log"))) == 2
 
 
 async def test_worker_ray_killed_during_start_is_named(testbed: Testbed) -> None:

@@ -1,4 +1,7 @@
-"""`sparktui history [--json]`: earlier engine starts with their stage durations.
+"""`sparktui history [--json]`: earlier engine runs — how each start went (its stage durations, the time
+from the engine's start on the head to ready) and, for a run that reached ready, how it ended (crashed,
+wedged, lost a node, stopped, restarted: after how long, and why) and its vLLM log kept on the head
+(``sparktui logs --run FILE``).
 
 Reads the run history file (``$XDG_STATE_HOME/sparktui/runs.jsonl``); needs no config and no node.
 """
@@ -35,7 +38,14 @@ def render(runs: list[RunRecord]) -> str:
     rows = [("started", "model", "image", "outcome", "ready in", "stages")]
     for r in runs:
         failure = r.failure if not r.failure or len(r.failure) <= 48 else r.failure[:47] + "…"
-        outcome = r.outcome if not failure else f"{r.outcome} ({failure})"
+        outcome = r.outcome
+        if r.end is not None:
+            # A run that reached ready, then ended: how, and after how long from its start.
+            up = f" after {format_duration(r.up_seconds)}" if r.up_seconds is not None else ""
+            outcome = f"{r.outcome}, {r.end}{up}"
+            failure = failure.removeprefix(f"{r.end}: ") if failure else failure
+        if failure:
+            outcome = f"{outcome} ({failure})"
         rows.append((
             time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at)),
             _short_model(r.model),

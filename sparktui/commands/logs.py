@@ -1,7 +1,10 @@
-"""`sparktui logs [--follow] [--node NAME]`: the head's vLLM log, or a node's Ray worker log, raw.
+"""`sparktui logs [--follow] [--node NAME] [--list] [--run N]`: the head's vLLM log, or a node's Ray worker
+log, raw.
 
 ``--follow`` keeps streaming (resuming after a dropped connection without losing or repeating a byte)
-until Ctrl-C.
+until Ctrl-C. Each run's vLLM log is kept on the head (``engine.keep_logs``): ``--list`` lists them and
+``--run N`` prints one (1 = the current run, 2 = the one before, …; or the file's name, as
+``sparktui history`` gives it).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from sparktui.commands.common import config_from_args, refuse_example, run_async
@@ -25,11 +29,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node", metavar="NAME",
                         help="that node's Ray worker log (the vLLM worker output there) instead of the "
                         "head's vLLM log")
+    parser.add_argument("--list", action="store_true", help="list the runs' vLLM logs kept on the head")
+    parser.add_argument("--run", metavar="N", help="a previous run's vLLM log: 1 = the current run, 2 = the "
+                        "one before, …; or a kept file's name (sparktui history --json: log_file)")
 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if refuse_example(args, config, "logs", "Or try the simulated cluster: `sparktui --demo`."):
+        return ExitStatus.USAGE
+    if (args.list or args.run is not None) and (args.node is not None or args.follow):
+        print("sparktui logs: --list and --run are the head's vLLM logs (no --node, no --follow)",
+              file=sys.stderr)
         return ExitStatus.USAGE
     if args.node is not None:
         try:
@@ -70,6 +81,8 @@ async def _print_log(config: SparkConfig, args: argparse.Namespace, transport: T
     from sparktui.remote.log_follower import LogFollower
     from sparktui.remote.ray_logs import ray_worker_log_path
 
+    if args.list or args.run is not None:
+        return await _kept_log(config, args, transport)
     if args.node is not None:
         path = await ray_worker_log_path(config, transport, node)
         if path is None:
@@ -101,4 +114,44 @@ async def _print_log(config: SparkConfig, args: argparse.Namespace, transport: T
                     print(f"sparktui logs: waiting for {node}:{path} to appear", file=sys.stderr, flush=True)
                 case FileReset():
                     pass   # the next run's log: it follows from its first byte, as ``tail -F`` shows it
+    return ExitStatus.OK
+
+
+async def _kept_log(config: SparkConfig, args: argparse.Namespace, transport: Transport) -> int:
+    """``--list`` the head's kept vLLM logs, or print one (``--run``)."""
+    from sparktui.domain.lifecycle.argv import VLLM_LOG
+    from sparktui.remote.file_read import stream_file
+    from sparktui.remote.host_facts import read_home
+    from sparktui.remote.run_logs import read_run_logs
+
+    home = await read_home(transport)
+    homes = {config.head.name: home.stdout.strip()} if home.ok and home.stdout.strip() else None
+    logs = await read_run_logs(config, transport, homes)
+    if logs is None:
+        print(f"sparktui logs: could not list the vLLM logs on {config.head.name}", file=sys.stderr)
+        return ExitStatus.NOT_WELL
+    runs = [(VLLM_LOG, logs.started, logs.current_size)] if logs.current_size is not None else []
+    runs += [(k.file, k.started, k.size) for k in logs.kept]
+    if args.list:
+        if not runs:
+            print(f"no vLLM logs on {config.head.name}:{logs.folder}")
+        for n, (name, started, size) in enumerate(runs, 1):
+            at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "?"
+            print(f"{n:>3}  {at}  {(size or 0) / 2**20:8.1f} MiB  {config.head.name}:{logs.folder}/{name}")
+        return ExitStatus.OK
+    wanted = str(args.run)
+    names = [name for name, _, _ in runs]
+    if wanted.isdigit() and 1 <= int(wanted) <= len(names):
+        name = names[int(wanted) - 1]
+    elif wanted in names:
+        name = wanted
+    else:
+        print(f"sparktui logs: no run {wanted!r} kept on {config.head.name} ({len(names)} kept; --list)",
+              file=sys.stderr)
+        return ExitStatus.NOT_WELL
+    out = sys.stdout.buffer
+    if not await stream_file(transport, config.head.python, f"{logs.folder}/{name}", out.write):
+        print(f"sparktui logs: {config.head.name}:{logs.folder}/{name} is gone", file=sys.stderr)
+        return ExitStatus.NOT_WELL
+    out.flush()
     return ExitStatus.OK

@@ -202,6 +202,10 @@ class EngineSession:
         self.truth.timeline(snapshot)
         self._fed()
 
+    def engine_started(self, stamp: float, local: float) -> None:
+        """The head's stamp of the running engine's start, and that moment on this process's clock."""
+        self.truth.engine_started(stamp, local)
+
     def verified(self, ttft_seconds: float | None = None, vllm_version: str | None = None) -> None:
         self.truth.verified(ttft_seconds, vllm_version)
         self._fed()

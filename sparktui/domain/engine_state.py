@@ -95,11 +95,17 @@ class Unwatch:
 
 @dataclass(frozen=True)
 class Record:
-    """Write this run to the history."""
+    """Write this run to the history — or, with ``end``, update it: a run that reached ready ended."""
 
     outcome: str                      # "ready" | "failed" | "stopped"
-    started_at: float                 # wall clock of the start
+    started_at: float                 # wall clock of the start (this process's clock)
     ready_seconds: float | None = None
+    #: The head's start stamp of this run (``sparktui/node/run_logs.py``): names the run and its kept log.
+    stamp: float | None = None
+    #: How a run that reached ready ended ("crashed" | "wedged" | "lost a node" | "stopped"), when, and why.
+    end: str | None = None
+    ended_at: float | None = None
+    cause: str | None = None
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,13 @@ class EngineTruth:
         self.snapshot: TimelineSnapshot | None = None
         self.ready_at: float | None = None
         self.run_started = wall()
+        #: The head's stamp of this run's start, once read (``engine_started``).
+        self.run_stamp: float | None = None
         self.recorded = False
+        #: This run's end after ready was recorded (once per run).
+        self.ended = False
+        #: This process saw the run's log before ready (so "now" at ready is when it became ready).
+        self._watched_start = False
         self._effects: list[Effect] = []
         self._missing: dict[str, _Missing] = {}
         self._lost: str | None = None            # the node that made the state degraded / failed
@@ -262,6 +274,8 @@ class EngineTruth:
     def timeline(self, snapshot: TimelineSnapshot) -> None:
         """The head's log as read so far (a new snapshot whenever it changed)."""
         self.snapshot = snapshot
+        if snapshot.outcome == "incomplete":
+            self._watched_start = True
         if not self.discovered_once or self.busy is not None or self.state not in RUNNING:
             # Before discovery the log says nothing about now; an operation outranks it; a stopped (or
             # already failed) engine's last log stays history.
@@ -275,7 +289,8 @@ class EngineTruth:
                 kind = f"{failure.kind} after ready: " if failure is not None else ""
                 uptime = format_duration(self.ready_for or 0.0)
                 on = self._failure_node(failure.node) if failure is not None else ""
-                self._fail_after_ready(f"crashed after {uptime}: {kind}{cause}{on}")
+                self._fail_after_ready(f"crashed after {uptime}: {kind}{cause}{on}",
+                                       f"{kind}{cause}{on}")
             else:
                 self._set(EngineState.FAILED, self._failure_text(snapshot))
                 self._failed_by_log = True
@@ -292,10 +307,21 @@ class EngineTruth:
             after = f" after serving {format_duration(served)}" if served else ""
             if not self.recorded:
                 self._record("stopped")
+            if self.state in AFTER_READY:
+                self._record_end("stopped", f"by {signal}, not by sparktui")
             self._set(EngineState.STOPPED, f"vLLM stopped by {signal}{after}, not by sparktui")
             return
         if self.state is EngineState.STARTING and snapshot.current:
             self._set(EngineState.STARTING, snapshot.current)
+
+    def engine_started(self, stamp: float, local: float) -> None:
+        """The head's stamp of the running engine's start (``stamp``, the head's clock) and that moment on
+        this process's clock (``local``): durations count from the engine's real start, not from when this
+        process attached (or began the operation). A stamp from before the running operation is ignored."""
+        if self.busy is not None:
+            return   # an operation runs: the stamp may be the previous run's (its end brings the new one)
+        self.run_stamp = stamp
+        self.run_started = local
 
     def verified(self, ttft_seconds: float | None = None, vllm_version: str | None = None) -> None:
         """The readiness check passed (``ttft_seconds`` of its completion; ``None``: the log's ready is
@@ -305,6 +331,13 @@ class EngineTruth:
         self.ttft_seconds = ttft_seconds
         self.vllm_version = vllm_version or self.vllm_version
         self.ready_at = self.clock()
+        ready_seconds = self.wall() - self.run_started
+        late = self._ready_from_log()
+        if late is not None:
+            # Attached to an engine that was ready already: it became ready then, not now.
+            ready_seconds = late
+            if self.run_stamp is not None:
+                self.ready_at -= max(0.0, self.wall() - (self.run_started + late))
         self._serving.clear()
         detail = ("the log says ready" if ttft_seconds is None
                   else f"can generate (first token {1000 * ttft_seconds:.0f} ms)")
@@ -312,8 +345,18 @@ class EngineTruth:
             detail = _nccl_caveat(self.snapshot.facts) + detail
         self._set(EngineState.READY, detail)
         if not self.recorded:
-            self._record("ready", ready_seconds=self.wall() - self.run_started)
+            self._record("ready", ready_seconds=max(0.0, ready_seconds))
         self._judge()
+
+    def _ready_from_log(self) -> float | None:
+        """For an engine whose log said ready before this process watched it start: the log's own start-up
+        time (its stages, from its first line to ready). ``None`` when this process saw the start (then the
+        start stamp to now is the truth) or the log has no stages."""
+        if self._watched_start:
+            return None
+        snap = self.snapshot
+        stages = [s.seconds for s in snap.stages if s.status == "done" and s.seconds] if snap else []
+        return sum(stages) if stages else None
 
     def verify_failed(self, detail: str) -> None:
         if self.state is EngineState.VERIFYING:
@@ -325,7 +368,7 @@ class EngineTruth:
             return
         failure = self.snapshot.failure if self.snapshot is not None else None
         root = f"{failure.kind} after ready: {failure.message}" if failure is not None else None
-        self._fail_after_ready(crash.describe(root))
+        self._fail_after_ready(crash.describe(root), root or crash.detail)
 
     def process(self, alive: bool) -> None:
         """The detached vLLM process on the head (checked while it starts)."""
@@ -404,6 +447,8 @@ class EngineTruth:
     def _operation_begins(self, kind: str) -> None:
         if kind in ("stop", "restart"):
             self._effects.append(Unwatch())
+            if self.state in AFTER_READY:
+                self._record_end("stopped" if kind == "stop" else "restarted", f"by {kind}")
             snap = self.snapshot
             if not self.recorded and snap is not None and snap.outcome == "incomplete" \
                     and self.state is EngineState.STARTING:
@@ -411,7 +456,10 @@ class EngineTruth:
         if kind in ("start", "restart"):
             self.ready_at = None
             self.run_started = self.wall()
+            self.run_stamp = None
             self.recorded = False
+            self.ended = False
+            self._watched_start = True
             self.ttft_seconds = None
             self._lost = None
             self._missing.clear()
@@ -477,11 +525,13 @@ class EngineTruth:
             name, text = lost
             self._lost, self._lost_text = name, text
             tp = f"a TP {self.tensor_parallel} engine" if self.tensor_parallel > 1 else "the engine"
+            self._record_end("lost a node", text)
             self._after_ready_problem(EngineState.DEGRADED,
                                       f"degraded: {text} — {tp} cannot serve; restart when it is back")
             return
         wedge = self._wedge(now)
         if self.state is EngineState.READY and wedge is not None:
+            self._record_end("wedged", wedge)
             self._after_ready_problem(EngineState.WEDGED, wedge)
         elif self.state is EngineState.WEDGED and wedge is None and self._tokens_moved(now):
             self._set(EngineState.READY, "recovered: tokens are generated again")
@@ -565,7 +615,8 @@ class EngineTruth:
         self._effects.append(Tell(f"engine {state.value}: {detail}", "error"))
         self._restart(decision)
 
-    def _fail_after_ready(self, detail: str) -> None:
+    def _fail_after_ready(self, detail: str, cause: str) -> None:
+        self._record_end("crashed", cause)
         self._set(EngineState.FAILED, detail)
         self._effects.append(Unwatch())
         self._restart(self.budget.decide(self.auto_restart))
@@ -580,7 +631,16 @@ class EngineTruth:
 
     def _record(self, outcome: str, ready_seconds: float | None = None) -> None:
         self.recorded = True
-        self._effects.append(Record(outcome, self.run_started, ready_seconds))
+        self._effects.append(Record(outcome, self.run_started, ready_seconds, self.run_stamp))
+
+    def _record_end(self, end: str, cause: str) -> None:
+        """A run that reached ready ended: its record is updated (once) with how, when and why — also when
+        this process only attached to it (the history merges it into the run's line by its stamp)."""
+        if self.ended:
+            return
+        self.ended = True
+        self._effects.append(Record("ready", self.run_started, None, self.run_stamp,
+                                    end=end, ended_at=self.wall(), cause=cause[:300]))
 
     def _failure_text(self, snap: TimelineSnapshot) -> str:
         failure = snap.failure

@@ -1,8 +1,10 @@
 """Run history: each engine start's stage durations, and start-up ETAs drawn from earlier runs.
 
-Stored as JSON lines in ``$XDG_STATE_HOME/sparktui/runs.jsonl`` (default ``~/.local/state``), one line
-per start, appended with a single write so two sparktui processes never interleave half lines. Runs are
-compared only with runs of the same model *and* image: another model or another vLLM build loads,
+Stored as JSON lines in ``$XDG_STATE_HOME/sparktui/runs.jsonl`` (default ``~/.local/state``), appended with
+a single write so two sparktui processes never interleave half lines. A run can have several lines: the
+start's, then an update when a run that reached ready ended (crashed, wedged, lost a node, stopped), written
+by whichever process saw it; lines of one run (the head's start stamp names it) are merged on reading.
+Runs are compared only with runs of the same model *and* image: another model or another vLLM build loads,
 compiles and captures at a different pace.
 
 The ETA functions are pure: they take the earlier runs and the running stage's elapsed time/fraction.
@@ -63,6 +65,38 @@ class RunRecord:
     vllm_version: str | None = None
     failure: str | None = None             # failure kind or one-line root cause
     cluster: str = ""
+    #: The head's start stamp (epoch, the head's clock): names the run across processes.
+    stamp: float | None = None
+    #: How a run that reached ready ended: "crashed" | "wedged" | "lost a node" | "stopped" |
+    #: "restarted"; None while it serves (or when nobody saw its end).
+    end: str | None = None
+    ended_at: float | None = None          # epoch seconds
+    #: Its vLLM log on the head once the next run started (``vllm.log`` until then): ``sparktui logs --run``.
+    log_file: str | None = None
+
+    @property
+    def key(self) -> tuple[str, float]:
+        """What names the run: its cluster and the head's start stamp (else its start time here)."""
+        return self.cluster, round(self.stamp if self.stamp is not None else self.started_at, 3)
+
+    @property
+    def up_seconds(self) -> float | None:
+        """From the start to the end after ready."""
+        return None if self.ended_at is None else max(0.0, self.ended_at - self.started_at)
+
+    def merged(self, later: RunRecord) -> RunRecord:
+        """This run with a later line of it: what the later line knows wins, what it does not know stays
+        (an end's update carries no stages), except the start's own figures — the first process to record
+        them watched the start closest (a second one only attached) — and an end once recorded is not
+        undone by a later start line."""
+        mine, theirs = asdict(self), asdict(later)
+        out = {k: (theirs[k] if theirs[k] not in (None, {}, "") else mine[k]) for k in mine}
+        if self.ready_seconds is not None:
+            out.update(ready_seconds=self.ready_seconds, stages=mine["stages"] or theirs["stages"])
+        if self.end is not None and later.end is None:
+            out.update(end=self.end, ended_at=self.ended_at, failure=self.failure or later.failure)
+        out["started_at"] = min(self.started_at, later.started_at)
+        return RunRecord(**out)
 
     def same_setup(self, model: str, image: str) -> bool:
         return self.model == model and self.image == image
@@ -92,9 +126,17 @@ class RunRecord:
                 vllm_version=data.get("vllm_version"),
                 failure=data.get("failure"),
                 cluster=str(data.get("cluster", "")),
+                stamp=_float_or_none(data.get("stamp")),
+                end=data.get("end"),
+                ended_at=_float_or_none(data.get("ended_at")),
+                log_file=data.get("log_file"),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"bad record: {exc}") from exc
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 # ---- the file store -------------------------------------------------------------------------------
@@ -151,13 +193,20 @@ class HistoryStore:
         append_line(self.path, record.to_json())
 
     def load(self) -> list[RunRecord]:
-        """All runs, oldest first."""
-        runs = read_lines(self.path, RunRecord.from_json)
-        runs.sort(key=lambda r: r.started_at)
-        return runs
+        """All runs, oldest first, each run's lines merged into one."""
+        return merge_runs(read_lines(self.path, RunRecord.from_json))
 
     def runs_for(self, model: str, image: str) -> list[RunRecord]:
         return runs_for(self.load(), model, image)
+
+
+def merge_runs(lines: Iterable[RunRecord]) -> list[RunRecord]:
+    """One record per run (its lines merged in file order), oldest first."""
+    runs: dict[tuple[str, float], RunRecord] = {}
+    for line in lines:
+        earlier = runs.get(line.key)
+        runs[line.key] = line if earlier is None else earlier.merged(line)
+    return sorted(runs.values(), key=lambda r: r.started_at)
 
 
 def setup_of(engine: EngineConfig) -> tuple[str, str]:
@@ -182,10 +231,15 @@ def record_run(
     vllm_version: str | None = None,
     failure: str | None = None,
     cluster: str = "",
+    stamp: float | None = None,
+    end: str | None = None,
+    ended_at: float | None = None,
+    log_file: str | None = None,
 ) -> RunRecord:
     """Build a record from a finished (or failed) start: stages without a duration are left out."""
     stages = {name: float(s) for name, s in stage_seconds.items() if s is not None and s >= 0}
-    return RunRecord(started_at, model, image, outcome, stages, ready_seconds, vllm_version, failure, cluster)
+    return RunRecord(started_at, model, image, outcome, stages, ready_seconds, vllm_version, failure, cluster,
+                     stamp, end, ended_at, log_file)
 
 
 # ---- ETAs -----------------------------------------------------------------------------------------
@@ -222,6 +276,7 @@ def typical_stage_seconds(runs: Sequence[RunRecord], stage: str, last: int = 3) 
 def typical_ready_seconds(runs: Sequence[RunRecord], last: int = 3) -> tuple[float | None, int]:
     """Median time from the log's first line to ready over the newest ``last`` runs that got there (the sum
     of their stages, as the stage summary adds them up and as ``ready_eta`` counts), and how many."""
+    # "ready": the start got there (whatever ended the run later).
     totals = [sum(r.stages.values()) for r in runs if r.outcome == "ready" and r.stages][-last:]
     if not totals:
         return None, 0

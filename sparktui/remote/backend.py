@@ -31,7 +31,8 @@ from sparktui.config import SparkConfig
 from sparktui.domain.engine_session import EnginePorts, EngineSession
 from sparktui.domain.engine_state import Record
 from sparktui.domain.events import EngineState, EventSink, EventStream
-from sparktui.domain.history import HistoryStore, record_from_timeline, setup_of
+from sparktui.domain.history import HistoryStore
+from sparktui.domain.run_record import history_entry
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.backend_wiring import BackendWiring
 from sparktui.remote.cluster import close_cluster, open_cluster
@@ -167,11 +168,7 @@ class SshBackend:
 
     def _record_run(self, record: Record) -> None:
         """The session's ``record`` port: the run (ready or failed) into the history, with its timeline."""
-        model, image = setup_of(self.config.engine)
         try:
-            entry = record_from_timeline(
-                self.logs.timeline.snapshot(), started_at=record.started_at, model=model, image=image,
-                ready_seconds=record.ready_seconds, outcome=record.outcome, cluster=self.config.cluster.name)
-            self.history.append(entry)
+            self.history.append(history_entry(record, self.logs.timeline.snapshot(), self.config))
         except OSError as exc:
             log.warning("run history not written: %s", exc)

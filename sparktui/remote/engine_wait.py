@@ -5,29 +5,38 @@ uvicorn's "Application startup complete."), the vLLM process on the head, Ray's 
 executor) and every node's SSH link — are fed to the engine session
 (``sparktui.domain.engine_session.EngineSession``), whose state machine decides, as it does for the
 dashboard: ready when the log says so (the dashboard then verifies with a completion), failed with the
-log's diagnosis and the node any evidence points at, or a node Ray lost named.
+log's diagnosis and the node any evidence points at, or a node Ray lost named. The run goes into the run
+history through the session's ``record`` port, as the dashboard records it, timed from the head's start
+stamp of the engine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparktui.domain.deadline import within
-from sparktui.domain.engine_session import EngineSession
+from sparktui.domain.engine_session import EnginePorts, EngineSession
+from sparktui.domain.engine_state import Record
 from sparktui.domain.events import EngineState
+from sparktui.domain.history import HistoryStore
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.desired import Desired
 from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.logs import LogIngest
+from sparktui.domain.run_record import history_entry
 from sparktui.remote.engine import EngineController
 from sparktui.remote.log_follower import LogFollower
+from sparktui.remote.run_logs import feed_start
 from sparktui.remote.transport import LinkState, TransportError
+
+log = logging.getLogger(__name__)
 
 #: Seconds between checks of the vLLM process and of Ray's node list while waiting.
 PROCESS_CHECK_INTERVAL = 1.0
@@ -56,6 +65,7 @@ async def wait_until_ready(
     timeout: float = 3600.0,
     on_stage: Callable[[str], None] | None = None,
     on_bytes: Callable[[bytes], None] | None = None,
+    history: HistoryStore | None = None,
 ) -> WaitResult:
     config = controller.config
     head = config.head
@@ -66,9 +76,20 @@ async def wait_until_ready(
     ingest = LogIngest(len(config.nodes), display_cap=0)
     changed = asyncio.Event()
     shown: str | None = None
-    session = EngineSession.for_config(config)   # it only reads the state: no port plugged
+    store = history if history is not None else HistoryStore()
+
+    def record(effect: Record) -> None:
+        try:
+            store.append(history_entry(effect, ingest.timeline.snapshot(), config))
+        except OSError as exc:
+            log.warning("run history not written: %s", exc)
+
+    # It reads the state and records the run; it restarts nothing.
+    session = EngineSession.for_config(config, ports=EnginePorts(record=record))
     # The engine was launched (the start operation ended well): it runs until evidence says otherwise.
     session.discovered(EngineState.STARTING, "vllm serve launched")
+    with contextlib.suppress(TransportError):
+        await feed_start(session, config, transport, controller.homes or None)
 
     def feed(data: bytes) -> None:
         nonlocal shown
@@ -111,6 +132,7 @@ async def wait_until_ready(
             session.tick()
             snap = ingest.timeline.snapshot()
             if session.state is EngineState.VERIFYING:
+                session.verified()   # the log's ready, taken as is (no completion here): the run is recorded
                 return WaitResult("ready", "Application startup complete.", "api", elapsed, snap.to_json())
             if session.state in (EngineState.FAILED, EngineState.STOPPED) and not asked_who_stopped:
                 # vLLM gone before ready may be a person's `stop` (it holds no lock against a wait):

@@ -21,6 +21,7 @@ from sparktui.domain.supervise import Action
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.backend_wiring import BackendWiring
 from sparktui.remote.engine import EngineController
+from sparktui.remote.run_logs import feed_start
 from sparktui.remote.transport import TransportError
 
 #: Seconds between looks at the head's operation lock (another sparktui's start/stop/restart).
@@ -124,6 +125,8 @@ class Operations:
         if rearm:
             self._memory_guard.rearm()
         view = await operation(controller)
+        if view.ok and view.kind in ("start", "restart"):
+            await self._feed_start()
         # The state machine saw the finished view as the operation's last progress.
         level = "information" if view.ok else "error"
         self._wiring.post(Notice(f"{view.kind}: {view.message or ('done' if view.ok else 'failed')}", level))
@@ -150,8 +153,16 @@ class Operations:
                 session.discovered(found.state, found.detail)
                 session.ray(found.ray)
             if found.running:
+                await self._feed_start()
                 self._wiring.post(Notice(f"re-attached to the running engine ({found.detail})"))
             return
+
+    async def _feed_start(self) -> None:
+        """The running engine's real start, from the head's stamp: its durations count from there."""
+        controller = self._wiring.controller
+        assert controller is not None
+        await feed_start(self._wiring.session, self._wiring.config, self._wiring.head_transport(),
+                         controller.homes or None)
 
     async def watch_lock(self) -> None:
         """Another sparktui's operation (its lock on the head) is shown as the running operation, which
@@ -182,6 +193,8 @@ class Operations:
                     found = await controller.discover()
                     if controller.busy is None:
                         self._wiring.session.discovered(found.state, found.detail, again=True)
+                        if found.running:
+                            await self._feed_start()
 
     # -- asked for by the session and the memory guard ---------------------------------------------
     def auto_restart(self, _decision: RestartDecision) -> None:

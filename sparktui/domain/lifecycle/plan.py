@@ -111,7 +111,8 @@ _SCRIPT_NAMES = {
     S.DETACHED_STATE_SH: "<detached-state.sh>", S.TAGGED_PY: "<tagged.py>", S.FACTS_PY: "<facts.py>",
     S.RAY_PROBE_PY: "<ray-probe.py>", S.FOLLOW_PY: "<follow.py>", S.RAY_LOGS_PY: "<ray-logs.py>",
     S.READ_PY: "<read.py>", S.DROP_CACHES_SH: "<drop-caches.sh>", S.LINK_PY: "<link.py>",
-    S.LOCK_PY: "<lock.py>", GCS_WAIT_PY: "<gcs-wait.py>", RAY_JOIN_PY: "<ray-join.py>",
+    S.LOCK_PY: "<lock.py>", S.RUN_LOGS_PY: "<run-logs.py>", GCS_WAIT_PY: "<gcs-wait.py>",
+    RAY_JOIN_PY: "<ray-join.py>",
 }
 
 
@@ -309,7 +310,19 @@ def detach_step(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str, str] |
         serve = A.with_env(serve, ready_timeout.env())
     argv = rt.wrap(["sh", "-c", S.DETACH_SH, "sparktui-detach", sd, A.VLLM_LOG, A.VLLM_PID, *serve],
                    tagged=True)
-    return Step("vllm serve", rt.node.name, tuple(argv), 30.0, StepKind.DETACH)
+    # On the node itself (the state dir is the same path inside a container): the earlier runs' logs kept,
+    # this run's start stamped, then the detach script exec'd.
+    keep = run_logs_argv(config, rt.node, sd, "keep")
+    return Step("vllm serve", rt.node.name, (*keep, "--", *argv), 30.0, StepKind.DETACH)
+
+
+def run_logs_argv(config: SparkConfig, node: NodeConfig, folder: str, action: str) -> list[str]:
+    """RUN_LOGS_PY on ``node``: ``keep`` (bounded by ``engine.keep_logs``/``keep_logs_mb``) or ``list``."""
+    argv = [node.python, "-c", S.RUN_LOGS_PY, action, folder, A.VLLM_LOG]
+    if action == "keep":
+        e = config.engine
+        argv += [str(e.keep_logs), str(int(e.keep_logs_mb * 1024 * 1024))]
+    return argv
 
 
 def detached_state_argv(config: SparkConfig, rt: NodeRuntime, homes: Mapping[str, str] | None) -> list[str]:

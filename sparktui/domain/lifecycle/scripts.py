@@ -13,8 +13,8 @@ from sparktui.node import source
 # ---- sh -------------------------------------------------------------------------------------------
 #: $1 state dir, $2 log file name, $3 pid file name, then the command. Starts it in a new session
 #: (no controlling terminal, own process group) with stdin from /dev/null and stdout+stderr to the log,
-#: so it survives the SSH channel, the SSH connection and sparktui itself. The previous log is kept
-#: as ``<log>.prev``. Prints ``pid N``.
+#: so it survives the SSH channel, the SSH connection and sparktui itself. Prints ``pid N``. The earlier
+#: runs' logs were already kept aside by RUN_LOGS_PY, which runs it.
 #: Not ``cmd &``: a non-interactive sh starts background commands with SIGINT ignored, and SIGINT is
 #: vLLM's clean shutdown. ``setsid -f`` forks by itself; the child writes its pid and becomes the command.
 DETACH_SH = r"""
@@ -23,7 +23,6 @@ dir=$1 log=$2 pidf=$3
 shift 3
 case $dir in "~") dir=$HOME ;; "~/"*) dir=$HOME/${dir#"~/"} ;; esac
 mkdir -p "$dir"
-if [ -e "$dir/$log" ]; then mv -f "$dir/$log" "$dir/$log.prev"; fi
 rm -f "$dir/$pidf"
 if command -v setsid >/dev/null 2>&1; then
   setsid -f sh -c 'echo "$$" >"$1"; shift; exec "$@"' sparktui-engine "$dir/$pidf" "$@" \
@@ -136,3 +135,7 @@ LOCK_PY = source("lock")
 
 #: ``sparktui/node/desired.py`` (its argv and output are said there).
 DESIRED_PY = source("desired")
+
+#: ``keep DIR LOG KEEP KEEP_BYTES -- COMMAND…`` / ``list DIR LOG``: each run's vLLM log kept (bounded) and the
+#: run's start stamped, then COMMAND (the detach script) exec'd (``sparktui/node/run_logs.py``).
+RUN_LOGS_PY = source("run_logs")
