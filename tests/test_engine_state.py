@@ -413,6 +413,12 @@ def test_a_discovery_after_another_sparktuis_operation_forgets_the_run_before_it
     # Ray is not watched while failed: no reading clears spark2's absence. The other restart ends, its
     # run's log reached ready, and discovery finds vLLM running.
     assert not truth.watching_ray
+    # Followed as running while its lock is held: no verdict of ours on the vLLM it stops.
+    held = "held by another sparktui: restart by alice@laptop (pid 42) since 10:00:00"
+    truth.operation(OperationView(kind="restart", running=True, message=held))
+    assert truth.state is EngineState.STARTING and truth.detail == held
+    truth.timeline(snapshot(STOPPED_BY_SIGNAL))
+    assert truth.state is EngineState.STARTING and truth.detail == held
     clock.advance(60)
     truth.timeline(snapshot(HAPPY))
     truth.discovered(EngineState.STARTING, "vLLM running (spark1 pid 9)", again=True)

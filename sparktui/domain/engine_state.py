@@ -220,7 +220,8 @@ class EngineTruth:
         believed before it, and the evidence of the run before it (a node lost, a wedge) is history."""
         first = not self.discovered_once
         self.discovered_once = True
-        if again and self.busy is None:
+        if again:
+            self.busy = None     # the other sparktui's operation, followed as running, is over
             self._new_run()
         if self.busy is not None or (not again and not first and self.state not in (EngineState.UNKNOWN,)):
             return  # an operation (or an earlier discovery) already decided
@@ -246,7 +247,8 @@ class EngineTruth:
             self._set(EngineState.UNKNOWN, detail)
 
     def operation(self, view: OperationView) -> None:
-        """Every progress view of an operation, running and finished."""
+        """Every progress view of an operation, running and finished (another sparktui's, seen by its
+        lock on the head, as running only: its end is the discovery after it, ``discovered(again=True)``)."""
         if view.running:
             if self.busy is None:
                 self._operation_begins(view.kind)
@@ -671,6 +673,8 @@ class EngineTruth:
 
 
 def _running_step(view: OperationView) -> str:
+    if not view.steps and view.message:
+        return view.message      # another sparktui's operation: its lock's holder, no steps of ours
     for step in view.steps:
         if step.status is StepStatus.RUNNING:
             return step.name + (f" on {step.node}" if step.node else "")
