@@ -302,8 +302,12 @@ async def test_another_sparktuis_restart_clears_a_dashboards_stale_verdict(
         bed.exec("spark2", ["kill", "-KILL", *map(str, raylets(bed, "spark2"))])
         change = await left_ready(events, time.monotonic())
         assert change.state is EngineState.DEGRADED, change.detail
+        seen = len(events.of(EngineChanged))
         res = await asyncio.to_thread(run_sparktui, "restart", "--wait", "--config", str(path), timeout=240)
         assert res.returncode == 0, res.stdout + res.stderr
+        # Followed as it ran: the other's operation (seen at the lock's next poll, LOCK_POLL_INTERVAL).
+        during = [(e.state, e.detail) for e in events.of(EngineChanged)[seen:]]
+        assert any("held by another sparktui" in detail for _, detail in during), during
         back = time.monotonic()
         await events.wait_for(lambda: events.engine_states()[-1] is EngineState.READY, 30, "ready again")
         took = time.monotonic() - back
