@@ -90,6 +90,7 @@ async def left_ready(events: Recorder, since: float) -> EngineChanged:
     await events.wait_for(gone, 60, "the state to leave ready")
     took = time.monotonic() - since
     change = events.of(EngineChanged)[-1]
+    print(f"the dashboard left ready after {took:.1f} s: {change.detail[:100]}")
     assert took <= LOST_WITHIN, f"left ready after {took:.1f} s: {change.detail}"
     return change
 
