@@ -286,7 +286,7 @@ async def test_status_sees_a_killed_raylet_within_10_s(bed: Testbed, tmp_path: P
             if report["engine"].get("state") != "ready" or took > 30:
                 break
         engine = report["engine"]
-        print(f"status left ready {took:.1f} s after spark2's raylet was killed")
+        print(f"status left ready {took:.1f} s after spark2's raylet was killed: {engine['detail'][:120]}")
         assert engine["state"] == "degraded", engine
         assert f"Ray lost spark2 ({bed.ip('spark2')})" in engine["detail"], engine["detail"]
         assert code == 4
