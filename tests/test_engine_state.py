@@ -362,6 +362,74 @@ def test_node_out_of_the_heads_reach_is_degraded_before_ray_declares_it_dead() -
     assert other.state is EngineState.DEGRADED and "its SSH link is retrying too" in other.detail
 
 
+def test_a_raylet_gone_from_its_nodes_process_list_is_degraded_at_once() -> None:
+    clock = Clock()
+    truth = ready(clock)
+    truth.raylet("spark2", True)
+    clock.advance(2)
+    truth.raylet("spark2", False)
+    at = time.strftime("%H:%M:%S", time.localtime(clock.wall()))
+    # Ray still lists it alive (its health check takes 15 s): the node's own process list is enough.
+    truth.ray(ray("spark1", "spark2"))
+    assert truth.state is EngineState.DEGRADED
+    assert truth.detail.startswith(
+        f"degraded: Ray lost spark2 (10.0.0.2) at {at} (its raylet is not running; Ray has not declared it "
+        "dead yet)"), truth.detail
+    # Its raylet back (Ray restarted on it): still degraded, its workers are gone.
+    truth.raylet("spark2", True)
+    assert truth.state is EngineState.DEGRADED and "spark2 is back in Ray: restart the engine" in truth.detail
+
+
+def test_a_raylet_never_seen_is_no_evidence_unless_the_reading_is_the_only_one() -> None:
+    truth = ready(Clock())
+    truth.raylet("spark2", False)          # a probe that cannot see it: nothing was lost
+    assert truth.state is EngineState.READY
+    truth.raylet("spark2", False, settled=True)   # status: one reading of a node that answered
+    assert truth.state is EngineState.DEGRADED and "its raylet is not running" in truth.detail
+
+
+def test_raylets_going_away_during_a_stop_or_restart_are_not_a_lost_node() -> None:
+    clock = Clock()
+    truth = ready(clock)
+    truth.raylet("spark2", True)
+    truth.operation(OperationView(kind="restart", running=True,
+                                  steps=(StepView("ray stop", status=StepStatus.RUNNING),)))
+    truth.raylet("spark2", False)
+    truth.operation(OperationView(kind="restart", running=False, ok=True))
+    truth.raylet("spark2", False)           # not seen since the restart began: no evidence yet
+    assert truth.state is EngineState.STARTING
+
+
+def test_a_discovery_after_another_sparktuis_operation_forgets_the_run_before_it() -> None:
+    """A dashboard that saw a node lost while vLLM was starting, then another sparktui's restart: what
+    the restart left is judged afresh (issue 33: it stayed on the stale failure for over a minute)."""
+    clock = Clock()
+    truth = machine(clock)
+    truth.discovered(EngineState.STARTING, "vllm serve launched")
+    truth.ray(ray("spark1"))
+    clock.advance(RAY_LOST_AFTER)
+    truth.tick()
+    assert truth.state is EngineState.FAILED and truth.detail.startswith("Ray lost a node while vLLM")
+    # Ray is not watched while failed: no reading clears spark2's absence. The other restart ends, its
+    # run's log reached ready, and discovery finds vLLM running.
+    assert not truth.watching_ray
+    # Followed as running while its lock is held: no verdict of ours on the vLLM it stops.
+    held = "held by another sparktui: restart by alice@laptop (pid 42) since 10:00:00"
+    truth.operation(OperationView(kind="restart", running=True, message=held))
+    assert truth.state is EngineState.STARTING and truth.detail == held
+    truth.timeline(snapshot(STOPPED_BY_SIGNAL))
+    assert truth.state is EngineState.STARTING and truth.detail == held
+    clock.advance(60)
+    truth.timeline(snapshot(HAPPY))
+    truth.discovered(EngineState.STARTING, "vLLM running (spark1 pid 9)", again=True)
+    assert truth.state is EngineState.VERIFYING, truth.detail
+    assert Verify in kinds(truth.take_effects())
+    truth.verified(0.3)
+    truth.ray(ray("spark1", "spark2"))
+    assert truth.state is EngineState.READY, truth.detail
+    assert truth.run_started == clock.wall()      # the run the other restart left, from now
+
+
 def test_out_of_reach_while_starting_is_evidence_not_a_failure() -> None:
     clock = Clock()
     truth = machine(clock)

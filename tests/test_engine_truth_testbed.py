@@ -1,9 +1,11 @@
 """Engine truth after ready, end to end on the test bed (real SSH, real Ray, the stand-in engine).
 
 A node lost after ready (its link cut; its raylet killed) makes the dashboard's backend and
-``sparktui status --json`` leave *ready* and name the node; a wedged engine (``/health`` 200, requests
-stuck, no tokens) becomes *wedged*; a stopped engine whose last log reached ready stays *stopped*; a
-worker lost while serving is a failure *after ready*, not a start-up stage.
+``sparktui status --json`` leave *ready* and name the node — a killed raylet within 10 s, before Ray's
+health check; a wedged engine (``/health`` 200, requests stuck, no tokens) becomes *wedged*, for
+``status`` too (exit 4); a stopped engine whose last log reached ready stays *stopped*; a worker lost
+while serving is a failure *after ready*, not a start-up stage; another sparktui's restart brings a
+dashboard left on a stale verdict back to what runs now.
 """
 
 from __future__ import annotations
@@ -75,12 +77,20 @@ def kill_ours(bed: Testbed, name: str) -> None:
     bed.exec(name, [python, "-c", S.TAGGED_PY, "stop", f"sparktui/{name}", "0.2"])
 
 
+def raylets(bed: Testbed, name: str) -> set[int]:
+    """The PIDs of the host's raylet processes (their program is ``…/raylet``)."""
+    out = bed.exec(name, ["ps", "-ww", "-eo", "pid=,args="]).stdout
+    return {int(words[0]) for line in out.splitlines()
+            if len(words := line.split()) > 1 and words[1].rsplit("/", 1)[-1] == "raylet"}
+
+
 async def left_ready(events: Recorder, since: float) -> EngineChanged:
     def gone() -> bool:
         return events.engine_states()[-1] is not EngineState.READY
     await events.wait_for(gone, 60, "the state to leave ready")
     took = time.monotonic() - since
     change = events.of(EngineChanged)[-1]
+    print(f"the dashboard left ready after {took:.1f} s: {change.detail[:100]}")
     assert took <= LOST_WITHIN, f"left ready after {took:.1f} s: {change.detail}"
     return change
 
@@ -217,3 +227,92 @@ async def test_link_cut_during_start_names_the_node(bed: Testbed) -> None:
     finally:
         await controller.stop()
         await close_cluster(transports)
+
+
+async def ready_engine(bed: Testbed, tmp_path: Path, **kwargs: Any) -> Path:
+    """A ready engine with no dashboard; its config's path."""
+    path = bed.write_config(tmp_path / "config.toml", **overrides(bed, **kwargs))
+    config = bed.spark_config(**overrides(bed, **kwargs))
+    transports = await open_cluster(config)
+    try:
+        controller = EngineController(config, transports)
+        view = await controller.start()
+        assert view.ok, view.message
+        result = await wait_until_ready(controller, timeout=120)
+        assert result.outcome == "ready", result.detail
+    finally:
+        await close_cluster(transports)
+    return path
+
+
+async def stop_engine(path: Path) -> None:
+    await asyncio.to_thread(run_sparktui, "stop", "--config", str(path), timeout=120)
+
+
+async def test_status_says_wedged_with_exit_4(bed: Testbed, tmp_path: Path) -> None:
+    path = await ready_engine(bed, tmp_path, env={"SPARKTUI_STANDIN_FAIL": "wedge_after_ready:1"})
+    try:
+        deadline = time.monotonic() + 60
+        while True:      # the stand-in wedges a second after ready: status says so from then on
+            t0 = time.monotonic()
+            code, report = await status_json(path)
+            took = time.monotonic() - t0
+            if report["engine"].get("state") != "ready" or time.monotonic() > deadline:
+                break
+        engine = report["engine"]
+        print(f"status said wedged in {took:.1f} s")
+        assert engine["state"] == "wedged", engine
+        assert "generation_tokens_total stuck at" in engine["detail"], engine["detail"]
+        assert code == 4
+        res = await asyncio.to_thread(run_sparktui, "status", "--config", str(path), timeout=120)
+        assert res.returncode == 4, res.stdout
+        assert "engine: wedged — wedged: 1 request(s) running" in res.stdout, res.stdout
+    finally:
+        await stop_engine(path)
+
+
+async def test_status_sees_a_killed_raylet_within_10_s(bed: Testbed, tmp_path: Path) -> None:
+    path = await ready_engine(bed, tmp_path)
+    try:
+        code, report = await status_json(path)
+        assert report["engine"]["state"] == "ready" and code == 0, report["engine"]
+        pids = raylets(bed, "spark2")
+        assert pids
+        bed.exec("spark2", ["kill", "-KILL", *map(str, pids)])
+        killed = time.monotonic()
+        while True:
+            code, report = await status_json(path)
+            took = time.monotonic() - killed
+            if report["engine"].get("state") != "ready" or took > 30:
+                break
+        engine = report["engine"]
+        print(f"status left ready {took:.1f} s after spark2's raylet was killed: {engine['detail'][:120]}")
+        assert engine["state"] == "degraded", engine
+        assert f"Ray lost spark2 ({bed.ip('spark2')})" in engine["detail"], engine["detail"]
+        assert code == 4
+        assert took <= LOST_WITHIN, f"status left ready after {took:.1f} s"
+    finally:
+        await stop_engine(path)
+
+
+async def test_another_sparktuis_restart_clears_a_dashboards_stale_verdict(
+    bed: Testbed, tmp_path: Path,
+) -> None:
+    backend, events, runner, path = await ready_backend(bed, tmp_path)
+    try:
+        bed.exec("spark2", ["kill", "-KILL", *map(str, raylets(bed, "spark2"))])
+        change = await left_ready(events, time.monotonic())
+        assert change.state is EngineState.DEGRADED, change.detail
+        seen = len(events.of(EngineChanged))
+        res = await asyncio.to_thread(run_sparktui, "restart", "--wait", "--config", str(path), timeout=240)
+        assert res.returncode == 0, res.stdout + res.stderr
+        # Followed as it ran: the other's operation (seen at the lock's next poll, LOCK_POLL_INTERVAL).
+        during = [(e.state, e.detail) for e in events.of(EngineChanged)[seen:]]
+        assert any("held by another sparktui" in detail for _, detail in during), during
+        back = time.monotonic()
+        await events.wait_for(lambda: events.engine_states()[-1] is EngineState.READY, 30, "ready again")
+        took = time.monotonic() - back
+        print(f"the dashboard followed the other restart {took:.1f} s after it returned")
+        assert took <= LOST_WITHIN, f"ready again {took:.1f} s after the other restart"
+    finally:
+        await stop(backend, runner)

@@ -78,6 +78,19 @@ def test_exit_status_says_when_the_engine_cannot_serve() -> None:
     assert exit_code({**report, "all_reachable": False}) == 1
 
 
+def test_a_nodes_raylet_is_found_in_its_processes_by_the_probes_rule() -> None:
+    from sparktui.commands.status import raylet_running
+
+    raylet = ("/opt/venv/lib/python3.12/site-packages/ray/core/src/ray/raylet/raylet "
+              "--raylet_socket_name=/tmp/ray/session_2026/sockets/raylet --store_socket_name=/tmp/ray/plasma")
+    others = [{"pid": 7, "cmdline": "/opt/venv/bin/python -m ray.util.client.server --port 10001"},
+              {"pid": 8, "cmdline": "ray::RayWorkerWrapper"},
+              {"pid": 9, "cmdline": "tail -F /home/u/.cache/sparktui/raylet.out"}]
+    assert raylet_running([*others, {"pid": 6, "cmdline": raylet}])
+    assert not raylet_running(others)
+    assert not raylet_running([])
+
+
 def _steady(report: Any) -> Any:
     """A report without what changes from one reading to the next (times, rates, retry countdowns)."""
     volatile = {"seconds", "uptime_seconds", "sample", "retry_in", "attempts"}

@@ -18,7 +18,7 @@ from sparktui.domain.events import OperationView, StepStatus
 from sparktui.remote.engine_wait import wait_until_ready
 from sparktui.sim.recording import DGX_SPARK_RECORDING
 from tests.lifecycle_helpers import host_path
-from tests.test_engine_truth_testbed import kill_ours
+from tests.test_engine_truth_testbed import kill_ours, raylets
 from tests.test_lifecycle_testbed import _explain, harness, leftovers, start_ready
 from tests.testbed import Testbed
 
@@ -27,13 +27,6 @@ pytestmark = [pytest.mark.testbed, pytest.mark.ray]
 #: In each host's private /tmp, so a run starts cold whatever ran on this machine before.
 CACHE_ROOT = "/tmp/vllm-cache"
 ENV = {"SPARKTUI_STANDIN_RECORDING": DGX_SPARK_RECORDING, "VLLM_CACHE_ROOT": CACHE_ROOT}
-
-
-def raylets(bed: Testbed, name: str) -> set[int]:
-    """The PIDs of the host's raylet processes (their program is ``…/raylet``)."""
-    out = bed.exec(name, ["ps", "-ww", "-eo", "pid=,args="]).stdout
-    return {int(words[0]) for line in out.splitlines()
-            if len(words := line.split()) > 1 and words[1].rsplit("/", 1)[-1] == "raylet"}
 
 
 def stage(timeline: dict[str, Any], name: str) -> str:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # `sparktui status --help` imports this module: no config, py
 
     from sparktui.config import NodeConfig, SparkConfig
     from sparktui.domain.logs import TimelineSnapshot
+    from sparktui.remote.engine_status import EngineJudge
     from sparktui.remote.status_round import NodeRound
     from sparktui.remote.transport import Transport
 
@@ -202,18 +203,22 @@ async def _gather_round(config: SparkConfig, transports: dict[str, Transport],
     # In config order, as the multi-command path lists them (the engine's detail names nodes in it).
     order = [n.name for n in config.nodes]
     nodes = [entry for entry, _ in parts]
+    engine = await _engine_of(config, rounds, {n: links[n] for n in order},
+                              {n: unknown[n] for n in order if n in unknown}, snapshots.get(config.head.name),
+                              transports[config.head.name])
     return {
         "cluster": config.cluster.name,
         "all_reachable": all(n["reachable"] for n in nodes),
         "nodes": nodes,
-        "engine": _engine_of(config, rounds, {n: links[n] for n in order},
-                             {n: unknown[n] for n in order if n in unknown}, snapshots.get(config.head.name)),
+        "engine": engine,
     }
 
 
-def _engine_of(config: SparkConfig, rounds: Mapping[str, NodeRound | None], links: Mapping[str, str],
-               unknown: Mapping[str, str], snap: TimelineSnapshot | None) -> dict[str, Any]:
-    """The engine's part of the report from the nodes' answers, judged as re-attach discovery judges."""
+async def _engine_of(config: SparkConfig, rounds: Mapping[str, NodeRound | None], links: Mapping[str, str],
+                     unknown: Mapping[str, str], snap: TimelineSnapshot | None,
+                     head_transport: Transport) -> dict[str, Any]:
+    """The engine's part of the report from the nodes' answers, judged as re-attach discovery judges;
+    a ready engine's token counter is then watched a few seconds while requests run (a wedge)."""
     from sparktui.domain.lifecycle import plan as P
     from sparktui.domain.lifecycle.discovery import DetachedState, discovery_of
     from sparktui.domain.lifecycle.preflight import DockerContainer
@@ -242,9 +247,40 @@ def _engine_of(config: SparkConfig, rounds: Mapping[str, NodeRound | None], link
     homes = {head: head_round.home} if head_round.home else None
     log_path = detached.log_path if detached and detached.log_path else P.vllm_log_path(config, homes, head)
     judge = EngineJudge(config, found, links, log_path, snap)
-    if judge.wants_reach and head_round.reach is not None:
-        judge.reach(head_round.reach)
+    if judge.wants_reach:
+        if head_round.reach is not None:
+            judge.reach(head_round.reach)
+        if config.engine.executor == "ray":
+            judge.raylets({name: raylet_running(answer.processes) for name, answer in rounds.items()
+                           if answer is not None})
+        if judge.ready:
+            await _watch_tokens(config, judge, head_transport)
     return judge.report()
+
+
+def raylet_running(processes: list[dict[str, object]]) -> bool:
+    """Whether a node's processes of ours include its raylet (by the probe's own rule for a raylet)."""
+    from sparktui.node.probe.processes import classify
+
+    return any(classify(str(p.get("cmdline") or "").split(), "") == "raylet" for p in processes)
+
+
+async def _watch_tokens(config: SparkConfig, judge: EngineJudge, head_transport: Transport) -> None:
+    """``EngineJudge.watch_tokens`` over the head's link (the API port as the head sees it)."""
+    from sparktui.remote.api_client import EngineApi, EngineApiError
+    from sparktui.remote.engine_status import STATUS_WEDGE_SECONDS
+    from sparktui.remote.transport import TransportError
+
+    try:
+        api = await EngineApi.connect(head_transport, "127.0.0.1", config.engine.api_port)
+    except (TransportError, OSError):
+        return     # no evidence: the rest of the reading stands
+    async with api:
+        try:
+            await within(judge.watch_tokens(api.metrics_text, config.engine.served_model_name
+                                            or config.engine.model), STATUS_WEDGE_SECONDS + 10)
+        except (TimeoutError, EngineApiError):
+            return
 
 
 async def _gather_overlapped(config: SparkConfig, transports: dict[str, Transport],

@@ -234,6 +234,13 @@ class EngineSession:
         self.truth.peer(node, reachable)
         self._fed()
 
+    def raylet(self, node: str, running: bool, *, settled: bool = False) -> None:
+        before = self.truth.version
+        self.truth.raylet(node, running, settled=settled)
+        if self.truth.version != before:
+            # Settled only when the state moved: the dashboard gives one per node every refresh.
+            self._fed()
+
     def serving(self, snapshot: ServingSnapshot) -> None:
         self.truth.serving(snapshot)
         self._fed()

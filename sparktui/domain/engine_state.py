@@ -13,6 +13,8 @@ evidence, same calls). Inputs, each a method:
 - ``ray`` — Ray's node list (``RayState``): every configured node alive with its GPU;
 - ``link`` — each node's SSH link phase (``LinkPhase`` value);
 - ``peer`` — whether the head reaches each other node (Ray needs 30–40 s to declare a cut node dead);
+- ``raylet`` — whether a node's raylet process runs, from the node's own process list (Ray needs 15 s
+  of failed health checks to declare a node whose raylet was killed dead);
 - ``serving`` — ``/metrics`` snapshots (requests running/waiting, ``generation_tokens_total``);
 - ``gpu`` — GPU power and util per node from telemetry samples;
 - ``tick`` — time passing (the rules that need "for N seconds").
@@ -27,9 +29,10 @@ The rules, in one place:
   is cancelled by any later state);
 - an operation running outranks the log; the log's failure outranks discovery's "starting";
 - after ready: a node lost from Ray (reported dead, missing for ``RAY_LOST_AFTER`` s, or missing while
-  its SSH link is down) or out of the head's reach (for ``RAY_LOST_AFTER`` s, or at once while its SSH
-  link is down too) → *degraded*, naming the node; requests running or waiting while
-  ``generation_tokens_total`` does not move for ``wedge_seconds`` → *wedged*, with the numbers;
+  its SSH link is down), out of the head's reach (for ``RAY_LOST_AFTER`` s, or at once while its SSH
+  link is down too) or with its raylet gone from its process list → *degraded*, naming the node;
+  requests running or waiting while ``generation_tokens_total`` does not move for ``wedge_seconds`` →
+  *wedged*, with the numbers;
   a crash (health/process) or the log's failure → *failed* "crashed after …: … after ready"; each of
   these asks the restart budget (``serving.auto_restart``);
 - before ready: a node lost from Ray fails the start naming it; a failure in the log names the node any
@@ -187,6 +190,9 @@ class EngineTruth:
         self._links: dict[str, tuple[str, float]] = {}   # node → (phase, wall since)
         self._link_drops: dict[str, float] = {}  # node → wall of the last drop (this run)
         self._out_of_reach: dict[str, tuple[float, float]] = {}   # node → (mono, wall) since
+        #: Nodes whose raylet was seen running this run; those seen without it since (node → wall).
+        self._raylets: set[str] = set()
+        self._raylet_gone: dict[str, float] = {}
         self._process_gone_at: float | None = None
         self._serving: deque[tuple[float, float, float, float | None]] = deque()  # at, run, wait, tokens
         self._gpu: dict[str, tuple[float, float | None, float | None]] = {}        # node → at, W, %
@@ -223,9 +229,12 @@ class EngineTruth:
     def discovered(self, state: EngineState, detail: str, *, again: bool = False) -> None:
         """Re-attach discovery's classification (``sparktui.domain.lifecycle.discovery.classify``).
         ``again``: a discovery after another sparktui's operation ended — what it left outranks what we
-        believed before it."""
+        believed before it, and the evidence of the run before it (a node lost, a wedge) is history."""
         first = not self.discovered_once
         self.discovered_once = True
+        if again:
+            self.busy = None     # the other sparktui's operation, followed as running, is over
+            self._new_run(watched=False)
         if self.busy is not None or (not again and not first and self.state not in (EngineState.UNKNOWN,)):
             return  # an operation (or an earlier discovery) already decided
         snap = self.snapshot
@@ -250,7 +259,8 @@ class EngineTruth:
             self._set(EngineState.UNKNOWN, detail)
 
     def operation(self, view: OperationView) -> None:
-        """Every progress view of an operation, running and finished."""
+        """Every progress view of an operation, running and finished (another sparktui's, seen by its
+        lock on the head, as running only: its end is the discovery after it, ``discovered(again=True)``)."""
         if view.running:
             if self.busy is None:
                 self._operation_begins(view.kind)
@@ -416,6 +426,17 @@ class EngineTruth:
             self._out_of_reach.setdefault(node, (self.clock(), self.wall()))
         self._judge()
 
+    def raylet(self, node: str, running: bool, *, settled: bool = False) -> None:
+        """Whether ``node``'s own process list shows its raylet. Gone after it was seen running this run
+        (``settled``: the only reading there will be, ``status``'s) is the node lost at once: Ray marks a
+        node whose raylet was killed dead only after 15 s of failed health checks."""
+        if running:
+            self._raylets.add(node)
+            self._raylet_gone.pop(node, None)
+        elif node in self._raylets or settled:
+            self._raylet_gone.setdefault(node, self.wall())
+        self._judge()
+
     def serving(self, snapshot: ServingSnapshot) -> None:
         """A ``/metrics`` snapshot of the ready engine."""
         now = self.clock()
@@ -454,20 +475,28 @@ class EngineTruth:
                     and self.state is EngineState.STARTING:
                 self._record("stopped")
         if kind in ("start", "restart"):
-            self.ready_at = None
-            self.run_started = self.wall()
-            self.run_stamp = None
-            self.recorded = False
-            self.ended = False
-            self._watched_start = True
-            self.ttft_seconds = None
-            self._lost = None
-            self._missing.clear()
-            self._link_drops.clear()
-            self._out_of_reach.clear()
-            self._process_gone_at = None
-            self._serving.clear()
-            self._wedged_since = None
+            self._new_run()
+
+    def _new_run(self, *, watched: bool = True) -> None:
+        """A new run begins (ours, or one another sparktui's operation left): nothing seen of the run
+        before it counts for this one. ``watched``: this process follows its start from the beginning (its
+        start-to-ready time is its own to record)."""
+        self.ready_at = None
+        self.run_started = self.wall()
+        self.run_stamp = None
+        self.recorded = False
+        self.ended = False
+        self._watched_start = watched
+        self.ttft_seconds = None
+        self._lost = None
+        self._missing.clear()
+        self._link_drops.clear()
+        self._out_of_reach.clear()
+        self._raylets.clear()
+        self._raylet_gone.clear()
+        self._process_gone_at = None
+        self._serving.clear()
+        self._wedged_since = None
 
     def _operation_step(self, view: OperationView) -> None:
         step = _running_step(view)
@@ -517,7 +546,7 @@ class EngineTruth:
             return
         if self.state is EngineState.DEGRADED:
             if self._lost is not None and self._lost not in self._missing \
-                    and self._lost not in self._out_of_reach:
+                    and self._lost not in self._out_of_reach and self._lost not in self._raylet_gone:
                 self._set(EngineState.DEGRADED,
                           f"degraded: {self._lost_text} — {self._lost} is back in Ray: restart the engine")
             return
@@ -545,6 +574,9 @@ class EngineTruth:
             away = self._out_of_reach.get(node.name)
             if seen is not None and (now - seen.since >= RAY_LOST_AFTER or link != "connected"):
                 at, why = _clock_text(seen.wall), seen.why
+            elif node.name in self._raylet_gone:
+                at = _clock_text(self._raylet_gone[node.name])
+                why = "its raylet is not running; Ray has not declared it dead yet"
             elif reach and away is not None and (now - away[0] >= RAY_LOST_AFTER or link != "connected"):
                 at, why = _clock_text(away[1]), "the head cannot reach it; Ray has not declared it dead yet"
             else:
@@ -663,10 +695,13 @@ class EngineTruth:
         named = []
         by_name = {n.name: n for n in self.expected}
         for name in sorted(set(self._missing) | set(self._link_drops) | set(self._out_of_reach)
+                           | set(self._raylet_gone)
                            | {n for n, (phase, _) in self._links.items() if phase != "connected"}):
             bits = []
             if name in self._missing:
                 bits.append(f"missing from Ray ({self._missing[name].why})")
+            if name in self._raylet_gone:
+                bits.append(f"its raylet not running since {_clock_text(self._raylet_gone[name])}")
             if name in self._out_of_reach:
                 bits.append(f"out of the head's reach since {_clock_text(self._out_of_reach[name][1])}")
             phase, since = self._links.get(name, ("connected", 0.0))
@@ -699,6 +734,8 @@ class EngineTruth:
 
 
 def _running_step(view: OperationView) -> str:
+    if not view.steps and view.message:
+        return view.message      # another sparktui's operation: its lock's holder, no steps of ours
     for step in view.steps:
         if step.status is StepStatus.RUNNING:
             return step.name + (f" on {step.node}" if step.node else "")

@@ -163,6 +163,8 @@ class SshBackend:
         """A node's sample, after its panel: the evidence each part weighs."""
         self.ready.observe(name, sample)
         self.session.gpu(name, sample)
+        # The node's own process list says its raylet died 15 s before Ray's health check does.
+        self.session.raylet(name, any(p.kind == "raylet" for p in sample.processes))
         self.operations.guard_memory(name, sample)
         self.ready.count_roce(name, sample)
 

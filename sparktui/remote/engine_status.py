@@ -3,8 +3,10 @@ head's vLLM log has reached."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sparktui.config import SparkConfig
@@ -20,6 +22,12 @@ if TYPE_CHECKING:
 
 #: The log is read from its end when longer (days of serving stats lines); the start-up is at its head.
 MAX_LOG_BYTES = 32 * 1024 * 1024
+#: ``status`` watches a ready engine's token counter this long at most while requests run (the wedge
+#: rule's window, when ``serving.wedge_seconds`` is longer): a status cannot wait a minute. Tokens moving,
+#: or no request in, ends the watch at once, so a healthy engine costs one or two scrapes.
+STATUS_WEDGE_SECONDS = 5.0
+#: Seconds between two scrapes of that watch.
+STATUS_SCRAPE_GAP = 0.5
 
 
 async def read_log(config: SparkConfig, transport: Transport, path: str,
@@ -112,6 +120,44 @@ class EngineJudge:
     def reach(self, peers: Mapping[str, bool]) -> None:
         for name, ok in peers.items():
             self._session.peer(name, ok)
+
+    def raylets(self, running: Mapping[str, bool]) -> None:
+        """Each answering node's raylet, running or not by its own process list: one killed is seen
+        before Ray's health check (15 s) declares the node dead."""
+        for name, ok in running.items():
+            self._session.raylet(name, ok, settled=True)
+
+    @property
+    def ready(self) -> bool:
+        return self._session.state is EngineState.READY
+
+    async def watch_tokens(self, scrape: Callable[[], Awaitable[str]], model: str | None,
+                           window: float = STATUS_WEDGE_SECONDS, gap: float = STATUS_SCRAPE_GAP) -> None:
+        """The wedge rule (``EngineTruth``'s, over ``window`` instead of ``serving.wedge_seconds`` when
+        shorter) on ``/metrics`` scrapes of a ready engine: until tokens move, no request is in, the state
+        leaves ready, or the window has passed. A scrape that fails ends the watch (no evidence)."""
+        from sparktui.domain.serving import MetricsParseError, SampleReader, ServingTracker
+        from sparktui.remote.api_client import EngineApiError
+
+        truth = self._session.truth
+        truth.wedge_seconds = min(truth.wedge_seconds, window)
+        reader, tracker = SampleReader(model), ServingTracker()
+        first: float | None = None
+        t0 = time.monotonic()
+        while self.ready:
+            try:
+                sample = reader.read(await scrape())
+            except (EngineApiError, MetricsParseError, TransportError, OSError):
+                return
+            snap = tracker.update(sample, time.monotonic())
+            self._session.serving(snap)
+            tokens = snap.generation_tokens_total
+            first = tokens if first is None else first
+            idle = (snap.requests_running or 0.0) + (snap.requests_waiting or 0.0) <= 0
+            if idle or tokens is None or tokens != first or time.monotonic() - t0 > window + gap:
+                return
+            await asyncio.sleep(gap)
+            self._session.tick()
 
     def report(self) -> dict[str, Any]:
         if self.wants_reach:

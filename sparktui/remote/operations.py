@@ -166,11 +166,14 @@ class Operations:
 
     async def watch_lock(self) -> None:
         """Another sparktui's operation (its lock on the head) is shown as the running operation, which
-        disables the lifecycle buttons; when it ends, what runs now is discovered again."""
+        disables the lifecycle buttons, and followed by the session as running (no verdict of ours on a
+        vLLM it stops); when it ends, what runs now is discovered again — until that answers — and
+        judged afresh (the run before it is history)."""
         controller = self._wiring.controller
         assert controller is not None
         post = self._wiring.post
         shown: OperationView | None = None
+        rediscover = False
         me = (socket.gethostname(), os.getpid())
         while True:
             await asyncio.sleep(LOCK_POLL_INTERVAL)
@@ -185,16 +188,23 @@ class Operations:
                 if shown is None or view.message != shown.message:
                     shown = view
                     post(OperationChanged(view))
-            elif shown is not None:
+                    self._wiring.session.operation(view)
+                continue
+            if shown is not None:
                 post(OperationChanged(replace(shown, running=False, ok=True,
                                               message=shown.message.replace("held by", "done by", 1))))
-                shown = None
+                shown, rediscover = None, True
+            if rediscover:
                 with contextlib.suppress(TransportError):
                     found = await controller.discover()
                     if controller.busy is None:
-                        self._wiring.session.discovered(found.state, found.detail, again=True)
+                        with self._wiring.session.held() as session:
+                            session.timeline(self._timeline().snapshot())
+                            session.discovered(found.state, found.detail, again=True)
+                            session.ray(found.ray)
                         if found.running:
                             await self._feed_start()
+                    rediscover = False
 
     # -- asked for by the session and the memory guard ---------------------------------------------
     def auto_restart(self, _decision: RestartDecision) -> None:
