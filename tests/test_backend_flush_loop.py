@@ -21,7 +21,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "config.toml"
 async def test_a_quiet_log_wakes_the_loop_once_a_second_and_lines_at_once() -> None:
     backend = SshBackend(load_config(CONFIG))
     posted: list[tuple[float, Event]] = []
-    backend.sink = lambda event: posted.append((time.monotonic(), event))
+    backend.events.sink = lambda event: posted.append((time.monotonic(), event))
     ticks: list[float] = []
     backend.session.truth.tick = lambda: ticks.append(time.monotonic())  # type: ignore[method-assign]
     task = asyncio.create_task(backend.logs.flush_loop())
@@ -48,7 +48,7 @@ async def test_a_stream_of_lines_is_posted_in_batches_half_a_second_apart() -> N
     # Each batch is a frame that repaints the scrolling log pane: a start's stream is drawn twice a second.
     backend = SshBackend(load_config(CONFIG))
     posted: list[float] = []
-    backend.sink = lambda event: posted.append(time.monotonic()) if isinstance(event, LogRecords) else None
+    backend.events.observe(lambda _event: posted.append(time.monotonic()), (LogRecords,))
     task = asyncio.create_task(backend.logs.flush_loop())
     try:
         t0 = time.monotonic()

@@ -87,7 +87,7 @@ async def test_logs_follow_prints_the_file_as_it_grows_and_says_it_waits(
     log = tmp_path / VLLM_LOG
     transport = LocalTransport("local")
     await transport.connect()
-    args = argparse.Namespace(node=None, follow=True)
+    args = argparse.Namespace(node=None, follow=True, list=False, run=None)
     task = asyncio.create_task(_print_log(config, args, transport, node))
     out = err = b""
 

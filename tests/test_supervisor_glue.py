@@ -77,9 +77,9 @@ def supervisor(desired: Desired, config: SparkConfig | None = None) -> tuple[Sup
 
 
 async def settle(sup: Supervisor) -> None:
-    await sup._decide()
-    if sup._operation is not None:
-        await sup._operation
+    await sup.decide()
+    if sup.operation is not None:
+        await sup.operation
 
 
 async def test_the_incident_is_kept_before_the_restart_runs() -> None:

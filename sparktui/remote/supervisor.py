@@ -149,7 +149,7 @@ class Supervisor:
                     async with asyncio.timeout(DECIDE_EVERY):
                         await self._wake.wait()
                 self._wake.clear()
-                await self._decide()
+                await self.decide()
             watch.result()   # a backend that ended by itself ends the supervisor (its error with it)
         finally:
             for task in (self._operation, watch):
@@ -159,7 +159,14 @@ class Supervisor:
                         await task
             self._line("ended")
 
-    async def _decide(self) -> None:
+    @property
+    def operation(self) -> asyncio.Task[None] | None:
+        """The start or restart the supervisor runs now (or ran last)."""
+        return self._operation
+
+    async def decide(self) -> None:
+        """One look: the policy asked about the state now, and its verdict carried out (an operation is
+        started in its own task: ``operation``)."""
         engine = self.engine
         controller = self.backend.controller
         if engine is None or controller is None:
