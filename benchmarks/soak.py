@@ -323,6 +323,7 @@ class Soak:
                 break
             if self.wait_serving(RECOVER_DEFAULT) is None or not self.wait_supervisor_ready(RECOVER_DEFAULT):
                 outcomes.append(Outcome(fault, None, None, note="not serving before the fault: skipped"))
+                print(f"  {fault:18} skipped: not serving before it", flush=True)
                 continue
             outcome = self.one(fault)
             outcomes.append(outcome)
@@ -344,6 +345,9 @@ def soak_overrides(bed: Testbed, runtime: str, pace: float) -> dict[str, Any]:
             "mounts": [{"source": "/tmp/models", "target": "/tmp/models", "read_only": True}],
         })
     data["serving"] = {"wedge_seconds": 10.0}
+    # A fault every minute or two for 20 minutes: the budget is sized for the soak (its own test checks it),
+    # the start delay and the worker's grace short so that a recovery is measured, not a wait.
+    data["supervise"] = {"max_restarts": 30, "window": 3600.0, "start_delay": 5.0, "worker_grace": 20.0}
     return data
 
 

@@ -165,3 +165,14 @@ def test_the_desired_state_on_the_head_round_trips(tmp_path: Path) -> None:
     assert "stopped (set by `sparktui stop` on laptop at" in desired.describe()
     for garbage in ("", "not json", "[1, 2]", '{"state": "dancing"}'):
         assert DesiredState.parse(garbage) is None
+
+
+def test_nothing_is_tried_while_a_node_cannot_be_reached() -> None:
+    p, clock = policy(start_delay=0, max_restarts=1)
+    waiting = p.decide(S.STOPPED, Cause.NOT_RUNNING, desired_serving=True, busy=False, nodes_down=("spark2",))
+    assert waiting.action is Action.WAIT and "spark2 cannot be reached" in waiting.why
+    clock.now += 600
+    assert p.decide(S.FAILED, Cause.START_FAILED, desired_serving=True, busy=False,
+                    nodes_down=("spark2",)).action is Action.WAIT
+    # Back: the budget was not spent while it waited.
+    assert p.decide(S.FAILED, Cause.START_FAILED, desired_serving=True, busy=False).action is Action.RESTART

@@ -107,9 +107,11 @@ class SupervisePolicy:
         self.stopped_trying: Verdict | None = None
 
     def decide(self, state: EngineState, cause: Cause | None, *, desired_serving: bool | None,
-               busy: bool) -> Verdict:
+               busy: bool, nodes_down: tuple[str, ...] = ()) -> Verdict:
         """``desired_serving``: the desired state kept on the head says serving (True), stopped (False), or
-        nothing was ever set (None: no one asked for it to serve, so it is not started)."""
+        nothing was ever set (None: no one asked for it to serve, so it is not started). ``nodes_down``:
+        nodes whose SSH link is down now — no start or restart can reach them, so none is tried (none is
+        spent from the budget) until they are back."""
         now = self.clock()
         if state is EngineState.READY:
             self._since = None
@@ -123,6 +125,9 @@ class SupervisePolicy:
             return Verdict(Action.HOLD, cause, why)
         if cause is None or busy or self.stopped_trying is not None:
             return Verdict(Action.NONE, cause)
+        if nodes_down:
+            return Verdict(Action.WAIT, cause, f"{', '.join(nodes_down)} cannot be reached: waiting for "
+                                               "its link before starting anything")
         if self._since is None or self._since[0] is not cause:
             self._since = (cause, now)
         waited = now - self._since[1]

@@ -93,6 +93,8 @@ class Supervisor:
         self._wake = asyncio.Event()
         self._clock = clock
         self._last_verdict: Verdict | None = None
+        #: Each node's SSH link phase, as last posted.
+        self.links: dict[str, str] = {}
         #: The start or restart the supervisor runs now, if any.
         self._operation: asyncio.Task[None] | None = None
 
@@ -129,7 +131,9 @@ class Supervisor:
                 self.telemetry.append({"node": event.node, "at": iso(time.time()),
                                        **{f: getattr(reading, f) for f in _TELEMETRY_FIELDS}})
             case NodeLinkChanged():
+                self.links[event.node] = event.phase
                 self._line("link", node=event.node, phase=event.phase, detail=event.describe())
+                self._wake.set()
             case Notice() if event.severity in ("warning", "error"):
                 self._line("notice", severity=event.severity, detail=event.message)
             case _:
@@ -177,8 +181,10 @@ class Supervisor:
         cause = cause_of(engine.state, engine.detail, failure.kind if failure else None,
                          was_ready=self.was_ready)
         acting = self._operation is not None and not self._operation.done()
+        down = tuple(sorted(n for n, phase in self.links.items() if phase != "connected"))
         verdict = self.policy.decide(engine.state, cause, desired_serving=serving,
-                                     busy=acting or self.busy is not None or controller.busy is not None)
+                                     busy=acting or self.busy is not None or controller.busy is not None,
+                                     nodes_down=down)
         if verdict.action is Action.NONE:
             self._last_verdict = None
             return
