@@ -214,7 +214,7 @@ def test_a_wedge_is_kept_as_an_incident_then_restarted(setup: tuple[Testbed, Pat
         bed.exec("spark1", ["pkill", "-USR1", "-f", STANDIN])
         serves(bed, port)    # a request that hangs: the wedge rule needs one running
         supervisor.wait(lambda line: line.get("event") == "incident" and line.get("cause") == "wedged",
-                        "the wedge's incident", timeout=120)
+                        "the wedge's incident", timeout=240)
         wait_until_sync(lambda: serves(bed, port), "serving again after the wedge", timeout=180, interval=1)
         supervisor.wait(lambda line: line.get("event") == "state" and line.get("state") == "ready"
                         and bool(supervisor.seen(lambda x: x.get("event") == "incident")), "ready after it")
