@@ -95,6 +95,12 @@ def test_logs_lists_and_prints_a_previous_runs_log(testbed: Testbed, tmp_path: P
     config = str(testbed.write_config(tmp_path / "config.toml"))
     state = testbed.host_tmp("spark1") / "sparktui"
     state.mkdir(parents=True, exist_ok=True)
+    # The bed's state dir outlives one test: earlier tests' logs are set aside, and put back after.
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    theirs = [f for f in state.iterdir() if f.name.startswith("vllm") and f.is_file()]
+    for f in theirs:
+        f.rename(aside / f.name)
     older, old = kept_name("vllm.log", 1_790_000_000), kept_name("vllm.log", 1_790_000_600)
     (state / older).write_bytes(b"first run: crashed\n")
     (state / old).write_bytes(b"second run: wedged \xff\n")
@@ -115,3 +121,5 @@ def test_logs_lists_and_prints_a_previous_runs_log(testbed: Testbed, tmp_path: P
     finally:
         for name in (older, old, "vllm.log", "vllm.started"):
             (state / name).unlink()
+        for f in theirs:
+            (aside / f.name).rename(f)
