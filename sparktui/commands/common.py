@@ -67,15 +67,25 @@ def run_async(main: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(main)
 
 
-def positive_seconds(text: str) -> float:
-    """An argparse type: a number of seconds above zero (a zero or negative timeout would give up at once)."""
+def positive_number(text: str, unit: str) -> float:
+    """An argparse type's check: a number of ``unit`` above zero."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number of {unit}: {text!r}") from None
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+        raise argparse.ArgumentTypeError(f"must be more than 0 {unit}, got {text}")
     return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above zero (a zero or negative timeout would give up at once)."""
+    return positive_number(text, "seconds")
+
+
+def positive_minutes(text: str) -> float:
+    """An argparse type: a number of minutes above zero."""
+    return positive_number(text, "minutes")
 
 
 def positive_int(text: str) -> int:

@@ -17,7 +17,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sparktui.commands.common import config_from_args, print_json, refuse_example, run_async
+from sparktui.commands.common import (
+    config_from_args,
+    positive_minutes,
+    print_json,
+    refuse_example,
+    run_async,
+)
 from sparktui.commands.exit_status import ExitStatus
 
 if TYPE_CHECKING:
@@ -28,19 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = ("exit status: 0 every node answered, 1 a node could not be reached or read, "
                      "2 no usable config or no such node")
     parser.add_argument("--node", metavar="NAME", help="only this node")
-    parser.add_argument("--since", metavar="MINUTES", type=_minutes,
+    parser.add_argument("--since", metavar="MINUTES", type=positive_minutes,
                         help="this boot's messages of the last MINUTES minutes (default: since it booted)")
     parser.add_argument("--json", action="store_true", help="one JSON object: each node's report")
-
-
-def _minutes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 minutes, got {text}")
-    return value
 
 
 @dataclass(frozen=True)
