@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import json
 import os
 import random
@@ -54,6 +53,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.leftovers import processes  # noqa: E402
 from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs  # noqa: E402
+from tests.test_supervise_testbed import serves  # noqa: E402
 from tests.testbed import Testbed, docker_image, docker_unavailable_reason, unavailable_reason  # noqa: E402
 
 FAULTS = ("vllm_killed", "wedge", "raylet_killed", "link_cut_20", "link_cut_90", "sshd_killed",
@@ -165,17 +165,7 @@ class Soak:
     # -- what is measured from outside ------------------------------------------------------------
     def serves(self) -> bool:
         """A completion answers through the head's API."""
-        try:
-            conn = http.client.HTTPConnection(self.bed.ip("spark1"), self.port, timeout=5)
-            body = json.dumps({"model": "standin", "messages": [{"role": "user", "content": "hi"}],
-                               "max_tokens": 1})
-            conn.request("POST", "/v1/chat/completions", body=body,
-                         headers={"content-type": "application/json"})
-            ok = conn.getresponse().status == 200
-            conn.close()
-            return ok
-        except (OSError, http.client.HTTPException):
-            return False
+        return serves(self.bed, self.port)
 
     def wait_serving(self, within: float) -> float | None:
         t0 = time.monotonic()
