@@ -15,6 +15,9 @@ the engine serves again:
   engine, not restart it);
 - ``head_reboot``: everything of ours on the head killed (vLLM, Ray, containers) and the supervisor too,
   then the supervisor started as at boot (the desired state says serving: it starts the engine);
+- ``memory_squeeze``: spark2's MemAvailable below ``engine.memory_floor`` while serving, until the guard has
+  stopped vLLM (each node's probe reads a copy of a recorded Spark's ``/proc``, so this machine's real
+  memory is never driven down): the supervisor's out-of-memory policy, one retry, serving again;
 - ``person_stop``: ``sparktui stop`` by a person — the supervisor must leave it stopped (checked for 30 s);
   then a person's ``sparktui start --wait``.
 
@@ -38,6 +41,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,13 +55,18 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.fixtures.telemetry import sparks  # noqa: E402
 from tests.leftovers import processes  # noqa: E402
 from tests.lifecycle_helpers import lifecycle_overrides, make_model_dirs  # noqa: E402
-from tests.test_supervise_testbed import serves  # noqa: E402
+from tests.supervise_helpers import serves  # noqa: E402
 from tests.testbed import Testbed, docker_image, docker_unavailable_reason, unavailable_reason  # noqa: E402
 
 FAULTS = ("vllm_killed", "wedge", "raylet_killed", "link_cut_20", "link_cut_90", "sshd_killed",
-          "supervisor_killed", "head_reboot", "person_stop")
+          "supervisor_killed", "head_reboot", "memory_squeeze", "person_stop")
+#: Each node's MemAvailable in its fixture ``/proc`` (the probe reads a copy: this machine's real memory is
+#: shared and never driven down), and the figure a squeeze writes on spark2: below ``engine.memory_floor``.
+MEM_NORMAL = 40 * 1024**3
+MEM_SQUEEZED = 2 * 1024**3
 #: How long a fault may take to be served again before it counts as needing a person.
 RECOVER_WITHIN = {"link_cut_90": 300.0, "head_reboot": 240.0}
 RECOVER_DEFAULT = 180.0
@@ -154,8 +163,10 @@ class Outcome:
 
 
 class Soak:
-    def __init__(self, bed: Testbed, config: Path, api_port: int) -> None:
+    def __init__(self, bed: Testbed, config: Path, api_port: int, trees: dict[str, Path]) -> None:
         self.bed = bed
+        #: Each node's fixture tree (its ``proc/meminfo`` is what the probe reads).
+        self.trees = trees
         self.config = config
         self.port = api_port
         self.supervisor = Supervisor(config)
@@ -242,6 +253,13 @@ class Soak:
             self.supervisor.kill()
             time.sleep(2)
             self.supervisor.start()
+        elif fault == "memory_squeeze":
+            # Unified memory running out while serving: MemAvailable below the floor on spark2 until the
+            # guard's stop has ended vLLM (the memory is the engine's own), then back.
+            sparks.set_mem_available(self.trees["spark2"], MEM_SQUEEZED)
+            squeeze = threading.Thread(target=self._release_when_stopped, daemon=True)
+            squeeze.start()
+            return squeeze.join
         elif fault == "head_reboot":
             self.supervisor.kill()
             for line in processes(bed, "spark1"):
@@ -256,6 +274,12 @@ class Soak:
         else:
             raise ValueError(fault)
         return None
+
+    def _release_when_stopped(self, within: float = 120.0) -> None:
+        deadline = time.monotonic() + within
+        while self.vllm_count() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        sparks.set_mem_available(self.trees["spark2"], MEM_NORMAL)
 
     def _containers(self, name: str) -> list[str]:
         out = self.bed.docker(name, "ps", "-aq", "--filter", "label=sparktui.tag")
@@ -324,6 +348,22 @@ class Soak:
         return outcomes
 
 
+def fixture_trees(bed: Testbed) -> tuple[dict[str, Path], dict[str, dict[str, str]]]:
+    """Each host's copy of a recorded Spark's ``/proc`` and ``/sys`` (in its private /tmp), with plenty of
+    memory available; the nodes' config pointing the probe at them."""
+    trees: dict[str, Path] = {}
+    nodes: dict[str, dict[str, str]] = {}
+    for name, spark in (("spark1", "spark-a"), ("spark2", "spark-b")):
+        local = bed.host_tmp(name) / "soak-fixture"
+        shutil.rmtree(local, ignore_errors=True)
+        local.mkdir(parents=True)
+        trees[name] = sparks.copy_spark(spark, local)
+        sparks.set_mem_available(trees[name], MEM_NORMAL)
+        root = f"/tmp/soak-fixture/{spark}"
+        nodes[name] = {"proc_root": f"{root}/proc", "sys_root": f"{root}/sys"}
+    return trees, nodes
+
+
 def soak_overrides(bed: Testbed, runtime: str, pace: float) -> dict[str, Any]:
     """The test bed's config for the soak: the lifecycle tests' (fast Ray health checks, the stand-in at
     ``pace``), the docker runtime as the docker tests run it, a wedge seen after 10 s."""
@@ -380,12 +420,13 @@ def main() -> int:
             docker_image.install(bed, progress=True)
         make_model_dirs(bed)
         overrides = soak_overrides(bed, args.runtime, args.pace)
+        trees, overrides["nodes"] = fixture_trees(bed)
         config = bed.write_config(bed.dir / "soak.toml", **overrides)
         start = sparktui(config, "start", "--wait", timeout=600)
         if start.returncode != 0:
             print(f"soak: the first start failed:\n{start.stdout}{start.stderr}", file=sys.stderr)
             return 1
-        soak = Soak(bed, config, bed.spark_config(**overrides).engine.api_port)
+        soak = Soak(bed, config, bed.spark_config(**overrides).engine.api_port, trees)
         soak.supervisor.start()
         print(f"soak: runtime {args.runtime}, seed {args.seed}, {args.minutes:g} min, stand-in pace "
               f"{args.pace:g} s", flush=True)
