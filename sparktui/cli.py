@@ -36,6 +36,8 @@ VERBS: dict[str, str] = {
     "postmortem": "why a node rebooted or the engine was killed: each node's previous boot and kernel log",
     "supervise": "keep the engine serving with no dashboard open (--unit prints a systemd unit for it)",
     "incidents": "the failures kept with their evidence (logs, stacks, kernel, NCCL); show ID, collect",
+    "upgrade": "switch to a new engine image: checked before any downtime, rolled back if it serves worse",
+    "rollback": "return to the engine image before the one in use (as `upgrade` switches)",
 }
 #: Verbs that read a file given to them and never the config: no --config in their usage.
 WITHOUT_CONFIG = frozenset({"timeline", "history", "recipes", "init"})

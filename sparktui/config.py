@@ -287,6 +287,14 @@ class IncidentsConfig(_Model):
     node_timeout: Annotated[float, Field(gt=0, strict=False)] = 60.0
 
 
+class UpgradeConfig(_Model):
+    """``[upgrade]``: when ``sparktui upgrade`` promotes a new engine image."""
+
+    #: The new image's output tokens/s at each concurrency of the short benchmark, as a share of the image
+    #: in use: below it, the new image is rolled back.
+    min_speed_ratio: Annotated[float, Field(gt=0, le=2, strict=False)] = 0.95
+
+
 #: The state changes ``[notify]`` can announce (``sparktui.domain.notify``); ``given_up``: the supervisor
 #: stopped trying.
 NotifyEvent = Literal["ready", "failed", "wedged", "degraded", "node_lost", "stopped", "given_up"]
@@ -326,6 +334,7 @@ class SparkConfig(_Model):
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     supervise: SuperviseConfig = Field(default_factory=SuperviseConfig)
     incidents: IncidentsConfig = Field(default_factory=IncidentsConfig)
+    upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig)
 
     @model_validator(mode="after")
     def _one_head(self) -> SparkConfig:

@@ -26,6 +26,10 @@ class ExitStatus(IntEnum):
     #: ``start --wait`` / ``restart --wait``: a person's ``stop`` (another sparktui, or the dashboard) ended
     #: the engine before it was ready: a stop, as asked, not a failure.
     STOPPED = 6
+    #: ``upgrade`` / ``rollback``: the new image was tried and rolled back; the previous one serves again.
+    ROLLED_BACK = 7
+    #: ``upgrade`` / ``rollback``: refused before any downtime (a check failed): nothing was changed.
+    REFUSED = 8
     #: Interrupted (Ctrl-C), as the shell reports SIGINT.
     INTERRUPTED = 130
     #: The reader of stdout went away (``sparktui logs | head``), as the shell reports SIGPIPE.

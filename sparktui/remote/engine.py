@@ -30,6 +30,7 @@ from sparktui.domain.lifecycle.ready_timeout import ReadyTimeout, engine_ready_t
 from sparktui.remote.desired_store import read_desired, stopped_by_person, write_desired
 from sparktui.remote.engine_discovery import discover_engine
 from sparktui.remote.engine_nodes import EngineNodes
+from sparktui.remote.image_store import config_for_start
 from sparktui.remote.operation_gate import OperationGate
 from sparktui.remote.plan_runner import PlanRunner, Tracker
 from sparktui.remote.preflight_checks import PreflightChecks
@@ -55,6 +56,10 @@ class EngineController:
         on_busy: Callable[[str | None], None] | None = None,
     ) -> None:
         self.config = config
+        #: The config as given (``config`` is it with the image a start chose: ``remote/image_store``).
+        self.given_config = config
+        #: The image to try instead of the one in use (``sparktui upgrade``'s trial; never kept).
+        self.trial_image: str | None = None
         self.on_progress = on_progress
         #: The operation running now, or the last one.
         self.operation: OperationView | None = None
@@ -75,6 +80,10 @@ class EngineController:
     @property
     def transports(self) -> dict[str, Transport]:
         return self._nodes.transports
+
+    @property
+    def nodes(self) -> EngineNodes:
+        return self._nodes
 
     @property
     def homes(self) -> dict[str, str]:
@@ -190,6 +199,10 @@ class EngineController:
         """The vLLM log on ``node`` (default: the head), ``~`` expanded when the home is known."""
         return P.vllm_log_path(self.config, self.homes or None, node or self.config.head.name)
 
+    def hold(self, kind: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """The operation lock for a compound operation's length (``OperationGate.held``)."""
+        return self._gate.held(kind)
+
     # -- operations --------------------------------------------------------------------------------
     def _exclusive(self, kind: str) -> contextlib.AbstractAsyncContextManager[None]:
         return self._gate.exclusive(kind)
@@ -219,6 +232,8 @@ class EngineController:
 
     async def _start(self, tracker: Tracker, *, preflight: bool) -> OperationView:
         self._runner.marks = {"start": time.time()}
+        self.config = self._nodes.config = await config_for_start(self._nodes, self.given_config,
+                                                                  self.trial_image)
         rdma: dict[str, bool] | None = None
         if preflight:
             summary = await self._preflight_checks.run(tracker)

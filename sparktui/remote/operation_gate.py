@@ -32,6 +32,8 @@ class OperationGate:
         self.busy: str | None = None
         #: The takeover of a lock whose holder died, said in the next operation's steps.
         self.note: str | None = None
+        #: A compound operation (``held``) holds the head's lock: the operations inside it run under it.
+        self.holding: str | None = None
 
     @contextlib.asynccontextmanager
     async def exclusive(self, kind: str) -> AsyncIterator[None]:
@@ -40,12 +42,30 @@ class OperationGate:
         self._set_busy(kind)
         lock: RemoteProcess | None = None
         try:
-            if kind != "preflight":  # preflight changes nothing: it runs beside anyone's operation
+            # Preflight changes nothing: it runs beside anyone's operation. Inside a held compound
+            # operation the lock is held already.
+            if kind != "preflight" and self.holding is None:
                 lock = await self._take(kind)
             yield
         finally:
             self._set_busy(None)
             self.note = None
+            if lock is not None:
+                await self._release(lock)
+
+    @contextlib.asynccontextmanager
+    async def held(self, kind: str) -> AsyncIterator[None]:
+        """The head's lock for a compound operation (an upgrade: stop, start, verify, maybe roll back),
+        so that no one else's operation — the supervisor's restart of a failing trial — runs between its
+        steps; each step inside still runs ``exclusive``, one at a time here."""
+        if self.busy is not None or self.holding is not None:
+            raise OperationRefused(f"cannot {kind}: {self.busy or self.holding} is running; wait for it")
+        lock = await self._take(kind)
+        self.holding = kind
+        try:
+            yield
+        finally:
+            self.holding = None
             if lock is not None:
                 await self._release(lock)
 
