@@ -336,15 +336,23 @@ class Supervisor:
                 async with asyncio.timeout(PRESENCE_TICK):
                     await self._presence_changed.wait()
             self._presence_changed.clear()
-            controller = self.backend.controller
-            if controller is None:
-                continue
-            if self.presence is None and not await self._load_presence():
-                continue
-            for node in sorted(self._boot_pending - self._boot_checking):
-                self._boot_pending.discard(node)
-                await self._check_boot(node)
-            await self._write_presence()
+            await self.keep_presence_once()
+
+    async def keep_presence_once(self) -> None:
+        """One look of the presence loop."""
+        if self.backend.controller is None:
+            return
+        if self.presence is None and not await self._load_presence():
+            return
+        for node in sorted(self._boot_pending - self._boot_checking):
+            self._boot_pending.discard(node)
+            await self._check_boot(node)
+        await self._write_presence()
+
+    @property
+    def reboots(self) -> tuple[asyncio.Task[None], ...]:
+        """The reboots being looked into now (a postmortem, then the incident)."""
+        return tuple(self._reboots)
 
     async def _load_presence(self) -> bool:
         controller = self.backend.controller
