@@ -194,7 +194,7 @@ class EnginePanel(VerticalScroll):
         # "unknown" says nothing alone: what is not known and why, whole and wrapped.
         yield Static(id="engine-why")
         # Who else keeps this engine serving (``sparktui supervise``), its last decision and incident.
-        yield Label("", id="engine-supervisor")
+        yield Static(id="engine-supervisor")
         yield Label("", id="engine-eta")
         with Horizontal(id="engine-buttons"):
             yield Button("Start", id="btn-start", variant="success", compact=True)
@@ -264,16 +264,16 @@ class EnginePanel(VerticalScroll):
         self.query_one(ServingView).display = ready
 
     def show_supervisor(self, seen: SupervisorSeen | None) -> None:
-        """One line, hidden when there never was a supervisor: dim while it is there, yellow once it is
-        not seen (its heartbeats stopped) — then nothing restarts the engine unless this dashboard does."""
-        label = self.query_one("#engine-supervisor", Label)
+        """A line (wrapped where the column is narrow), hidden when there never was a supervisor: dim while
+        it is there, yellow once it is not seen (its heartbeats stopped) — then nothing restarts the engine
+        unless this dashboard does."""
+        label = self.query_one("#engine-supervisor", Static)
         presence = seen.presence if seen is not None else None
         label.display = presence is not None
         if seen is None or presence is None:
             return
         live = presence.live(seen.read_at)
-        show(label, Text(presence.describe(seen.read_at), style="dim" if live else "yellow",
-                         no_wrap=True, overflow="ellipsis"), layout=False)
+        show(label, Text(presence.describe(seen.read_at), style="dim" if live else "yellow"), layout="height")
 
     def failure_text(self, failure: FailureView) -> Text:
         """`` oom  on spark2 · in KV cache``, ``hint: …``, then the log's message, dimmer (see
