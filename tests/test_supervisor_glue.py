@@ -32,7 +32,7 @@ from sparktui.domain.lifecycle.desired import Desired, DesiredState
 from sparktui.domain.postmortem import NodeReport
 from sparktui.domain.presence import HEARTBEAT_EVERY, LastIncident, SupervisorPresence
 from sparktui.domain.supervise import Cause
-from sparktui.remote.supervisor import Supervisor
+from sparktui.remote.supervisor import BOOT_RETRY, Supervisor
 from sparktui.remote.transport import TransportError
 from tests.waiting import wait_until
 
@@ -283,16 +283,20 @@ async def test_a_node_that_rebooted_is_looked_into_kept_said_and_remembered() ->
     assert nodes.postmortems == ["spark2"] and len(kept) == 1
 
 
-async def test_a_boot_id_not_read_is_read_again_at_the_next_look() -> None:
+async def test_a_boot_id_not_read_is_read_again_a_little_later() -> None:
     kept: Kept = []
     nodes = Nodes()
     nodes.boot_ids["spark2"] = None
-    sup, backend, _order, _lines = supervisor(Desired.SERVING, nodes=nodes, kept=kept)
+    clock = Clock()
+    sup, backend, _order, _lines = supervisor(Desired.SERVING, nodes=nodes, kept=kept, clock=clock)
     backend.controller.kept = previous_supervisor(spark2="boot-2-before")
     sup.sink(NodeLinkChanged("spark2", "connected"))
     await sup.keep_presence_once()
     assert kept == [] and sup.reboots == ()
     nodes.boot_ids["spark2"] = "boot-2a"
+    await sup.keep_presence_once()
+    assert sup.reboots == ()   # not at every look: a few seconds later
+    clock.now += BOOT_RETRY
     await sup.keep_presence_once()
     await asyncio.gather(*sup.reboots)
     assert [k[0] for k in kept] == ["rebooted"]
@@ -308,3 +312,12 @@ async def test_a_clean_end_says_ended() -> None:
         await task
     assert head.writes[-1].ended is not None and lines[-1]["event"] == "ended"
     assert "ended" in head.writes[-1].describe(time.time())
+
+
+def test_a_reboots_line_reads_as_one_sentence_in_the_journal() -> None:
+    from sparktui.commands.supervise import text_line
+
+    line = {"at": "2026-12-04T14:02:00+00:00", "event": "rebooted", "node": "spark2", "id": "inc-1",
+            "detail": "spark2 rebooted (boot id boot-2-b → boot-2a); previous boot: the kernel's OOM killer "
+                      "killed python3 (pid 4242) [kernel_oom]"}
+    assert text_line(line) == f"{line['at']} {line['detail']} (incident inc-1)"

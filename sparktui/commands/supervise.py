@@ -151,6 +151,8 @@ def text_line(line: dict[str, Any]) -> str:
         text = f"{line.get('kind')} {how}" + (f": {detail}" if detail else "")
     elif event == "started":
         text = f"supervising {line.get('cluster')} (head {line.get('head')})"
+    elif event == "rebooted":
+        text = str(detail) + (f" (incident {line['id']})" if line.get("id") else "")
     else:
         text = f"{event}: {detail}" if detail else str(event)
     return f"{at} {text}".strip()

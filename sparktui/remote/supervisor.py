@@ -69,6 +69,8 @@ PRESENCE_TICK = 1.0
 #: Seconds a node's boot id may take to read; the record's last words at a clean end.
 BOOT_ID_SECONDS = 20.0
 ENDED_SECONDS = 5.0
+#: A boot id not read (its link up but the command failing) is asked again after this long.
+BOOT_RETRY = 5.0
 
 
 class IncidentPort(Protocol):
@@ -146,8 +148,9 @@ class Supervisor:
         self._early_notes: dict[str, Any] = {}
         #: Wakes the presence loop: a change to write, a link up.
         self._presence_changed = asyncio.Event()
-        #: Nodes whose link came up since their boot id was last read; those being read or judged now.
-        self._boot_pending: set[str] = set()
+        #: Nodes whose link came up since their boot id was last read (→ when to read it, on ``clock``);
+        #: those whose reboot is being looked into now.
+        self._boot_pending: dict[str, float] = {}
         self._boot_checking: set[str] = set()
         self._reboots: set[asyncio.Task[None]] = set()
 
@@ -186,7 +189,7 @@ class Supervisor:
                                        **{f: getattr(reading, f) for f in _TELEMETRY_FIELDS}})
             case NodeLinkChanged():
                 if event.phase == "connected" and self.links.get(event.node) != "connected":
-                    self._boot_pending.add(event.node)   # a link up (again): has the node rebooted?
+                    self._boot_pending[event.node] = self._clock()   # a link up (again): a reboot?
                     self._presence_changed.set()
                 self.links[event.node] = event.phase
                 self._line("link", node=event.node, phase=event.phase, detail=event.describe())
@@ -336,7 +339,10 @@ class Supervisor:
                 async with asyncio.timeout(PRESENCE_TICK):
                     await self._presence_changed.wait()
             self._presence_changed.clear()
-            await self.keep_presence_once()
+            try:
+                await self.keep_presence_once()
+            except Exception:   # the next look tries again; the supervisor's own work goes on
+                log.exception("the supervisor's presence not kept")
 
     async def keep_presence_once(self) -> None:
         """One look of the presence loop."""
@@ -344,9 +350,11 @@ class Supervisor:
             return
         if self.presence is None and not await self._load_presence():
             return
-        for node in sorted(self._boot_pending - self._boot_checking):
-            self._boot_pending.discard(node)
-            await self._check_boot(node)
+        now = self._clock()
+        for node, due in sorted(self._boot_pending.items()):
+            if due <= now and node not in self._boot_checking:
+                del self._boot_pending[node]
+                await self._check_boot(node)
         await self._write_presence()
 
     @property
@@ -396,7 +404,8 @@ class Supervisor:
             now_id = None
         record = self.presence
         if now_id is None or record is None:
-            self._boot_pending.add(node)   # tried again at the next look
+            if self.links.get(node) == "connected":   # else its link's return asks again
+                self._boot_pending[node] = self._clock() + BOOT_RETRY
             return
         before = record.boot_ids.get(node)
         if before is None or before == now_id:
@@ -446,7 +455,7 @@ class Supervisor:
         if transport is None:
             return None
         result = await transport.run(["cat", BOOT_ID], timeout=BOOT_ID_SECONDS)
-        return result.stdout.strip() or None if result.ok else None
+        return (result.stdout.strip() or None) if result.ok else None
 
     async def _postmortem_over_link(self, node: str) -> NodeReport | str:
         transport = self.backend.transports.get(node)
