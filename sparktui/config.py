@@ -296,10 +296,10 @@ class UpgradeConfig(_Model):
 
 
 #: The state changes ``[notify]`` can announce (``sparktui.domain.notify``); ``given_up``: the supervisor
-#: stopped trying.
-NotifyEvent = Literal["ready", "failed", "wedged", "degraded", "node_lost", "stopped", "given_up"]
+#: stopped trying; ``rebooted``: the supervisor saw a node's boot id change (with its previous boot's cause).
+NotifyEvent = Literal["ready", "failed", "wedged", "degraded", "node_lost", "stopped", "given_up", "rebooted"]
 NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("ready", "failed", "wedged", "degraded", "node_lost", "stopped",
-                                          "given_up")
+                                          "given_up", "rebooted")
 
 
 class NotifyConfig(_Model):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import dataclasses
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -247,6 +248,67 @@ async def test_the_dashboards_restart_port_runs_a_restart_without_the_ui() -> No
         while not controller.restarts:
             await asyncio.sleep(0.01)
     assert Notice("auto-restart 1/3", "warning") in events
+
+
+async def test_a_dashboard_defers_its_restart_to_a_live_supervisor_and_takes_it_back_once_gone() -> None:
+    """Both auto-restarting one crash would run two restarts: while the supervisor's record on the head
+    beats, the dashboard's budget defers to it and says so; three heartbeats missed, it decides again."""
+    from sparktui.domain.events import SupervisorSeen
+    from sparktui.domain.presence import STALE_AFTER, SupervisorPresence
+    from sparktui.remote.backend import SshBackend
+
+    class Controller:
+        busy = None
+        restarts = 0
+        record: SupervisorPresence | None = None
+
+        async def restart(self) -> OperationView:
+            self.restarts += 1
+            return OperationView("restart", running=False, ok=True, message="restarted")
+
+        async def presence(self) -> SupervisorPresence | None:
+            return self.record
+
+    config = load_config(CONFIG)
+    config = config.model_copy(update={"serving": config.serving.model_copy(update={"auto_restart": True})})
+    backend = SshBackend(config)
+    events: list[Event] = []
+    backend.events.sink = events.append
+    controller = Controller()
+    backend.controller = controller  # type: ignore[assignment]
+    ops = backend.operations
+    await ops.look_at_supervisor()   # never a supervisor: nothing said, the budget decides
+    assert events == [SupervisorSeen(None, events[0].read_at)]  # type: ignore[union-attr]
+    assert backend.session.budget.decider is None
+    controller.record = SupervisorPresence("spark1", 4242, time.time() - 60, time.time())
+    ops._presence_read = float("-inf")   # the next read is due (every 15 s otherwise)
+    await ops.look_at_supervisor()
+    assert Notice("auto-restart left to the supervisor on spark1 (pid 4242): it decides restarts while it "
+                  "runs", "information") in events
+    s = backend.session
+    s.ports = dataclasses.replace(s.ports, verify=lambda: None, watch_ray=lambda wanted: None)
+    with s.held():
+        s.timeline(snapshot(HAPPY))
+        s.discovered(EngineState.STARTING, "vLLM running")
+    s.verified(0.2)
+    s.crashed(Crash(0.0, 30.0, "process_exited", "engine process exited"))
+    assert controller.restarts == 0 and not backend.wiring.tasks   # no restart asked of this dashboard
+    assert not [e for e in events if isinstance(e, Notice) and e.message.startswith("auto-restart 1/")]
+    # Its heartbeats stop: the dashboard's own auto-restart is back, and the person is told.
+    controller.record = SupervisorPresence("spark1", 4242, time.time() - 600, time.time() - STALE_AFTER - 1)
+    ops._presence_read = float("-inf")
+    await ops.look_at_supervisor()
+    assert backend.session.budget.decider is None
+    assert Notice("no supervisor seen: this dashboard's auto-restart decides again", "warning") in events
+    s.manual_start()
+    with s.held():
+        s.timeline(snapshot(HAPPY))
+        s.discovered(EngineState.STARTING, "vLLM running", again=True)
+    s.verified(0.2)
+    s.crashed(Crash(0.0, 30.0, "process_exited", "engine process exited"))
+    async with asyncio.timeout(5):
+        while not controller.restarts:
+            await asyncio.sleep(0.01)
 
 
 def test_only_the_session_builds_the_state_machine() -> None:

@@ -18,6 +18,8 @@ from sparktui import node
 from sparktui.config import load_config
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import plan as P
+from sparktui.domain.lifecycle.presence_file import SUPERVISOR_FILE
+from sparktui.domain.presence import SupervisorPresence
 from sparktui.remote.status_round import round_request, status_round
 from sparktui.remote.transport import LocalTransport
 from tests.local_node import write_local_config
@@ -81,12 +83,16 @@ async def test_status_round_reads_a_local_node_as_the_commands_of_before_would(t
     log = (b"INFO 12-01 10:00:00 [api_server.py:1] vLLM API server version 0.17.1\n"
            b"\xff\xfe not UTF-8 \x1b[0m\r\n")
     (state / A.VLLM_LOG).write_bytes(log)
+    # The supervisor's presence, beside the desired state: read in the same round trip.
+    presence = SupervisorPresence("spark1", 4242, 1000.0, 1010.0, boot_ids={local.name: "b-1"})
+    (state / SUPERVISOR_FILE).write_text(presence.to_json())
     # A detached "engine" of ours: its environment carries our tag.
     engine = subprocess.Popen(["sleep", "60"], env={**os.environ, A.TAG_ENV: tag})
     try:
         (state / A.VLLM_PID).write_text(str(engine.pid))
         req = round_request(config, local)
-        assert "ray" in req and req["peers"] == [] and set(req["commands"]) == {"probe", "detached"}
+        assert "ray" in req and req["peers"] == [] and set(req["commands"]) == {"probe", "detached",
+                                                                                      "supervisor"}
         transport = LocalTransport(local.name)
         await transport.connect()
         answer = await status_round(config, local, transport)
@@ -102,6 +108,7 @@ async def test_status_round_reads_a_local_node_as_the_commands_of_before_would(t
     assert [p["pid"] for p in answer.processes] == [engine.pid]
     assert "error" not in answer.sample and answer.sample["node"] == local.name, answer.sample
     assert answer.ray is None and answer.containers is None  # no GCS here; runtime "host"
+    assert answer.supervisor is not None and SupervisorPresence.parse(answer.supervisor) == presence
 
 
 def test_the_gcs_reply_decoder_reads_protobufs_field_by_field() -> None:

@@ -152,7 +152,7 @@ def test_not_running_while_it_should_serve_starts_after_the_delay() -> None:
 def test_the_desired_state_on_the_head_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "state" / "desired.json"
     desired = DesiredState(Desired.STOPPED, "`sparktui stop`", "laptop", 1_796_000_000.0)
-    script = source("desired")
+    script = source("json_file")
     empty = subprocess.run([sys.executable, "-c", script, "read", str(path)], capture_output=True, text=True,
                            check=True)
     assert DesiredState.parse(empty.stdout) is None

@@ -59,24 +59,56 @@ def test_adopts_restarts_a_crash_and_honours_a_persons_stop(setup: tuple[Testbed
     supervisor.ended(bed)
 
 
+def supervisor_in_status(config: Path) -> dict[str, Any] | None:
+    out = run_sparktui("--config", str(config), "status", "--json", timeout=120)
+    report: dict[str, Any] | None = json.loads(out.stdout)["supervisor"]
+    return report
+
+
 def test_at_boot_starts_what_should_serve_and_sigterm_leaves_it_serving(
-        setup: tuple[Testbed, Path, int]) -> None:
+        setup: tuple[Testbed, Path, int], tmp_path: Path) -> None:
+    """Also: the head "rebooted" — a boot id other than its own in the supervisor's record on the head (its
+    /proc is real; the record is what the supervisor remembers across its own restart) — is looked into and
+    kept as an incident; ``status`` shows the supervisor while it runs, and "ended" after its SIGTERM."""
+    from sparktui.config import load_config
+    from sparktui.domain.lifecycle.presence_file import SUPERVISOR_FILE
+    from sparktui.domain.presence import SupervisorPresence
+    from sparktui.node import source
+
     bed, config, port = setup
     start_wait(config)
     for name in ("spark1", "spark2"):   # "the head rebooted": nothing of ours runs; the desired state stays
         kill_ours(bed, name)
     wait_until_sync(lambda: not vllm_running(bed), "nothing of ours on the head", timeout=30)
-    supervisor = Supervise(config)
+    before = SupervisorPresence("spark1", 1, time.time() - 3600, time.time() - 600,
+                                boot_ids={"spark1": "the-boot-before"})
+    record = f"{load_config(config).engine.state_dir}/{SUPERVISOR_FILE}"
+    wrote = bed.exec("spark1", ["python3", "-c", source("json_file"), "write", record, before.to_json()])
+    assert wrote.returncode == 0, wrote.stderr
+    supervisor = Supervise(config, tmp_path / "state")
     try:
         # The head's vLLM left its pid file behind: seen as exited unasked, so what is up is stopped first.
         supervisor.wait(lambda line: line.get("event") == "decision"
                         and line.get("action") in ("start", "restart"), "the boot's start", timeout=120)
+        supervisor.wait(lambda line: line.get("event") == "rebooted" and line.get("node") == "spark1",
+                        "the head's reboot looked into", timeout=180)
         wait_until_sync(lambda: serves(bed, port), "serving after the boot's start", timeout=180, interval=1)
+        seen = supervisor_in_status(config)
+        assert seen is not None and seen["live"] and seen["text"].startswith("supervised by"), seen
+        assert seen["pid"] == supervisor.proc.pid
     finally:
         code = supervisor.end()
     assert code == 0
     assert serves(bed, port), "SIGTERM of the supervisor must leave the engine serving"
     supervisor.ended(bed)
+    seen = supervisor_in_status(config)
+    assert seen is not None and seen["ended"] and not seen["live"], seen
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    listed = json.loads(run_sparktui("incidents", "--json", env=env).stdout)["incidents"]
+    [rebooted] = [i for i in listed if i["cause"] == "rebooted"]
+    assert rebooted["node"] == "spark1" and rebooted["action"] == "recorded", rebooted
+    assert "previous boot" in rebooted["detail"], rebooted
+    assert {"postmortem-spark1.json", "kernel-spark1.txt"} <= {f["name"] for f in rebooted["files"]}
     out = run_sparktui("--config", str(config), "stop", timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
 

@@ -233,3 +233,29 @@ async def test_a_node_whose_samples_stop_says_so() -> None:
         # The next tick sees the sample's age.
         await wait_until(lambda: "no sample for 12s" in panel_text(app, "spark1"), "the stale sample shown",
                          pilot=pilot, state=lambda: panel_text(app, "spark1"))
+
+
+async def test_the_supervisors_presence_is_one_line_under_the_engines_state() -> None:
+    from textual.widgets import Static
+
+    from sparktui.domain.events import SupervisorSeen
+    from sparktui.domain.presence import STALE_AFTER, LastDecision, SupervisorPresence
+
+    app, backend = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        line = app.query_one("#engine-supervisor", Static)
+        assert not line.display   # never a supervisor: nothing
+        backend.post(SupervisorSeen(None, FIXED_NOW))
+        await settle(pilot, app)
+        assert not line.display
+        presence = SupervisorPresence("spark1", 4242, FIXED_NOW - 600, FIXED_NOW - 5,
+                                      decision=LastDecision("restart", "crashed", "", FIXED_NOW - 300))
+        backend.post(SupervisorSeen(presence, FIXED_NOW))
+        await settle(pilot, app)
+        text = str(line.render())
+        assert line.display and line.region.height >= 1 and line.region.y > 0, line.region
+        assert text.startswith("supervised by spark1 (pid 4242) · last: restart after crash"), text
+        backend.post(SupervisorSeen(presence, FIXED_NOW + STALE_AFTER + 60))
+        await settle(pilot, app)
+        assert str(line.render()).startswith("supervisor on spark1 (pid 4242): not seen for 1m")

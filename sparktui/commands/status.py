@@ -211,7 +211,19 @@ async def _gather_round(config: SparkConfig, transports: dict[str, Transport],
         "all_reachable": all(n["reachable"] for n in nodes),
         "nodes": nodes,
         "engine": engine,
+        "supervisor": _supervisor(rounds[config.head.name]),
     }
+
+
+def _supervisor(head_round: NodeRound | None) -> dict[str, Any] | None:
+    """The supervisor's presence as the head keeps it (``sparktui.domain.presence``): ``None`` when there
+    never was one (or the head was not read)."""
+    from sparktui.domain.presence import SupervisorPresence
+
+    if head_round is None or head_round.supervisor is None:
+        return None
+    presence = SupervisorPresence.parse(head_round.supervisor)
+    return None if presence is None else presence.report(time.time())
 
 
 async def _engine_of(config: SparkConfig, rounds: Mapping[str, NodeRound | None], links: Mapping[str, str],
@@ -382,6 +394,9 @@ def render(report: dict[str, Any]) -> str:
         shown = state == "unknown" or engine.get("state") in (*CANNOT_SERVE, "failed")
         detail = engine.get("detail") if shown else None
         lines.append(f"engine: {state}" + (f" — {detail}" if detail else ""))
+    supervisor = report.get("supervisor")
+    if isinstance(supervisor, dict) and supervisor.get("text"):
+        lines.append(str(supervisor["text"]))
     reachable = sum(1 for n in report["nodes"] if n["reachable"])
     lines.append(f"{reachable}/{len(report['nodes'])} nodes reachable ({report['cluster']})")
     return "\n".join(lines)

@@ -24,6 +24,8 @@ from sparktui.commands.common import config_from_args, refuse_example, run_async
 from sparktui.commands.exit_status import ExitStatus
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from sparktui.config import SparkConfig
 
 
@@ -93,6 +95,8 @@ async def _supervise(config: SparkConfig, as_json: bool) -> int:
         print(json.dumps(line) if as_json else text_line(line), flush=True)
         if line.get("event") == "decision" and line.get("action") in ("give_up", "needs_person"):
             notifier.tell("given_up", str(line.get("detail", "")))
+        elif line.get("event") == "rebooted":
+            notifier.tell("rebooted", str(line.get("detail", "")), line.get("node"))
 
     def telemetry() -> dict[str, str]:
         return {"telemetry.jsonl": "".join(json.dumps(t, default=str) + "\n" for t in supervisor.telemetry)}
@@ -102,9 +106,9 @@ async def _supervise(config: SparkConfig, as_json: bool) -> int:
                                 supervisor.backend.logs.timeline.snapshot().to_json(), indent=1, default=str),
                             extra=telemetry)
 
-    async def keep_incident(cause: Cause, node: str | None, detail: str) -> str | None:
-        await keeper(cause, node, detail)
-        return keeper.open.id if keeper.open is not None else None
+    async def keep_incident(cause: Cause, node: str | None, detail: str, *,
+                            evidence: Mapping[str, str] | None = None, action: str = "") -> str | None:
+        return (await keeper(cause, node, detail, evidence=evidence, action=action)).id
 
     def outcome(_incident: str, action: str, _seconds: float | None) -> None:
         if action:
@@ -147,6 +151,8 @@ def text_line(line: dict[str, Any]) -> str:
         text = f"{line.get('kind')} {how}" + (f": {detail}" if detail else "")
     elif event == "started":
         text = f"supervising {line.get('cluster')} (head {line.get('head')})"
+    elif event == "rebooted":
+        text = str(detail) + (f" (incident {line['id']})" if line.get("id") else "")
     else:
         text = f"{event}: {detail}" if detail else str(event)
     return f"{at} {text}".strip()

@@ -152,6 +152,15 @@ class EngineSession:
         """The person started (or restarted) the engine: the automatic restarts' budget is whole again."""
         self.budget.manual_start()
 
+    def defer_restarts(self, to: str | None) -> bool:
+        """A live supervisor (``to`` names it) decides restarts, not this session's budget: with both
+        auto-restarting, only one may act. ``None``: none is there (any more), the budget decides again.
+        Whether that changed."""
+        if self.budget.decider == to:
+            return False
+        self.budget.decider = to
+        return True
+
     # -- settling ----------------------------------------------------------------------------------
     @contextlib.contextmanager
     def held(self) -> Iterator[EngineSession]:

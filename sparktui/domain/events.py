@@ -24,6 +24,7 @@ from sparktui.domain.stage_names import STAGE_LABELS, STAGES
 if TYPE_CHECKING:   # the modules these come from cost their imports: named for the types only
     from sparktui.domain.history import RunRecord
     from sparktui.domain.logs import LogRecord
+    from sparktui.domain.presence import SupervisorPresence
     from sparktui.domain.serving import ServingSnapshot
     from sparktui.domain.telemetry import ProcessRow, Rates, Sample
 
@@ -263,9 +264,21 @@ class Notice:
     severity: str = "information"   # information / warning / error
 
 
+@dataclass(frozen=True)
+class SupervisorSeen:
+    """The supervisor's record on the head as just read (``sparktui.domain.presence``; ``None``: there
+    never was a supervisor), and when it was read (epoch seconds): what "not seen for" counts to."""
+
+    presence: SupervisorPresence | None
+    read_at: float
+
+    def describe(self) -> str | None:
+        return None if self.presence is None else self.presence.describe(self.read_at)
+
+
 Event = (
     NodeLinkChanged | NodeIdentified | NodeSampled | LogRecords | EngineChanged | OperationChanged
-    | OperationBusy | ServingSampled | Notice
+    | OperationBusy | ServingSampled | Notice | SupervisorSeen
 )
 EventSink = Callable[[Event], None]
 #: Every kind of event, for an observer that reads them all.

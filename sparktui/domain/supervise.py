@@ -53,6 +53,9 @@ class Cause(StrEnum):
     OOM = "oom"
     START_FAILED = "start_failed"
     NOT_RUNNING = "not_running"
+    #: A node's boot id changed: recorded with its previous boot's cause (no action of its own; what the
+    #: engine's state then is has its own cause).
+    REBOOTED = "rebooted"
 
 
 #: Failure kinds of the log (``domain/logs``) that mean memory ran out.

@@ -25,6 +25,8 @@ TAIL = 30
 JOURNAL_SECONDS = 40.0
 PSTORE = "/sys/fs/pstore"
 PSTORE_BYTES = 512 * 1024
+#: This boot's id (a new one at each boot): the supervisor reads it to tell that a node rebooted.
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 def matching(lines: list[str], needles: list[str]) -> list[str]:
@@ -96,7 +98,7 @@ def pstore(needles: list[str]) -> dict[str, Any]:
 
 def boot_id() -> str | None:
     try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
+        with open(BOOT_ID) as f:
             return f.read().strip()
     except OSError:
         return None

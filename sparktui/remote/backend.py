@@ -83,7 +83,8 @@ class SshBackend:
         self.nodes = NodeWatch(self.wiring)
         self.logs = LogFeed(self.wiring)
         self.operations = Operations(self.wiring, lambda: self.logs.timeline,
-                                     readonly=readonly or config.ui.readonly)
+                                     readonly=readonly or config.ui.readonly,
+                                     follow_supervisor=restarts_by is None)
         self.ready = ReadyWatch(self.wiring, self.logs.engine)
 
     @property

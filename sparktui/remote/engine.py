@@ -16,26 +16,30 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationView, StepStatus, StepView
 from sparktui.domain.history import HistoryStore, RunRecord, setup_of
 from sparktui.domain.lifecycle import oplock as L
 from sparktui.domain.lifecycle import plan as P
+from sparktui.domain.lifecycle import presence_file as PR
 from sparktui.domain.lifecycle.desired import Desired, DesiredState
 from sparktui.domain.lifecycle.discovery import Discovery
 from sparktui.domain.lifecycle.output import output_tail
 from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.lifecycle.ready_timeout import ReadyTimeout, engine_ready_timeout
+from sparktui.domain.presence import SupervisorPresence
 from sparktui.remote.desired_store import read_desired, stopped_by_person, write_desired
 from sparktui.remote.engine_discovery import discover_engine
 from sparktui.remote.engine_nodes import EngineNodes
+from sparktui.remote.head_record import read_record, write_record
 from sparktui.remote.image_store import config_for_start
 from sparktui.remote.operation_gate import OperationGate
 from sparktui.remote.plan_runner import PlanRunner, Tracker
 from sparktui.remote.preflight_checks import PreflightChecks
 from sparktui.remote.ray_queries import RayQueries
-from sparktui.remote.transport import Transport
+from sparktui.remote.transport import Transport, TransportError
 
 ProgressCallback = Callable[[OperationView], None]
 
@@ -185,6 +189,19 @@ class EngineController:
     async def desired(self) -> DesiredState | None:
         """The desired state kept on the head (``None``: never set, or not readable now)."""
         return await read_desired(self._nodes)
+
+    async def write_presence(self, presence: SupervisorPresence) -> bool:
+        """The supervisor's record on the head (``sparktui.domain.presence``); ``False``: not written now."""
+        return await write_record(self._nodes, lambda homes: PR.write_argv(self.config, homes, presence),
+                                  "the supervisor's presence")
+
+    async def presence(self) -> SupervisorPresence | None:
+        """The supervisor's record on the head (``None``: there never was one). Raises ``TransportError``
+        when the head cannot be read now (which is not the same as no supervisor)."""
+        text = await read_record(self._nodes, partial(PR.read_argv, self.config))
+        if text is None:
+            raise TransportError(f"the supervisor's record on {self.config.head.name} not read")
+        return SupervisorPresence.parse(text)
 
     async def lock_holder(self) -> L.LockHolder | None:
         """Who holds the operation lock now (another sparktui's start/stop/restart), if anyone."""

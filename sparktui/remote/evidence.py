@@ -99,12 +99,19 @@ class IncidentKeeper:
         #: The incident whose "serving again" is still to come.
         self.open: Incident | None = None
 
-    async def __call__(self, cause: Cause | str, node: str | None, detail: str) -> None:
+    async def __call__(self, cause: Cause | str, node: str | None, detail: str, *,
+                       evidence: Mapping[str, str] | None = None, action: str = "") -> Incident:
+        """``evidence``: files the caller holds already; ``action``: known at once (a reboot is recorded),
+        then the incident is complete and not the one whose outcome comes next."""
         name = cause.value if isinstance(cause, Cause) else str(cause)
-        self.open = await collect_incident(self.config, self.transports(), cause=name, node=node,
-                                           detail=detail, timeline_text=self.timeline_text(),
-                                           store=self.store, now=self.clock, extra=self.extra())
-        log.info("incident %s kept (%d files)", self.open.id, len(self.open.files))
+        incident = await collect_incident(self.config, self.transports(), cause=name, node=node,
+                                          detail=detail, action=action, timeline_text=self.timeline_text(),
+                                          store=self.store, now=self.clock,
+                                          extra={**self.extra(), **(evidence or {})})
+        log.info("incident %s kept (%d files)", incident.id, len(incident.files))
+        if not action:
+            self.open = incident
+        return incident
 
     def acted(self, action: str) -> None:
         if self.open is not None:

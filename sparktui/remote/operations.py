@@ -9,13 +9,22 @@ import asyncio
 import contextlib
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
 from sparktui.domain.engine_state import RUNNING
-from sparktui.domain.events import Notice, OperationBusy, OperationChanged, OperationRefused, OperationView
+from sparktui.domain.events import (
+    Notice,
+    OperationBusy,
+    OperationChanged,
+    OperationRefused,
+    OperationView,
+    SupervisorSeen,
+)
 from sparktui.domain.logs import Timeline
 from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
+from sparktui.domain.presence import HEARTBEAT_EVERY
 from sparktui.domain.readiness import RestartDecision
 from sparktui.domain.supervise import Action
 from sparktui.domain.telemetry import Sample
@@ -26,6 +35,8 @@ from sparktui.remote.transport import TransportError
 
 #: Seconds between looks at the head's operation lock (another sparktui's start/stop/restart).
 LOCK_POLL_INTERVAL = 3.0
+#: Seconds between reads of the supervisor's presence on the head (it beats every ``HEARTBEAT_EVERY``).
+PRESENCE_READ_EVERY = HEARTBEAT_EVERY
 #: Engine states in which the memory guard may stop vLLM (starting and serving): the engine runs.
 MEMORY_GUARDED = RUNNING
 
@@ -79,8 +90,12 @@ class Operations:
     """Start, stop, restart (asked by the person, the session's restart policy or the memory guard)
     and what another sparktui does to the same engine."""
 
-    def __init__(self, wiring: BackendWiring, timeline: Callable[[], Timeline], *, readonly: bool) -> None:
+    def __init__(self, wiring: BackendWiring, timeline: Callable[[], Timeline], *, readonly: bool,
+                 follow_supervisor: bool = True) -> None:
         self._wiring = wiring
+        #: Whether the supervisor's presence on the head is read (not by the supervisor itself).
+        self.follow_supervisor = follow_supervisor
+        self._presence_read = float("-inf")
         #: The engine log's timeline so far (re-attach refines a running engine with it).
         self._timeline = timeline
         self.readonly = readonly
@@ -177,6 +192,7 @@ class Operations:
         me = (socket.gethostname(), os.getpid())
         while True:
             await asyncio.sleep(LOCK_POLL_INTERVAL)
+            await self.look_at_supervisor()
             if controller.busy is not None:
                 continue
             holder = await controller.lock_holder()
@@ -205,6 +221,29 @@ class Operations:
                         if found.running:
                             await self._feed_start()
                     rediscover = False
+
+    async def look_at_supervisor(self) -> None:
+        """Every ``PRESENCE_READ_EVERY`` s (beside the lock's look): the supervisor's record on the head,
+        posted; while one is live, the automatic restart is its, not this session's (both acting on one
+        crash would start two restarts), and the person is told when that changes."""
+        now = time.monotonic()
+        controller = self._wiring.controller
+        due = now - self._presence_read >= PRESENCE_READ_EVERY
+        if not self.follow_supervisor or controller is None or not due:
+            return
+        self._presence_read = now
+        try:
+            presence = await controller.presence()
+        except TransportError:
+            return   # the head is not read now: what was shown stays, and so does who decides
+        read_at = time.time()
+        self._wiring.post(SupervisorSeen(presence, read_at))
+        live = presence is not None and presence.live(read_at)
+        decider = f"the supervisor on {presence.who}" if live and presence is not None else None
+        if self._wiring.session.defer_restarts(decider) and self._wiring.config.serving.auto_restart:
+            self._wiring.post(Notice(f"auto-restart left to {decider}: it decides restarts while it runs"
+                                     if decider else "no supervisor seen: this dashboard's auto-restart "
+                                     "decides again", "information" if decider else "warning"))
 
     # -- asked for by the session and the memory guard ---------------------------------------------
     def auto_restart(self, _decision: RestartDecision) -> None:

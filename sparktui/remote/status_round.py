@@ -19,6 +19,7 @@ from typing import Any
 from sparktui.config import NodeConfig, SparkConfig
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import plan as P
+from sparktui.domain.lifecycle import presence_file
 from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.lifecycle.preflight import DockerContainer, parse_docker_ps
 from sparktui.domain.lifecycle.ray_state import ProbeError, RayState, last_probe_state
@@ -60,6 +61,8 @@ class NodeRound:
     ray_note: str = ""
     #: Parts that failed on the node, by name (their stderr): shown nowhere unless asked.
     problems: dict[str, str] = field(default_factory=dict)
+    #: The head only: the supervisor's record as read (``{}``: never written; ``None``: not read).
+    supervisor: str | None = None
 
 
 def round_request(config: SparkConfig, node: NodeConfig) -> dict[str, Any]:
@@ -85,6 +88,8 @@ def round_request(config: SparkConfig, node: NodeConfig) -> dict[str, Any]:
                           "argv": P.probe_argv(config, rt, 0.0, count=1, until_stdin_closes=False,
                                                timeout=PART_TIMEOUT, gcs=True)}
         req["peers"] = [list(p) for p in peers_of(config)]
+        # The supervisor's presence beside the desired state: one more part of the same round trip.
+        commands["supervisor"] = presence_file.read_argv(config, None)
         req["log"] = [P.vllm_log_path(config, None, node.name), MAX_LOG_BYTES]
     return req
 
@@ -115,6 +120,7 @@ def parse_round(config: SparkConfig, node: NodeConfig, text: str) -> NodeRound:
     problems = {name: str(c.get("stderr", "")).strip()[-500:] for name, c in commands.items()
                 if c.get("rc") not in (0, None)}
     ps = commands.get("docker_ps")
+    supervisor = commands.get("supervisor")
     prefix = config.engine.name_prefix
     detached = commands.get("detached")
     log = doc.get("log")
@@ -131,6 +137,8 @@ def parse_round(config: SparkConfig, node: NodeConfig, text: str) -> NodeRound:
         ray_note=str((doc.get("ray") or {}).get("stderr", "")).strip(),
         reach={str(k): bool(v) for k, v in reach.items()} if isinstance(reach, dict) else None,
         log=data or None, seconds=float(doc.get("seconds") or 0.0), parts=parts, problems=problems,
+        supervisor=(str(supervisor.get("stdout", "")) if supervisor is not None and supervisor.get("rc") == 0
+                    else None),
     )
 
 

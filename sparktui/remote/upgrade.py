@@ -131,15 +131,16 @@ class ImageUpgrade:
             down = time.monotonic()
             verdict = await self._try(report, image)
             if verdict.promote:
-                error = await write_image_in_use(nodes, ImageInUse(
+                stored = await write_image_in_use(nodes, ImageInUse(
                     image, head.image_id, report.vllm_version, previous, back.image_id, ORIGIN,
                     socket.gethostname(), time.time()))
-                if error is None:
+                if stored:
                     report.outcome, report.reason = "promoted", verdict.reason
                     report.downtime_s = time.monotonic() - down
                     say(report, "promote", "ok", f"{image} is the image every start uses now")
                     return report
-                verdict = Verdict(False, f"the promotion could not be kept on the head: {error}")
+                verdict = Verdict(False, "the promotion could not be kept on the head (its link or disk): "
+                                         "the next start would not use it")
             say(report, "promote", "failed", verdict.reason)
             report.reason = verdict.reason
             back_ok = await self._roll_back(report, previous)

@@ -31,6 +31,7 @@ from sparktui.domain.events import (
     OperationBusy,
     OperationChanged,
     ServingSampled,
+    SupervisorSeen,
 )
 from sparktui.domain.history import RunRecord
 from sparktui.ui.operations import Operations
@@ -65,6 +66,7 @@ class Redraw:
     operation: bool = False
     serving: bool = False
     asymmetry: bool = False
+    supervisor: bool = False
 
 
 
@@ -168,6 +170,9 @@ class EventDrain(Operations):
                 case ServingSampled():
                     state.serving = event.snapshot
                     redraw.serving = True
+                case SupervisorSeen():
+                    state.supervisor = event
+                    redraw.supervisor = True
         with self.batch_update():
             self._render(redraw)
             if sampled:
@@ -190,6 +195,8 @@ class EventDrain(Operations):
             self.query_one(ServingView).show(self.state.serving, self.smoke_result)
         if redraw.asymmetry:
             self._render_asymmetry()
+        if redraw.supervisor:
+            self.query_one(EnginePanel).show_supervisor(self.state.supervisor)
 
     def _render_node(self, name: str) -> None:
         # Looked up once (a query walks the DOM, and this runs for every sample of every node).

@@ -19,6 +19,7 @@ from sparktui.domain.events import (
     NodeIdentified,
     NodeReading,
     OperationView,
+    SupervisorSeen,
     link_text,
 )
 from sparktui.domain.serving import ServingSnapshot
@@ -84,6 +85,8 @@ class DashboardState:
         self.serving: ServingSnapshot | None = None
         self.asymmetry = AsymmetryWatch(asymmetry_seconds)
         self.asymmetry_warning: str | None = None
+        #: The supervisor's record on the head as last read (``None`` inside: there never was one).
+        self.supervisor: SupervisorSeen | None = None
 
     def node(self, name: str) -> NodeState:
         # A node the config did not name (a re-attached cluster that grew): show it rather than drop it.

@@ -64,8 +64,8 @@ def desired_path(config: SparkConfig, homes: Mapping[str, str] | None) -> str:
 
 def write_argv(config: SparkConfig, homes: Mapping[str, str] | None, desired: DesiredState) -> list[str]:
     """Run on the head's host (not in a container), beside the lock."""
-    return [config.head.python, "-c", S.DESIRED_PY, "write", desired_path(config, homes), desired.to_json()]
+    return [config.head.python, "-c", S.JSON_FILE_PY, "write", desired_path(config, homes), desired.to_json()]
 
 
 def read_argv(config: SparkConfig, homes: Mapping[str, str] | None) -> list[str]:
-    return [config.head.python, "-c", S.DESIRED_PY, "read", desired_path(config, homes)]
+    return [config.head.python, "-c", S.JSON_FILE_PY, "read", desired_path(config, homes)]

@@ -79,12 +79,12 @@ def image_path(config: SparkConfig, homes: Mapping[str, str] | None) -> str:
 
 
 def write_argv(config: SparkConfig, homes: Mapping[str, str] | None, record: ImageInUse) -> list[str]:
-    """Run on the head's host (not in a container); the desired state's atomic JSON file script."""
-    return [config.head.python, "-c", S.DESIRED_PY, "write", image_path(config, homes), record.to_json()]
+    """Run on the head's host (not in a container); the atomic JSON record script (node/json_file.py)."""
+    return [config.head.python, "-c", S.JSON_FILE_PY, "write", image_path(config, homes), record.to_json()]
 
 
 def read_argv(config: SparkConfig, homes: Mapping[str, str] | None) -> list[str]:
-    return [config.head.python, "-c", S.DESIRED_PY, "read", image_path(config, homes)]
+    return [config.head.python, "-c", S.JSON_FILE_PY, "read", image_path(config, homes)]
 
 
 def with_image(config: SparkConfig, image: str) -> SparkConfig:

@@ -133,8 +133,9 @@ LINK_PY = source("link")
 #: ``sparktui/node/lock.py`` (its argv and output are said there).
 LOCK_PY = source("lock")
 
-#: ``sparktui/node/desired.py`` (its argv and output are said there).
-DESIRED_PY = source("desired")
+#: ``sparktui/node/json_file.py`` (its argv and output are said there): the desired state, the supervisor's
+#: presence.
+JSON_FILE_PY = source("json_file")
 
 #: ``keep DIR LOG KEEP KEEP_BYTES -- COMMAND…`` / ``list DIR LOG``: each run's vLLM log kept (bounded) and the
 #: run's start stamped, then COMMAND (the detach script) exec'd (``sparktui/node/run_logs.py``).

@@ -21,6 +21,7 @@ from sparktui.domain.events import (
     OperationView,
     StageView,
     StepStatus,
+    SupervisorSeen,
     TimelineView,
 )
 from sparktui.domain.history import RunRecord, format_remaining
@@ -192,6 +193,8 @@ class EnginePanel(VerticalScroll):
         yield Label("engine", id="engine-state")
         # "unknown" says nothing alone: what is not known and why, whole and wrapped.
         yield Static(id="engine-why")
+        # Who else keeps this engine serving (``sparktui supervise``), its last decision and incident.
+        yield Static(id="engine-supervisor")
         yield Label("", id="engine-eta")
         with Horizontal(id="engine-buttons"):
             yield Button("Start", id="btn-start", variant="success", compact=True)
@@ -259,6 +262,18 @@ class EnginePanel(VerticalScroll):
         if ready:
             show(summary, stage_summary(views))
         self.query_one(ServingView).display = ready
+
+    def show_supervisor(self, seen: SupervisorSeen | None) -> None:
+        """A line (wrapped where the column is narrow), hidden when there never was a supervisor: dim while
+        it is there, yellow once it is not seen (its heartbeats stopped) — then nothing restarts the engine
+        unless this dashboard does."""
+        label = self.query_one("#engine-supervisor", Static)
+        presence = seen.presence if seen is not None else None
+        label.display = presence is not None
+        if seen is None or presence is None:
+            return
+        live = presence.live(seen.read_at)
+        show(label, Text(presence.describe(seen.read_at), style="dim" if live else "yellow"), layout="height")
 
     def failure_text(self, failure: FailureView) -> Text:
         """`` oom  on spark2 · in KV cache``, ``hint: …``, then the log's message, dimmer (see

@@ -1,7 +1,7 @@
-"""argv: ``write PATH JSON`` or ``read PATH``. The engine's desired state on the head, beside the operation
-lock: what a person (or sparktui on their behalf) last asked for — ``serving`` after a start or restart,
-``stopped`` after a person's stop. ``write`` replaces the file atomically (a reader never sees half of it)
-and prints ``OK``; ``read`` prints the JSON, or ``{}`` when none was ever written.
+"""argv: ``write PATH JSON`` or ``read PATH``. A small JSON record kept on the head, beside the operation
+lock: the engine's desired state (``desired.json``) and the supervisor's presence (``supervisor.json``).
+``write`` replaces the file atomically (a reader never sees half of it) and prints ``OK``; ``read`` prints
+the JSON, or ``{}`` when none was ever written.
 """
 
 from __future__ import annotations
