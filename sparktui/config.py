@@ -287,6 +287,15 @@ class IncidentsConfig(_Model):
     node_timeout: Annotated[float, Field(gt=0, strict=False)] = 60.0
 
 
+class UpgradeConfig(_Model):
+    """``[upgrade]``: when ``sparktui upgrade IMAGE`` keeps the new image
+    (``sparktui.domain.upgrade.verdict``)."""
+
+    #: The new image is kept only when its output tok/s is at least this share of the old image's, at every
+    #: concurrency level both benchmarks measured (0.95: at most 5 % slower).
+    min_speed_ratio: Annotated[float, Field(gt=0, le=2, strict=False)] = 0.95
+
+
 #: The state changes ``[notify]`` can announce (``sparktui.domain.notify``); ``given_up``: the supervisor
 #: stopped trying.
 NotifyEvent = Literal["ready", "failed", "wedged", "degraded", "node_lost", "stopped", "given_up"]
@@ -326,6 +335,7 @@ class SparkConfig(_Model):
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     supervise: SuperviseConfig = Field(default_factory=SuperviseConfig)
     incidents: IncidentsConfig = Field(default_factory=IncidentsConfig)
+    upgrade: UpgradeConfig = Field(default_factory=UpgradeConfig)
 
     @model_validator(mode="after")
     def _one_head(self) -> SparkConfig:
