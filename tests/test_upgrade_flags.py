@@ -9,7 +9,15 @@ import pytest
 
 from sparktui.config import parse_config
 from sparktui.domain.upgrade import flag_check as C
-from sparktui.domain.upgrade.serve_help import HELP_ALL, help_argvs, is_summary, parse_serve_help
+from sparktui.domain.upgrade.serve_help import (
+    HELP_ALL,
+    help_argvs,
+    image_help_argvs,
+    image_version_argv,
+    is_summary,
+    parse_serve_help,
+    read_help,
+)
 
 HELP = Path(__file__).parent / "fixtures" / "vllm_help"
 
@@ -175,3 +183,27 @@ def test_summary_is_undecided_not_ok() -> None:
 def test_every_fixture_reads(name: str) -> None:
     h = parse_serve_help(text(name))
     assert h.summary or h.options
+
+
+def test_commands_for_a_candidate_image() -> None:
+    cfg = config()
+    assert C.check_recipe(cfg, parse_serve_help("")).undecided
+    assert image_version_argv(cfg, "vllm:new") == ["docker", "run", "--rm", "--network", "none",
+                                                   "--entrypoint", "vllm", "vllm:new", "--version"]
+    helps = image_help_argvs(cfg, "vllm:new")
+    assert [a[-3:] for a in helps] == [["vllm:new", "serve", "--help=all"], ["vllm:new", "serve", "--help"]]
+
+
+def test_read_help_keeps_the_first_full_answer() -> None:
+    summary, full = text("vllm-grouped-summary-help.txt"), text("vllm-0.22-serve-help-all.txt")
+    assert read_help([(True, full), (True, summary)], "0.22.0").accepts("--grpc")
+    # vLLM < 0.10 refuses --help=all: the plain --help is the full one
+    old = read_help([(False, ""), (True, text("vllm-0.8-serve-help.txt"))])
+    assert old.accepts("-O") and not old.summary
+    assert read_help([(False, ""), (True, summary)]).summary
+    assert not read_help([(False, ""), (False, "")]).flags
+
+
+def test_metavar_pieces_are_no_spellings() -> None:
+    h = parse_serve_help("options:\n  --pair A, B          Two values.\n  -x, --ex             X.\n")
+    assert h.accepts("--pair") and not h.accepts("B") and h.option("-x") is h.option("--ex")

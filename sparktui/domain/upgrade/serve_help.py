@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sparktui.config import SparkConfig
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle.vllm_help import normalise, parse_version
 
@@ -143,6 +144,29 @@ def help_argvs(vllm: Sequence[str]) -> list[list[str]]:
     return [A.vllm_serve_help(vllm, HELP_ALL), A.vllm_serve_help(vllm)]
 
 
+def image_version_argv(config: SparkConfig, image: str) -> list[str]:
+    """``vllm --version`` in a throw-away container of ``image`` (no network), before any downtime."""
+    return A.docker_run_once(image, A.vllm_version(config.engine.vllm_command))
+
+
+def image_help_argvs(config: SparkConfig, image: str) -> list[list[str]]:
+    """:func:`help_argvs` in throw-away containers of ``image``, in the order to try them."""
+    return [A.docker_run_once(image, argv) for argv in help_argvs(config.engine.vllm_command)]
+
+
+def read_help(answers: Sequence[tuple[bool, str]], version_text: str | None = None) -> ServeHelp:
+    """The help of the first answer that lists flags, given each :func:`help_argvs` command's (succeeded,
+    stdout) in order; else what the last successful one said (a group summary: undecided), else nothing."""
+    last = ServeHelp(())
+    for ok, text in answers:
+        if not ok:
+            continue
+        last = parse_serve_help(text, version_text)
+        if not last.summary and last.flags:
+            return last
+    return last
+
+
 def is_summary(text: str) -> bool:
     """vLLM ≥ 0.10's plain ``--help``: it lists groups and points at ``--help=all``, with no option entry
     beyond ``-h``."""
@@ -161,13 +185,11 @@ def _option_line(line: str) -> tuple[tuple[str, ...], str] | None:
         return None
     # argparse puts two spaces or more between an option's spellings and its help on the same line.
     spec, *rest = re.split(r"\s{2,}", line.strip(), maxsplit=1)
-    spellings = []
-    for piece in spec.split(", "):
-        word = piece.split(" ", 1)[0].split("=", 1)[0]
-        if not _FLAG.match(word):
-            return None
-        spellings.append(word)
-    return (tuple(spellings), rest[0].strip() if rest else "") if spellings else None
+    words = [piece.split(" ", 1)[0].split("=", 1)[0] for piece in spec.split(", ")]
+    if not _FLAG.match(words[0]):
+        return None
+    # Later pieces that are no flag belong to a metavar that itself holds ", ".
+    return tuple(w for w in words if _FLAG.match(w)), rest[0].strip() if rest else ""
 
 
 def _usage_flags(lines: Iterable[str]) -> set[str]:
