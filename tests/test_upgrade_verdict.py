@@ -3,6 +3,8 @@ warning."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from pydantic import ValidationError
 
@@ -14,6 +16,7 @@ from sparktui.domain.upgrade.verdict import (
     Candidate,
     Decision,
     FailedCheck,
+    baseline_from_history,
     decide,
     warning_classes,
 )
@@ -120,3 +123,17 @@ def test_upgrade_config_section() -> None:
             UpgradeConfig.model_validate({"min_speed_ratio": bad})
     with pytest.raises(ValidationError):
         UpgradeConfig.model_validate({"min_speed": 0.9})
+
+
+def test_baseline_from_the_bench_history() -> None:
+    old = bench({1: 20.0}, image="old", started=10.0)
+    newer = bench({1: 21.0}, image="old", started=20.0)
+    records = [old, newer, bench({1: 30.0}, image="other", started=30.0),
+               replace(bench({1: 22.0}, image="old", started=40.0), flags=("--enforce-eager",)),
+               replace(bench({1: 23.0}, image="old", started=50.0), interrupted=True),
+               bench({1: 24.0}, image="old", started=60.0, output_len=256)]
+    assert baseline_from_history(records, image="old", model="m", flags=()) is records[-1]
+    like = bench({1: 1.0}, image="new", started=99.0)
+    assert baseline_from_history(records, image="old", model="m", flags=(), like=like) is newer
+    assert baseline_from_history(records, image="old", model="m", flags=("--enforce-eager",)) is records[3]
+    assert baseline_from_history(records, image="gone", model="m", flags=()) is None

@@ -10,7 +10,7 @@ over sockets instead of RoCE, NCCL on one HCA: read from the log timeline's fact
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -138,6 +138,17 @@ def side_by_side(baseline: BenchRecord, candidate: BenchRecord) -> tuple[LevelFi
             continue
         out.append(LevelFigures(level.concurrency, then, now, before.ttft.p50, level.ttft.p50))
     return tuple(out)
+
+
+def baseline_from_history(records: Iterable[BenchRecord], *, image: str, model: str, flags: Sequence[str],
+                          like: BenchRecord | None = None) -> BenchRecord | None:
+    """The old image's benchmark from the bench history, when the engine cannot be benchmarked now: the
+    newest run of the same image, model and flags (the recipe as started) that answered requests; with
+    ``like``, only one of the same client and request shape (so the candidate's run compares with it)."""
+    fits = [r for r in records
+            if r.image == image and r.model == model and tuple(r.flags) == tuple(flags) and not r.interrupted
+            and any(lv.completed for lv in r.levels) and (like is None or _same_shape(r, like) is None)]
+    return max(fits, key=lambda r: r.started_at) if fits else None
 
 
 def _same_shape(a: BenchRecord, b: BenchRecord) -> str | None:
