@@ -207,3 +207,16 @@ def test_read_help_keeps_the_first_full_answer() -> None:
 def test_metavar_pieces_are_no_spellings() -> None:
     h = parse_serve_help("options:\n  --pair A, B          Two values.\n  -x, --ex             X.\n")
     assert h.accepts("--pair") and not h.accepts("B") and h.option("-x") is h.option("--ex")
+
+
+def test_the_word_deprecated_alone_does_not_deprecate() -> None:
+    h = parse_serve_help(
+        "options:\n"
+        "  --allow-deprecated-quantization, --no-allow-deprecated-quantization\n"
+        "                        Whether to allow deprecated quantization methods. (default: False)\n"
+        "  --old OLD             Sets old. This flag is deprecated and will be removed; use --new.\n"
+        "  --older               Deprecated: has no effect.\n")
+    assert set(h.deprecations()) == {"--old", "--older"}
+    old = h.deprecations()["--old"]
+    assert old.deprecation_note == "This flag is deprecated and will be removed; use --new."
+    assert old.replacement == "--new"

@@ -47,7 +47,10 @@ _VERSION_IN_TEXT = re.compile(r"\bvLLM(?: API server)? version v?(\d+\.\d+(?:\.\
 #: --x", "in favor of --x", "renamed to --x", "please use `--x`".
 _REPLACEMENT = re.compile(
     r"(?:use|replaced by|in favou?r of|renamed to|superseded by)\s+[`'\"]*(--[A-Za-z][\w.-]*)", re.I)
-_DEPRECATED = re.compile(r"\bdeprecated\b", re.I)
+#: The option itself is deprecated ("[DEPRECATED] …", "This flag is deprecated; …", "Deprecated: …"), not a
+#: help text that merely uses the word ("Whether to allow deprecated quantization methods").
+_DEPRECATED = re.compile(r"\[DEPRECATED\]|\b(?:is|are|was|been|now)\s+deprecated\b|^\s*deprecated\b"
+                         r"|\bdeprecated\s*(?:[:;,.)]|$)|\bdeprecated (?:since|in|as of)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class OptionHelp:
         if not self.deprecated:
             return None
         m = _REPLACEMENT.search(self.text)
-        return normalise(m.group(1)) if m else None
+        return normalise(m.group(1).rstrip(".")) if m else None   # not the sentence's full stop
 
     @property
     def deprecation_note(self) -> str:
@@ -82,9 +85,9 @@ class OptionHelp:
         m = _DEPRECATED.search(self.text)
         if m is None:
             return ""
-        start = self.text.rfind("[", 0, m.start())
-        start = start if start >= 0 and m.start() - start <= 1 else m.start()
-        return self.text[start:].strip()
+        # From the start of the sentence that says so.
+        start = self.text.rfind(". ", 0, m.start())
+        return self.text[start + 2 if start >= 0 else 0:].strip()
 
 
 @dataclass(frozen=True)
