@@ -288,10 +288,11 @@ class IncidentsConfig(_Model):
 
 
 class UpgradeConfig(_Model):
-    """``[upgrade]``: when ``sparktui upgrade`` promotes a new engine image."""
+    """``[upgrade]``: when ``sparktui upgrade IMAGE`` keeps the new image
+    (``sparktui.domain.upgrade.verdict``)."""
 
-    #: The new image's output tokens/s at each concurrency of the short benchmark, as a share of the image
-    #: in use: below it, the new image is rolled back.
+    #: The new image is kept only when its output tok/s is at least this share of the old image's, at every
+    #: concurrency level both benchmarks measured (0.95: at most 5 % slower).
     min_speed_ratio: Annotated[float, Field(gt=0, le=2, strict=False)] = 0.95
 
 

@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from sparktui.commands.common import config_from_args, positive_int, print_json, refuse_example, run_async
 from sparktui.commands.exit_status import ExitStatus
-from sparktui.domain.bench import BenchPlan, BenchRecord, Comparison, LevelResult, baseline, compare
+from sparktui.domain.bench import (
+    BenchPlan,
+    BenchRecord,
+    Comparison,
+    LevelResult,
+    baseline,
+    bench_record,
+    compare,
+)
 
 if TYPE_CHECKING:   # the config brings pydantic: loaded when the verb runs, not for its --help
     from sparktui.config import SparkConfig
@@ -175,7 +183,7 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
         else:
             outcome = await run_builtin_sweep(api, model, plan, power=power, on_progress=progress,
                                               on_level=progress.level)
-        record = make_record(config, plan, outcome.levels, client=client, vllm_version=version,
+        record = bench_record(config, plan, outcome.levels, client=client, vllm_version=version,
                              started_at=started_at, interrupted=outcome.interrupted,
                              prompt_file=args.prompt_file)
         store = _store(args)
@@ -194,20 +202,6 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
         if api is not None:
             await api.aclose()
         await close_cluster(transports)
-
-
-def make_record(config: SparkConfig, plan: BenchPlan, levels: list[LevelResult], *, client: str,
-                vllm_version: str | None, started_at: float, interrupted: bool = False,
-                prompt_file: str | None = None) -> BenchRecord:
-    """The history record of a sweep, with what it ran against (recipe only when the config has one)."""
-    engine = config.engine
-    return BenchRecord(
-        started_at=started_at, model=engine.model, image=engine.image if engine.runtime == "docker" else "",
-        levels=tuple(levels), input_len=plan.input_len, output_len=plan.output_len,
-        client="vllm-bench" if client == "vllm" else "builtin", flags=tuple(engine.extra_args),
-        recipe=getattr(engine, "recipe", None), vllm_version=vllm_version, cluster=config.cluster.name,
-        interrupted=interrupted, prompt_file=prompt_file,
-    )
 
 
 def save_and_compare(record: BenchRecord, store: Any, *, save: bool = True) -> list[Comparison]:
@@ -238,7 +232,7 @@ async def quick_bench(config: SparkConfig, transport: Any, power: Any = None) ->
         outcome = await run_builtin_sweep(api, model, QUICK_PLAN, power=power)
     finally:
         await api.aclose()
-    record = make_record(config, QUICK_PLAN, outcome.levels, client="builtin", vllm_version=version,
+    record = bench_record(config, QUICK_PLAN, outcome.levels, client="builtin", vllm_version=version,
                          started_at=started_at, interrupted=outcome.interrupted)
     comparisons = save_and_compare(record, BenchStore())
     return summary(record, comparisons)

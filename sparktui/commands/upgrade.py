@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def upgrade(config: SparkConfig, image: str | None, args: argparse.Namespace) -> int:
     from sparktui.domain.events import OperationRefused
+    from sparktui.domain.upgrade.images import ImageHistory, rollback_target
     from sparktui.remote.cluster import close_cluster, open_cluster
     from sparktui.remote.engine import EngineController
     from sparktui.remote.image_store import read_image_in_use
@@ -81,11 +82,13 @@ async def upgrade(config: SparkConfig, image: str | None, args: argparse.Namespa
         controller = EngineController(config, transports, origin=ORIGIN)
         if image is None:   # `sparktui rollback`
             kept = await read_image_in_use(controller.nodes)
-            if kept is None or not kept.previous:
-                print("sparktui rollback: no upgrade was kept on the head: nothing to return to",
-                      file=sys.stderr)
+            target = rollback_target(kept if kept is not None and kept.applies_to(config) else None,
+                                     ImageHistory().load(), config.engine.image)
+            if target is None:
+                print("sparktui rollback: no upgrade is in use (the configured image is): nothing to return "
+                      "to", file=sys.stderr)
                 return ExitStatus.NOT_WELL
-            image = kept.previous
+            image = target[1] or target[0]
         job = ImageUpgrade(controller, on_stage=stage, min_speed_ratio=config.upgrade.min_speed_ratio,
                            confirm=confirm)
         try:
@@ -106,12 +109,10 @@ async def upgrade(config: SparkConfig, image: str | None, args: argparse.Namespa
 
 def summary(report: UpgradeReport) -> str:
     down = f"; downtime {report.downtime_s:.0f} s" if report.downtime_s is not None else ""
-    figures = ""
-    if report.baseline is not None and report.candidate is not None:
-        figures = f"\n  before: {report.baseline.describe()}\n  after:  {report.candidate.describe()}"
     words = {"promoted": f"promoted {report.image}", "rolled_back": f"rolled back to {report.previous}",
              "refused": f"refused {report.image} (nothing was changed)",
-             "checked": "checked (nothing changed)",
-             "same": "nothing to do", "failed": f"{report.image} failed and {report.previous} did not serve "
-             "again: a person is needed"}[report.outcome]
-    return f"upgrade: {words}: {report.reason}{down}{figures}"
+             "checked": "checked (nothing changed)", "same": "nothing to do",
+             "failed": f"{report.image} failed and {report.previous} did not serve again: a person is needed",
+             }[report.outcome]
+    table = report.verdict.table() if report.verdict is not None else []
+    return "\n".join([f"upgrade: {words}: {report.reason}{down}", *(f"  {line}" for line in table)])

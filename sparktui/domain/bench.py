@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sparktui.domain.events import NodeSampled
 
 if TYPE_CHECKING:
+    from sparktui.config import SparkConfig
     from sparktui.domain.telemetry import Sample
 
 #: The percentiles every level reports (TTFT and ITL).
@@ -538,4 +539,18 @@ def level_from_vllm_bench(
         concurrency=concurrency, requests=requests, completed=completed, failed=max(0, requests - completed),
         seconds=seconds, output_tokens=tokens, input_tokens=int(figures.get("Total input tokens", 0)),
         ttft=quantiles("TTFT"), itl=quantiles("ITL"), energy=energy,
+    )
+
+
+def bench_record(config: SparkConfig, plan: BenchPlan, levels: list[LevelResult], *, client: str,
+                vllm_version: str | None, started_at: float, interrupted: bool = False,
+                prompt_file: str | None = None) -> BenchRecord:
+    """The history record of a sweep, with what it ran against (recipe only when the config has one)."""
+    engine = config.engine
+    return BenchRecord(
+        started_at=started_at, model=engine.model, image=engine.image if engine.runtime == "docker" else "",
+        levels=tuple(levels), input_len=plan.input_len, output_len=plan.output_len,
+        client="vllm-bench" if client == "vllm" else "builtin", flags=tuple(engine.extra_args),
+        recipe=getattr(engine, "recipe", None), vllm_version=vllm_version, cluster=config.cluster.name,
+        interrupted=interrupted, prompt_file=prompt_file,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import partial
 
 from sparktui.config import SparkConfig
-from sparktui.domain.lifecycle import image_in_use as I
+from sparktui.domain.upgrade import images as I
 from sparktui.remote.engine_nodes import EngineNodes
 from sparktui.remote.head_record import read_record, write_record
 
@@ -33,5 +33,4 @@ async def config_for_start(nodes: EngineNodes, config: SparkConfig, trial: str |
         return config
     if trial is not None:
         return I.with_image(config, trial)
-    kept = await read_image_in_use(nodes)
-    return I.with_image(config, kept.image) if kept is not None else config
+    return I.with_image(config, I.start_image(config, await read_image_in_use(nodes)))

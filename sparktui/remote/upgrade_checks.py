@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 from sparktui.config import SparkConfig
 from sparktui.domain.lifecycle import argv as A
-from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import vllm_help
-from sparktui.domain.lifecycle.image_in_use import short_id, with_image
+from sparktui.domain.upgrade import serve_help as H
+from sparktui.domain.upgrade.flag_check import check_recipe
+from sparktui.domain.upgrade.images import short_id, with_image
 from sparktui.remote.engine_nodes import EngineNodes
 from sparktui.remote.image_sync import ProgressFn, sync_image
 from sparktui.remote.transport import TransportError
@@ -87,35 +88,26 @@ async def rollback_target(nodes: EngineNodes, image: str) -> Checked:
 
 
 async def vllm_of(nodes: EngineNodes, config: SparkConfig, image: str) -> Checked:
-    """The new image's vLLM, run in a throw-away container on the head: its version, and every flag the
-    engine is started with (sparktui's own and ``engine.extra_args``) against its ``serve --help``."""
+    """The new image's vLLM, run in throw-away containers on the head: its version, and every flag the
+    engine is started with (sparktui's own and ``engine.extra_args``, every rank's) against its
+    ``serve --help`` (``domain/upgrade/flag_check``: a flag it lacks named, with its replacement)."""
     head = nodes.config.head.name
-    vllm = config.engine.vllm_command
     try:
-        ver = await nodes.run(head, A.docker_run_once(image, [*vllm, "--version"]), 180)
+        ver = await nodes.run(head, H.image_version_argv(config, image), 180)
         version = vllm_help.parse_version(ver.stdout) if ver.ok else None
         if version is None:
             tail = (ver.stderr or ver.stdout).strip().splitlines()[-1:] or ["no output"]
             return Checked(False, f"`vllm --version` failed in {image}: {tail[0][:300]}")
-        text = ""
-        for arg in ("--help=all", "--help"):   # older vLLM rejects --help=all and lists all with --help
-            res = await nodes.run(head, A.docker_run_once(image, A.vllm_serve_help(vllm, arg)), 180)
-            if res.ok and len(vllm_help.flags_in_help(res.stdout)) >= 5:
-                text = res.stdout
+        answers: list[tuple[bool, str]] = []
+        for argv in H.image_help_argvs(config, image):
+            res = await nodes.run(head, argv, 180)
+            answers.append((res.ok, res.stdout))
+            if res.ok and not H.is_summary(res.stdout) and len(vllm_help.flags_in_help(res.stdout)) >= 5:
                 break
     except TransportError as exc:
         return Checked(False, f"the new image's vLLM could not be asked: {exc}")
-    if not text:
-        return Checked(False, f"`vllm serve --help` failed in {image} (vLLM {version})", vllm_version=version)
-    known = vllm_help.flags_in_help(text)
-    argv = P.serve_argv(with_image(config, image), 0)
-    generated = [f for f in vllm_help.flags_of(argv) if f not in config.engine.extra_args]
-    lacking = [vllm_help.normalise(f) for f in generated if vllm_help.normalise(f) not in known]
-    check = vllm_help.check_flags(config.engine.extra_args, known)
-    problems = ([f"sparktui starts it with {', '.join(dict.fromkeys(lacking))}"] if lacking else []) + (
-        [check.message(version)] if check.unknown or check.malformed else [])
-    if problems:
-        return Checked(False, f"vLLM {version} in {image} would not start this engine: "
-                       + "; ".join(problems), vllm_version=version)
-    return Checked(True, f"vLLM {version}: every flag of this engine accepted ({len(known)} known)",
-                   vllm_version=version)
+    report = check_recipe(with_image(config, image), H.read_help(answers, ver.stdout))
+    if not report.ok:
+        return Checked(False, f"vLLM {version} in {image} would not start this engine: {report.message()}",
+                       vllm_version=version)
+    return Checked(True, report.message(), vllm_version=version)

@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from sparktui.sim.standin_image import speed
+
 DEFAULT_TOKEN_RATE = 1 / 0.012
 DEFAULT_SCALING = 0.6
 DEFAULT_TTFT = 0.03
@@ -47,9 +49,11 @@ class LoadShape:
 
     @classmethod
     def from_env(cls) -> LoadShape:
-        return cls(_env_float("SPARKTUI_STANDIN_TOKEN_RATE", DEFAULT_TOKEN_RATE, 0.0, 1e6),
+        # An image's speed factor (standin_image: a slower image) scales the base rate and TTFT.
+        factor = speed()
+        return cls(_env_float("SPARKTUI_STANDIN_TOKEN_RATE", DEFAULT_TOKEN_RATE, 0.0, 1e6) * factor,
                    _env_float("SPARKTUI_STANDIN_SCALING", DEFAULT_SCALING, 0.0, 1.0),
-                   _env_float("SPARKTUI_STANDIN_TTFT", DEFAULT_TTFT, 0.0, 600.0))
+                   _env_float("SPARKTUI_STANDIN_TTFT", DEFAULT_TTFT, 0.0, 600.0) / factor)
 
     def aggregate_rate(self, streams: int) -> float:
         return self.token_rate * max(1, streams) ** self.scaling

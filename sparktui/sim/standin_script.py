@@ -187,10 +187,14 @@ class Rewriter:
     port: int
     pid: int
     max_model_len: int | None
+    #: The version the image's vLLM reports (``standin_image``): the recording's version lines say it.
+    version: str | None = None
 
     def __call__(self, text: str, now: datetime | None = None) -> str:
         now = now or datetime.now()
         d = self.dialect
+        if self.version and self.version != d.version and d.version in text:
+            text = VERSION_STATEMENT.sub(self._say_version, text)
         if d.recorded_model and d.recorded_model != self.model:
             text = text.replace(d.recorded_model, self.model)
         if d.recorded_served_name and d.recorded_served_name != self.served_name:
@@ -218,6 +222,12 @@ class Rewriter:
         text = _VLLM_STAMP.sub(lambda m: f"{m.group(1)} {now:%m-%d %H:%M:%S} ", text, count=1)
         text = _RAY_STAMP.sub(f"{now:%Y-%m-%d %H:%M:%S},{now.microsecond // 1000:03d}", text, count=1)
         return text
+
+    def _say_version(self, m: re.Match[str]) -> str:
+        """A version line of the recording's vLLM, saying the image's version instead."""
+        if m.group(1) != self.dialect.version or not self.version:
+            return m.group(0)
+        return m.group(0)[: m.start(1) - m.start(0)] + self.version
 
 
 def pg_create_line(d: Dialect) -> str:

@@ -26,6 +26,10 @@ Stand-in options (flags, or environment for launchers that pass only vLLM's flag
   --standin-serving-logs        SPARKTUI_STANDIN_SERVING_LOGS=1  the periodic stats line even when idle
   --standin-stats-interval S    SPARKTUI_STANDIN_STATS_INTERVAL  stats line period (default 10, vLLM's)
 
+An image's own vLLM (``sparktui.sim.standin_image``): SPARKTUI_STANDIN_VERSION (the version it reports, and
+the help style of that version), SPARKTUI_STANDIN_LACKS (flags it lacks), SPARKTUI_STANDIN_SPEED (serving
+speed).
+
 SIGUSR1 while serving wedges it at once, as ``wedge_after_ready`` does (a fault injected from outside at any
 moment: ``benchmarks/soak.py``).
 """
@@ -45,6 +49,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from sparktui.sim import standin_image as image
 from sparktui.sim import standin_script as script
 from sparktui.sim.recording import DEFAULT_RECORDING, RecordedLine, load_recording, recording_version
 from sparktui.sim.standin_compile_cache import CompileCache
@@ -113,6 +118,7 @@ def build_parser() -> VllmArgumentParser:
     s.add_argument(
         "--standin-stats-interval", type=float, default=_env_float("SPARKTUI_STANDIN_STATS_INTERVAL", 10.0)
     )
+    image.hide_lacked(parser, image.lacked_flags())
     return parser
 
 
@@ -135,8 +141,11 @@ def _env_flag(name: str) -> bool:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = build_parser()
     argv = list(argv)
+    version = image.reported_version(
+        recording_version(os.environ.get("SPARKTUI_STANDIN_RECORDING") or DEFAULT_RECORDING)
+    )
     if argv[:1] in (["--version"], ["-v"]):
-        print(recording_version(os.environ.get("SPARKTUI_STANDIN_RECORDING") or DEFAULT_RECORDING))
+        print(version)
         raise SystemExit(0)
     if argv[:2] == ["bench", "serve"]:
         from sparktui.sim import standin_bench
@@ -151,6 +160,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             f"{argv[0] if argv else ''!r} (choose from 'chat', 'complete', 'serve', 'bench', "
             "'collect-env', 'run-batch')"
         )
+    _grouped_help(parser, argv[1:], version)
+    lacked = image.lacked_in(argv[1:], image.lacked_flags())
+    if lacked:
+        parser.error(f"unrecognized arguments: {' '.join(lacked)}")
     args, unknown = parser.parse_known_args(argv[1:])
     # Flags of newer vLLM releases the stand-in does not list are tolerated; stray short options are not.
     stray = [item for item in unknown if item.startswith("-") and not item.startswith("--")]
@@ -169,6 +182,21 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             "'crash_after_ready[:SECONDS]', 'wedge_after_ready[:SECONDS]', 'placement')"
         )
     return args
+
+
+def _grouped_help(parser: argparse.ArgumentParser, args: Sequence[str], version: str) -> None:
+    """vLLM ≥ 0.10: plain ``--help`` lists the option groups, ``--help=all`` (or ``=<group>``) every flag.
+    Older versions fall through to argparse, which prints every flag for ``--help`` and refuses
+    ``--help=all`` as they did."""
+    if script.version_tuple(version) < image.GROUPED_HELP_SINCE:
+        return
+    for arg in args:
+        if arg in ("-h", "--help"):
+            sys.stdout.write(image.grouped_summary(parser))
+            raise SystemExit(0)
+        if arg.startswith("--help="):
+            parser.print_help()
+            raise SystemExit(0)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -284,6 +312,7 @@ class StandinEngine:
             args.port,
             self.pid,
             args.max_model_len,
+            image.reported_version(self.dialect.version),
         )
         fail = (args.standin_fail or "").split(":", 1)
         self.fail = fail[0]
@@ -512,7 +541,7 @@ class StandinEngine:
             self.served,
             self.args.model,
             self.max_model_len,
-            self.dialect.version,
+            image.reported_version(self.dialect.version),
             self.metrics,
             self._access_log,
             engine_check=self._check_engine,

@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import hashlib
 import inspect
+import json
 import os
 import shlex
 import shutil
@@ -237,5 +238,22 @@ def saved_image(bed: Testbed) -> Path:
     return bed.dir / "image.tar"
 
 
-__all__ = ["IMAGE", "ImageError", "build_context", "cache_dir", "install", "recipe_hash", "requirements",
-           "rootfs_tar", "saved_image"]
+def derived_image(bed: Testbed, name: str, tag: str, env: dict[str, str]) -> str:
+    """``FROM IMAGE`` plus ``ENV`` lines, built in host ``name``'s dockerd: an engine image whose stand-in
+    vLLM differs (``sparktui.sim.standin_image``: its version, flags it lacks, its speed; or
+    ``SPARKTUI_STANDIN_FAIL``). Returns its image ID."""
+    ctx = bed.dir / f"derived-{tag.replace(':', '-').replace('/', '-')}"
+    shutil.rmtree(ctx, ignore_errors=True)
+    ctx.mkdir(parents=True)
+    lines = [f"FROM {IMAGE}", *(f"ENV {key}={json.dumps(value)}" for key, value in env.items())]
+    (ctx / "Dockerfile").write_text("\n".join(lines) + "\n")
+    res = bed.exec(name, ["env", "DOCKER_BUILDKIT=0", "docker", "build", "-q", "-t", tag, str(ctx)],
+                   timeout=300)
+    shutil.rmtree(ctx, ignore_errors=True)
+    if res.returncode != 0:
+        raise ImageError(f"{name}: docker build of {tag} failed: {res.stderr.strip()[-1500:]}")
+    return bed.docker(name, "image", "inspect", "--format", "{{.Id}}", tag).stdout.strip()
+
+
+__all__ = ["IMAGE", "ImageError", "build_context", "cache_dir", "derived_image", "install", "recipe_hash",
+           "requirements", "rootfs_tar", "saved_image"]
