@@ -32,7 +32,8 @@ from sparktui.domain.lifecycle.desired import Desired, DesiredState
 from sparktui.domain.postmortem import NodeReport
 from sparktui.domain.presence import HEARTBEAT_EVERY, LastIncident, SupervisorPresence
 from sparktui.domain.supervise import Cause
-from sparktui.remote.supervisor import BOOT_RETRY, Supervisor
+from sparktui.remote.supervisor import Supervisor
+from sparktui.remote.supervisor_presence import BOOT_RETRY
 from sparktui.remote.transport import TransportError
 from tests.waiting import wait_until
 
