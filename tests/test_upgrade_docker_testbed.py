@@ -135,6 +135,9 @@ def test_refused_broken_slower_rolled_back_good_promoted_and_kept(upgrade_bed: t
     print(f"good: promoted, downtime {report['downtime_s']} s; " + "; ".join(
         f"c={lv['concurrency']}: {lv['ratio']:.0%}" for lv in report["verdict"]["figures"]))
     assert running_images(bed) == {"spark1": {good}, "spark2": {good}}
+    status = json.loads(run_sparktui("--config", str(config), "status", "--json", timeout=120).stdout)
+    assert status["image"]["source"] == "upgrade" and status["image"]["ref"] == "sparktui-ci:good", status
+    assert status["image"]["vllm_version"] == "0.8.4" and status["image"]["image_id"] == good
     assert run_sparktui("--config", str(config), "stop", timeout=300).returncode == 0
     out = run_sparktui("--config", str(config), "start", "--wait", timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -212,7 +212,23 @@ async def _gather_round(config: SparkConfig, transports: dict[str, Transport],
         "nodes": nodes,
         "engine": engine,
         "supervisor": _supervisor(rounds[config.head.name]),
+        "image": _image(config, rounds[config.head.name]),
     }
+
+
+def _image(config: SparkConfig, head_round: NodeRound | None) -> dict[str, Any] | None:
+    """The engine image a start uses (docker): the one ``sparktui upgrade`` promoted while it applies,
+    else ``engine.image`` (``sparktui.domain.upgrade.images``)."""
+    from sparktui.domain.upgrade.images import ImageInUse
+
+    if config.engine.runtime != "docker":
+        return None
+    kept = ImageInUse.parse(head_round.image) if head_round is not None and head_round.image else None
+    if kept is None or not kept.applies_to(config):
+        return {"ref": config.engine.image, "image_id": None, "vllm_version": None, "source": "config",
+                "text": f"image: {config.engine.image} (engine.image)"}
+    return {"ref": kept.ref, "image_id": kept.image_id, "vllm_version": kept.vllm_version,
+            "source": "upgrade", "previous": kept.previous_ref, "text": f"image: {kept.describe()}"}
 
 
 def _supervisor(head_round: NodeRound | None) -> dict[str, Any] | None:
@@ -394,9 +410,10 @@ def render(report: dict[str, Any]) -> str:
         shown = state == "unknown" or engine.get("state") in (*CANNOT_SERVE, "failed")
         detail = engine.get("detail") if shown else None
         lines.append(f"engine: {state}" + (f" — {detail}" if detail else ""))
-    supervisor = report.get("supervisor")
-    if isinstance(supervisor, dict) and supervisor.get("text"):
-        lines.append(str(supervisor["text"]))
+    for part in ("image", "supervisor"):
+        said = report.get(part)
+        if isinstance(said, dict) and said.get("text"):
+            lines.append(str(said["text"]))
     reachable = sum(1 for n in report["nodes"] if n["reachable"])
     lines.append(f"{reachable}/{len(report['nodes'])} nodes reachable ({report['cluster']})")
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from sparktui.domain.lifecycle import presence_file
 from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.lifecycle.preflight import DockerContainer, parse_docker_ps
 from sparktui.domain.lifecycle.ray_state import ProbeError, RayState, last_probe_state
+from sparktui.domain.upgrade import images
 from sparktui.node import source
 from sparktui.remote.engine_status import MAX_LOG_BYTES
 from sparktui.remote.host_facts import HostFacts
@@ -63,6 +64,8 @@ class NodeRound:
     problems: dict[str, str] = field(default_factory=dict)
     #: The head only: the supervisor's record as read (``{}``: never written; ``None``: not read).
     supervisor: str | None = None
+    #: The head only (docker): the image ``sparktui upgrade`` promoted, as read (as ``supervisor``).
+    image: str | None = None
 
 
 def round_request(config: SparkConfig, node: NodeConfig) -> dict[str, Any]:
@@ -90,6 +93,8 @@ def round_request(config: SparkConfig, node: NodeConfig) -> dict[str, Any]:
         req["peers"] = [list(p) for p in peers_of(config)]
         # The supervisor's presence beside the desired state: one more part of the same round trip.
         commands["supervisor"] = presence_file.read_argv(config, None)
+        if e.runtime == "docker":   # and the image an upgrade promoted, beside them
+            commands["image"] = images.read_argv(config, None)
         req["log"] = [P.vllm_log_path(config, None, node.name), MAX_LOG_BYTES]
     return req
 
@@ -121,6 +126,7 @@ def parse_round(config: SparkConfig, node: NodeConfig, text: str) -> NodeRound:
                 if c.get("rc") not in (0, None)}
     ps = commands.get("docker_ps")
     supervisor = commands.get("supervisor")
+    image = commands.get("image")
     prefix = config.engine.name_prefix
     detached = commands.get("detached")
     log = doc.get("log")
@@ -139,6 +145,7 @@ def parse_round(config: SparkConfig, node: NodeConfig, text: str) -> NodeRound:
         log=data or None, seconds=float(doc.get("seconds") or 0.0), parts=parts, problems=problems,
         supervisor=(str(supervisor.get("stdout", "")) if supervisor is not None and supervisor.get("rc") == 0
                     else None),
+        image=str(image.get("stdout", "")) if image is not None and image.get("rc") == 0 else None,
     )
 
 
