@@ -17,7 +17,7 @@ from tests.local_node import write_local_config
 def test_the_statuses_are_the_documented_ones() -> None:
     assert {s.name: int(s) for s in ExitStatus} == {
         "OK": 0, "NOT_WELL": 1, "USAGE": 2, "NOT_IMPLEMENTED": 3, "CANNOT_SERVE": 4, "BUSY": 5, "STOPPED": 6,
-        "INTERRUPTED": 130, "BROKEN_PIPE": 141}
+        "ROLLED_BACK": 7, "REFUSED": 8, "INTERRUPTED": 130, "BROKEN_PIPE": 141}
     assert ExitStatus.of(True) is ExitStatus.OK and ExitStatus.of(False) is ExitStatus.NOT_WELL
 
 

@@ -259,3 +259,25 @@ async def test_the_supervisors_presence_is_one_line_under_the_engines_state() ->
         backend.post(SupervisorSeen(presence, FIXED_NOW + STALE_AFTER + 60))
         await settle(pilot, app)
         assert str(line.render()).startswith("supervisor on spark1 (pid 4242): not seen for 1m")
+
+
+
+async def test_the_image_a_start_uses_is_one_dim_line_above_the_supervisor() -> None:
+    from textual.widgets import Static
+
+    from sparktui.domain.events import ImageSeen
+
+    app, backend = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app)
+        line = app.query_one("#engine-image", Static)
+        assert not line.display   # not read yet (or the host runtime): nothing
+        backend.post(ImageSeen("vllm/vllm-openai:v0.22.0 (4f1c2a9b0d1e, vLLM 0.22.0), promoted by "
+                               "`sparktui upgrade` on laptop at 2026-12-04 15:30", True))
+        await settle(pilot, app)
+        text = str(line.render())
+        assert line.display, text
+        assert text.startswith("image vllm/vllm-openai:v0.22.0 (4f1c2a9b0d1e, vLLM 0.22.0)"), text
+        backend.post(ImageSeen("nvcr.io/nvidia/vllm:25.11-py3", False))
+        await settle(pilot, app)
+        assert str(line.render()) == "image nvcr.io/nvidia/vllm:25.11-py3 (engine.image)"

@@ -276,9 +276,22 @@ class SupervisorSeen:
         return None if self.presence is None else self.presence.describe(self.read_at)
 
 
+@dataclass(frozen=True)
+class ImageSeen:
+    """The engine image a start uses (docker), in words: the one ``sparktui upgrade`` promoted and kept
+    on the head (``sparktui.domain.upgrade.images``: its ref, short ID, vLLM version, who and when), or
+    ``engine.image`` when none applies (``promoted`` False)."""
+
+    text: str
+    promoted: bool
+
+    def describe(self) -> str:
+        return f"image {self.text}" if self.promoted else f"image {self.text} (engine.image)"
+
+
 Event = (
     NodeLinkChanged | NodeIdentified | NodeSampled | LogRecords | EngineChanged | OperationChanged
-    | OperationBusy | ServingSampled | Notice | SupervisorSeen
+    | OperationBusy | ServingSampled | Notice | SupervisorSeen | ImageSeen
 )
 EventSink = Callable[[Event], None]
 #: Every kind of event, for an observer that reads them all.

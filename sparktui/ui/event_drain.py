@@ -23,6 +23,7 @@ from sparktui.domain.events import (
     EngineChanged,
     EngineState,
     Event,
+    ImageSeen,
     LogRecords,
     NodeIdentified,
     NodeLinkChanged,
@@ -173,6 +174,9 @@ class EventDrain(Operations):
                 case SupervisorSeen():
                     state.supervisor = event
                     redraw.supervisor = True
+                case ImageSeen():
+                    state.image = event
+                    redraw.supervisor = True
         with self.batch_update():
             self._render(redraw)
             if sampled:
@@ -196,7 +200,7 @@ class EventDrain(Operations):
         if redraw.asymmetry:
             self._render_asymmetry()
         if redraw.supervisor:
-            self.query_one(EnginePanel).show_supervisor(self.state.supervisor)
+            self.query_one(EnginePanel).show_supervisor(self.state.supervisor, self.state.image)
 
     def _render_node(self, name: str) -> None:
         # Looked up once (a query walks the DOM, and this runs for every sample of every node).

@@ -16,6 +16,7 @@ from sparktui.domain.asymmetry import AsymmetryWatch
 from sparktui.domain.events import (
     EngineChanged,
     EngineState,
+    ImageSeen,
     NodeIdentified,
     NodeReading,
     OperationView,
@@ -87,6 +88,8 @@ class DashboardState:
         self.asymmetry_warning: str | None = None
         #: The supervisor's record on the head as last read (``None`` inside: there never was one).
         self.supervisor: SupervisorSeen | None = None
+        #: The engine image a start uses, as last read (docker; ``None``: not read yet).
+        self.image: ImageSeen | None = None
 
     def node(self, name: str) -> NodeState:
         # A node the config did not name (a re-attached cluster that grew): show it rather than drop it.

@@ -18,6 +18,7 @@ from sparktui.domain.events import (
     EngineChanged,
     EngineState,
     FailureView,
+    ImageSeen,
     OperationView,
     StageView,
     StepStatus,
@@ -193,6 +194,8 @@ class EnginePanel(VerticalScroll):
         yield Label("engine", id="engine-state")
         # "unknown" says nothing alone: what is not known and why, whole and wrapped.
         yield Static(id="engine-why")
+        # The image a start uses (docker: the one an upgrade promoted, or engine.image).
+        yield Static(id="engine-image")
         # Who else keeps this engine serving (``sparktui supervise``), its last decision and incident.
         yield Static(id="engine-supervisor")
         yield Label("", id="engine-eta")
@@ -263,10 +266,14 @@ class EnginePanel(VerticalScroll):
             show(summary, stage_summary(views))
         self.query_one(ServingView).display = ready
 
-    def show_supervisor(self, seen: SupervisorSeen | None) -> None:
+    def show_supervisor(self, seen: SupervisorSeen | None, image: ImageSeen | None = None) -> None:
         """A line (wrapped where the column is narrow), hidden when there never was a supervisor: dim while
         it is there, yellow once it is not seen (its heartbeats stopped) — then nothing restarts the engine
-        unless this dashboard does."""
+        unless this dashboard does. Above it, dim, the image a start uses (hidden until read)."""
+        shown_image = self.query_one("#engine-image", Static)
+        shown_image.display = image is not None
+        if image is not None:
+            show(shown_image, Text(image.describe(), style="dim"), layout="height")
         label = self.query_one("#engine-supervisor", Static)
         presence = seen.presence if seen is not None else None
         label.display = presence is not None
