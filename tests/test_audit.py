@@ -261,3 +261,14 @@ def test_the_script_reads_mounts_and_an_hf_cache_snapshot(tmp_path: Path) -> Non
     assert got.mounts[str(chat)]["kind"] == "file" and got.mounts[str(chat)]["size"] == 14
     assert got.mounts[str(tmp_path / "absent")] == {"kind": "missing"} and got.mounts["~/"]["kind"] == "dir"
     assert got.env is None      # not asked: with docker the image answers for the engine's world
+
+
+def test_preflight_leaves_a_local_models_listing_to_its_model_files_check_but_not_an_hf_ids() -> None:
+    other = facts("spark2").files | {"config.json": (1234, OTHER_SHA)}
+    missing = {k: v for k, v in other.items() if k != "model-00002-of-00002.safetensors"}
+    found: dict[str, NodeAudit | str] = {"spark1": facts("spark1"), "spark2": facts("spark2", files=missing)}
+    # "model files" (preflight's own) says the missing shard and offers `model sync`: here only the content.
+    assert [v.message for v in views(config(), found)] == [
+        "config.json differs on spark2 (sha256 3c4d5e6f… vs 1a2b3c4d… on spark1)"]
+    # A Hugging Face id: each node's cache snapshot, which nothing else compares.
+    assert len(views(config(model="Qwen/Qwen3-8B"), found)) == 2

@@ -133,6 +133,8 @@ class Difference:
     message: str
     #: A start would hang or fail on it (preflight fails it; the rest are warnings).
     blocking: bool = False
+    #: For a model file: "hash" (same size, other content), "size", "missing", "extra" or "dir".
+    kind: str = ""
 
 
 _D = Difference
@@ -154,21 +156,22 @@ def _model_differences(ref: str, audits: Mapping[str, NodeAudit]) -> list[Differ
             continue
         if got.model_exists is False and base.model_exists:
             out.append(_D("model", node, f"model directory {got.model_path} missing on {node} "
-                                         f"(present on {ref})", blocking=True))
+                                         f"(present on {ref})", blocking=True, kind="dir"))
             continue
         for name in sorted(set(base.files) | set(got.files)):
             mine, theirs = got.files.get(name), base.files.get(name)
             if mine is None and theirs is not None:
-                out.append(_D("model", node, f"{name} missing on {node} ({theirs[0]:,} bytes on {ref})"))
+                out.append(_D("model", node, f"{name} missing on {node} ({theirs[0]:,} bytes on {ref})",
+                              kind="missing"))
             elif theirs is None and mine is not None:
-                out.append(_D("model", node, f"{name} on {node} only ({mine[0]:,} bytes)"))
+                out.append(_D("model", node, f"{name} on {node} only ({mine[0]:,} bytes)", kind="extra"))
             elif mine is not None and theirs is not None:
                 if mine[0] != theirs[0]:
                     out.append(_D("model", node, f"{name} differs on {node} (size {mine[0]:,} vs "
-                                                 f"{theirs[0]:,} bytes on {ref})"))
+                                                 f"{theirs[0]:,} bytes on {ref})", kind="size"))
                 elif mine[1] and theirs[1] and mine[1] != theirs[1]:
                     out.append(_D("model", node, f"{name} differs on {node} (sha256 {_short(mine[1])} "
-                                                 f"vs {_short(theirs[1])} on {ref})"))
+                                                 f"vs {_short(theirs[1])} on {ref})", kind="hash"))
     return out
 
 
@@ -328,7 +331,8 @@ def compare(config: SparkConfig, found: Mapping[str, NodeAudit | str]) -> list[D
     could not be read (itself a difference: that node is not compared)."""
     out = [Difference("facts", n, f"{n}'s facts unreadable: {why}", blocking=False)
            for n, why in found.items() if isinstance(why, str)]
-    audits = {n: a for n, a in found.items() if isinstance(a, NodeAudit)}
+    # In the config's order, whatever order the nodes answered in.
+    audits = {n.name: a for n in config.nodes if isinstance(a := found.get(n.name), NodeAudit)}
     if not audits:
         return out
     ref = _reference(config, audits)
@@ -396,8 +400,15 @@ def audit_json(config: SparkConfig, found: Mapping[str, NodeAudit | str],
 
 def audit_views(config: SparkConfig, found: Mapping[str, NodeAudit | str]) -> list[StepView]:
     """Preflight's rows: one per difference (a failure where a start would hang or fail on it, else a
-    warning), or one "the nodes agree" row. Image and vLLM version are preflight's own checks already."""
-    diffs = [d for d in compare(config, found) if d.topic not in ("image", "vLLM")]
+    warning), or one "the nodes agree" row. Image and vLLM version are preflight's own checks already, and
+    so are a local model directory's files and sizes ("model files", which offers `model sync`): here only
+    their content."""
+    sized = model_host_path(config) is not None
+
+    def own(d: Difference) -> bool:
+        return d.topic not in ("image", "vLLM") and not (d.topic == "model" and sized and d.kind != "hash")
+
+    diffs = [d for d in compare(config, found) if own(d)]
     if not diffs:
         return [StepView("nodes alike", config.head.name, StepStatus.OK,
                          message="model files, mounts, engine environment, libnccl and addresses agree")]
