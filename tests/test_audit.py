@@ -26,6 +26,7 @@ from sparktui.domain.lifecycle.audit import (
     summary_rows,
 )
 from sparktui.domain.lifecycle.audit import audit_views as views
+from tests.cli_helpers import run_sparktui
 
 CONFIG_SHA = "1a2b3c4d" + "0" * 56
 OTHER_SHA = "3c4d5e6f" + "0" * 56
@@ -272,3 +273,41 @@ def test_preflight_leaves_a_local_models_listing_to_its_model_files_check_but_no
         "config.json differs on spark2 (sha256 3c4d5e6f… vs 1a2b3c4d… on spark1)"]
     # A Hugging Face id: each node's cache snapshot, which nothing else compares.
     assert len(views(config(model="Qwen/Qwen3-8B"), found)) == 2
+
+
+def test_the_image_answers_for_the_engines_world_and_its_report_is_merged(tmp_path: Path) -> None:
+    """With docker the node's report has no ``engine``; the throw-away container's does (the same script)."""
+    host = run_script(tmp_path, {"model": {"path": str(tmp_path / "absent")}}, {})
+    inner = run_script(tmp_path, {"engine": {"env_names": ["PYTHONHASHSEED"], "env_prefixes": []}},
+                       {"PYTHONHASHSEED": "0", "NCCL_DEBUG": "INFO"})
+    got = NodeAudit.parse(host, inner)
+    assert got.model_exists is False and got.env == {"PYTHONHASHSEED": "0"} and got.nccl is not None
+
+
+def test_the_verb_on_two_local_nodes_that_agree(tmp_path: Path) -> None:
+    """The verb end to end (transports, both nodes' scripts, the table): two `local` nodes, one model."""
+    make_model(tmp_path / "m", "{}")
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'''[[nodes]]
+name = "one"
+host = "localhost"
+local = true
+role = "head"
+python = "{sys.executable}"
+
+[[nodes]]
+name = "two"
+host = "localhost"
+local = true
+python = "{sys.executable}"
+
+[engine]
+runtime = "host"
+model = "{tmp_path / 'm'}"
+''')
+    out = run_sparktui("--config", str(cfg), "audit", timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["one", "two"]
+    assert lines[3].split()[:2] == ["model", "files"] and lines[3].count("3 files, 0.0 GiB, 2 hashed") == 2
+    assert lines[-1].startswith("The nodes agree: ")

@@ -47,3 +47,4 @@ def test_audit_names_a_model_file_that_differs_and_an_env_var_set_on_one_side(te
     assert said[0].startswith("warn  model    config.json differs on spark2 (sha256 "), drift.stdout
     assert said[0].endswith(" on spark1)")
     assert said[1] == "warn  env      PYTHONHASHSEED set on spark1 only (=0)", drift.stdout
+    assert "fix: `sparktui model sync` copies spark1's model directory to the other nodes" in lines

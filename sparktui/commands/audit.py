@@ -42,9 +42,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(differences)} difference(s), against {config.head.name}:")
         for d in differences:
             print(f"  {'FAIL' if d.blocking else 'warn'}  {d.topic:<8} {d.message}")
+        for fix in fixes(config, {d.topic for d in differences}):
+            print(f"  fix: {fix}")
     else:
         print("The nodes agree: image, vLLM, model files, mounts, engine environment, libnccl and addresses.")
     return ExitStatus.of(not differences)
+
+
+def fixes(config: SparkConfig, topics: set[str]) -> list[str]:
+    """The verbs that repair what differs: the head's model directory or image copied to the others."""
+    from sparktui.domain.lifecycle.fixes import IMAGE_SYNC, MODEL_SYNC
+    from sparktui.domain.lifecycle.preflight import model_host_path
+
+    out = []
+    if "model" in topics and model_host_path(config) is not None:
+        out.append(f"`{MODEL_SYNC}` copies {config.head.name}'s model directory to the other nodes")
+    if "image" in topics:
+        out.append(f"`{IMAGE_SYNC}` copies {config.head.name}'s image to the nodes whose image differs")
+    return out
 
 
 def table(rows: Sequence[tuple[str, Mapping[str, str]]], nodes: list[str]) -> str:
