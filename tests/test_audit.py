@@ -118,7 +118,7 @@ def test_a_pip_nccl_on_one_node_and_the_systems_on_the_other() -> None:
         "libnccl differs on spark2: /venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2 (pip "
         "nvidia-nccl-cu12 2.21.5) vs /usr/lib/aarch64-linux-gnu/libnccl.so.2 (system) on spark1"]
     assert nccl_text({**SYSTEM_NCCL, "override": "/opt/nccl.so", "loads": "/opt/nccl.so"}) == \
-        "/opt/nccl.so (VLLM_NCCL_SO_PATH)"
+        "/opt/nccl.so (VLLM_NCCL_SO_PATH or LD_PRELOAD)"
 
 
 def test_image_and_vllm_differ_in_the_verb_but_are_preflights_own_checks() -> None:
@@ -222,7 +222,7 @@ def test_two_nodes_reports_from_the_script_compared(tmp_path: Path) -> None:
     make_model(tmp_path / "a", '{"architectures": ["Qwen3ForCausalLM"]}')
     make_model(tmp_path / "b", '{"architectures": ["Qwen2ForCausalLM"]}')    # the same size
     cfg = config()
-    req = json.loads(audit_commands(cfg, cfg.nodes[0]).host[3])
+    req = json.loads(audit_commands(cfg, cfg.nodes[0]).host[-1])
     assert req["engine"]["env_prefixes"][:2] == ["NCCL_", "GLOO_"] and req["net"] == {"peers": ["10.0.0.2"]}
     reports = {}
     for name, folder, env in (("spark1", "a", {"PYTHONHASHSEED": "0", "HF_TOKEN": "hf_secret"}),
@@ -279,9 +279,11 @@ def test_the_image_answers_for_the_engines_world_and_its_report_is_merged(tmp_pa
     """With docker the node's report has no ``engine``; the throw-away container's does (the same script)."""
     host = run_script(tmp_path, {"model": {"path": str(tmp_path / "absent")}}, {})
     inner = run_script(tmp_path, {"engine": {"env_names": ["PYTHONHASHSEED"], "env_prefixes": []}},
-                       {"PYTHONHASHSEED": "0", "NCCL_DEBUG": "INFO"})
+                       {"PYTHONHASHSEED": "0", "NCCL_DEBUG": "INFO", "LD_PRELOAD": "/opt/nccl/libnccl.so.2"})
     got = NodeAudit.parse(host, inner)
     assert got.model_exists is False and got.env == {"PYTHONHASHSEED": "0"} and got.nccl is not None
+    # A preloaded libnccl comes before torch's: the one that loads.
+    assert nccl_text(got.nccl) == "/opt/nccl/libnccl.so.2 (VLLM_NCCL_SO_PATH or LD_PRELOAD)"
 
 
 def test_the_verb_on_two_local_nodes_that_agree(tmp_path: Path) -> None:
@@ -311,3 +313,19 @@ model = "{tmp_path / 'm'}"
     assert lines[0].split() == ["one", "two"]
     assert lines[3].split()[:2] == ["model", "files"] and lines[3].count("3 files, 0.0 GiB, 2 hashed") == 2
     assert lines[-1].startswith("The nodes agree: ")
+
+
+def test_a_venvs_vllm_is_asked_through_the_python_beside_it(tmp_path: Path) -> None:
+    """vLLM's version, torch and libnccl are those of the venv its command lives in: the python3 beside it,
+    else the node's ``python`` (a vllm not on PATH, or with no python3 beside it)."""
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "vllm").write_text("#!/bin/sh\n")
+    (venv / "vllm").chmod(0o755)
+    (venv / "python3").symlink_to(sys.executable)
+    for command, expected in ((str(venv / "vllm"), str(venv / "python3")), ("no-such-vllm", sys.executable)):
+        cfg = config(vllm_command=[command])
+        argv = list(audit_commands(cfg, cfg.nodes[0].model_copy(update={"python": sys.executable})).host)
+        argv[-1] = json.dumps({"engine": {"env_names": [], "env_prefixes": []}})
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True, cwd=tmp_path)
+        assert json.loads(res.stdout)["engine"]["python"] == expected

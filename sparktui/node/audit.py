@@ -97,10 +97,13 @@ def shown_value(name: str, value: str) -> str:
 
 
 def nccl_library() -> dict[str, Any]:
-    """Which libnccl a vLLM in this Python would load: $VLLM_NCCL_SO_PATH, else the pip wheel's (torch is
-    linked to it when the wheel is there), else the first the dynamic linker knows."""
-    out: dict[str, Any] = {"override": os.environ.get("VLLM_NCCL_SO_PATH"), "pip": None, "pip_version": None,
-                           "system": []}
+    """Which libnccl a vLLM in this Python would load. vLLM's ``find_nccl_library`` (vllm/utils) takes
+    $VLLM_NCCL_SO_PATH, else ctypes loads "libnccl.so.2" after torch, which finds the one torch already
+    loaded: the pip ``nvidia-nccl-cu*`` wheel's when it is installed, else the system's. A libnccl in
+    $LD_PRELOAD comes before all of them."""
+    preload = [p for p in os.environ.get("LD_PRELOAD", "").replace(":", " ").split() if "libnccl" in p]
+    override = os.environ.get("VLLM_NCCL_SO_PATH") or (preload[0] if preload else None)
+    out: dict[str, Any] = {"override": override, "pip": None, "pip_version": None, "system": []}
     try:
         import nvidia.nccl as wheel
         for base in list(getattr(wheel, "__path__", [])):

@@ -47,11 +47,20 @@ class AuditCommands:
     engine: tuple[str, ...] | None = None
 
 
-def engine_python(config: SparkConfig, node: NodeConfig) -> str:
+#: Runs "$@" under the python3 beside the vllm command ($0, found on PATH), else under the node's Python
+#: ($1): a venv's vLLM, its torch and its libnccl are that venv's Python's.
+BESIDE_VLLM_SH = ('v=$(command -v "$0" 2>/dev/null); p="${v%/*}/python3"; [ -x "$p" ] || p="$1"; shift; '
+                  'exec "$p" "$@"')
+
+
+def engine_python(config: SparkConfig, node: NodeConfig) -> list[str]:
     """The Python a host-runtime vLLM runs in: ``engine.vllm_command``'s own when it is a Python, else the
-    node's ``python`` (its environment is still the one SSH gives the engine)."""
+    python3 beside the vllm command, else the node's ``python`` (the environment is the one SSH gives the
+    engine either way)."""
     first = config.engine.vllm_command[0]
-    return first if first.rsplit("/", 1)[-1].startswith("python") else node.python
+    if first.rsplit("/", 1)[-1].startswith("python"):
+        return [first]
+    return ["sh", "-c", BESIDE_VLLM_SH, first, node.python]
 
 
 def mount_sources(config: SparkConfig) -> list[str]:
@@ -76,7 +85,7 @@ def audit_commands(config: SparkConfig, node: NodeConfig) -> AuditCommands:
         inner = A.docker_run_once(e.image, ["python3", "-c", AUDIT_PY, json.dumps({"engine": engine})])
         return AuditCommands((node.python, "-c", AUDIT_PY, json.dumps(req)), tuple(inner))
     req["engine"] = engine
-    return AuditCommands((engine_python(config, node), "-c", AUDIT_PY, json.dumps(req)))
+    return AuditCommands((*engine_python(config, node), "-c", AUDIT_PY, json.dumps(req)))
 
 
 # ---- one node's facts ------------------------------------------------------------------------------
@@ -243,7 +252,7 @@ def nccl_text(nccl: Mapping[str, Any] | None) -> str:
     if not loads:
         return "no libnccl found"
     if loads == nccl.get("override"):
-        return f"{loads} (VLLM_NCCL_SO_PATH)"
+        return f"{loads} (VLLM_NCCL_SO_PATH or LD_PRELOAD)"
     if loads == nccl.get("pip"):
         return f"{loads} (pip {nccl.get('pip_version') or 'wheel'})"
     return f"{loads} (system)"
