@@ -329,3 +329,14 @@ def test_a_venvs_vllm_is_asked_through_the_python_beside_it(tmp_path: Path) -> N
         argv[-1] = json.dumps({"engine": {"env_names": [], "env_prefixes": []}})
         res = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True, cwd=tmp_path)
         assert json.loads(res.stdout)["engine"]["python"] == expected
+
+
+def test_a_model_id_is_read_from_the_cache_the_engine_would_use() -> None:
+    host = config(model="Qwen/Qwen3-8B", env={"HF_HOME": "/data/hf"})
+    assert json.loads(audit_commands(host, host.nodes[1]).host[-1])["model"] == {
+        "hf_id": "Qwen/Qwen3-8B", "hf_home": "/data/hf"}
+    docker = config("docker", model="Qwen/Qwen3-8B",
+                    mounts=[{"source": "~/.cache/huggingface", "target": "/root/.cache/huggingface"}])
+    assert json.loads(audit_commands(docker, docker.nodes[1]).host[-1])["model"]["hf_home"] == \
+        "~/.cache/huggingface"
+    assert json.loads(audit_commands(docker, docker.nodes[1]).host[-1])["mounts"][0] == "~/.cache/huggingface"

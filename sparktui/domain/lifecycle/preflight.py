@@ -91,10 +91,11 @@ CONTAINER_HF_HOME = "/root/.cache/huggingface"
 
 def model_hf_home(config: SparkConfig) -> str | None:
     """The node's HF cache that the engine reads a model id from: with docker, whatever the mounts put at
-    the container's cache; else ``None`` (the node's own $HF_HOME or ~/.cache/huggingface)."""
+    the container's cache; on the host, ``engine.env``'s HF_HOME, else ``None`` (the node's own $HF_HOME
+    or ~/.cache/huggingface)."""
     e = config.engine
     if e.runtime != "docker":
-        return None
+        return e.env.get("HF_HOME")
     return next((m.source for m in e.mounts if m.target.rstrip("/") == CONTAINER_HF_HOME), None)
 
 
