@@ -22,6 +22,7 @@ from sparktui.domain.json_report import last_json_object
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle.plan import runtimes
 from sparktui.domain.lifecycle.preflight import model_hf_home, model_host_path
+from sparktui.domain.lifecycle.ready_timeout import ENV as READY_TIMEOUT_ENV
 from sparktui.node import source
 
 #: ``sparktui/node/audit.py`` (its argv and output are said there).
@@ -221,8 +222,8 @@ def _mount_differences(config: SparkConfig, ref: str, audits: Mapping[str, NodeA
 
 def _env_differences(config: SparkConfig, ref: str, audits: Mapping[str, NodeAudit]) -> list[Difference]:
     """The node's own variables: the config's (``engine.env``, the addresses, the tag) are set alike on
-    every node by the start and override them, so they are left out."""
-    ours = set(runtimes(config)[ref].env)
+    every node by the start and override them, so they are left out (the ready timeout's too)."""
+    ours = {*runtimes(config)[ref].env, READY_TIMEOUT_ENV}
     envs = {n: {k: v for k, v in a.env.items() if k not in ours}
             for n, a in audits.items() if a.env is not None}
     if ref not in envs or len(envs) < 2:
