@@ -45,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
         for fix in fixes(config, {d.topic for d in differences}):
             print(f"  fix: {fix}")
     else:
-        print("The nodes agree: image, vLLM, model files, mounts, engine environment, libnccl and addresses.")
+        image = "image, " if config.engine.runtime == "docker" else ""
+        print(f"The nodes agree: {image}vLLM, model files, mounts, engine environment, libnccl and "
+              "addresses.")
     return ExitStatus.of(not differences)
 
 
