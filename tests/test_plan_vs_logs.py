@@ -1,6 +1,7 @@
 """`plan`'s memory prediction against real vLLM logs: the weights each GPU loads ("Model loading took X GiB"),
 the KV cache ("Available KV cache memory: Y GiB") and its tokens ("GPU KV cache size: N tokens"), predicted
-from the model's real config.json (tests/data/model-configs/SOURCES.md) and the log's own settings — within 5 %.
+from the model's real config.json (tests/data/model-configs/SOURCES.md) and the log's own settings: within
+5 %.
 
 V0 logs (vLLM 0.8) print the KV cache as "the rest of the memory reserved for KV Cache is Y GiB"; their
 overhead (0.9–3.5 GiB) is far below a V1 engine's, which `plan` assumes (5 GiB), so for them the KV figure is

@@ -101,7 +101,8 @@ def _get(cfg: Mapping[str, Any], *keys: str, default: int = 0) -> int:
 def _need(cfg: Mapping[str, Any], key: str, where: str) -> int:
     value = cfg.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise SizingError(f"{where}{key}: {'missing' if value is None else f'expected a positive integer, got {value!r}'}")
+        problem = "missing" if value is None else f"expected a positive integer, got {value!r}"
+        raise SizingError(f"{where}{key}: {problem}")
     return value
 
 
@@ -205,4 +206,4 @@ def count_params(config: Mapping[str, Any]) -> ParamCount:
     )
 
 
-__all__ = ["ParamCount", "QUANT_WEIGHT_BYTES", "count_params"]
+__all__ = ["QUANT_WEIGHT_BYTES", "ParamCount", "count_params"]

@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparktui.domain.model_params import ParamCount
-from sparktui.domain.sizing import DEFAULT_OVERHEAD_BYTES, GIB, EngineSettings, ModelShape, NodeSizing, size_node
+from sparktui.domain.sizing import (
+    DEFAULT_OVERHEAD_BYTES,
+    GIB,
+    EngineSettings,
+    ModelShape,
+    NodeSizing,
+    size_node,
+)
 
 #: A GB10's LPDDR5x bandwidth (NVIDIA's DGX Spark spec sheet), GB/s.
 GB10_BANDWIDTH_GBS = 273.0
@@ -83,7 +90,7 @@ class DecodeCeiling:
 
 
 def allreduce_latency(linktests: Sequence[Mapping[str, Any]]) -> tuple[float, str]:
-    """The newest linktest's small-message all-reduce latency (``detail.latency_us``), else the assumed one."""
+    """The newest linktest's small-message all-reduce latency (``detail.latency_us``), else an assumed one."""
     for record in reversed(linktests):
         detail = record.get("detail") or {}
         value = detail.get("latency_us") if isinstance(detail, Mapping) else None
@@ -150,8 +157,9 @@ class NodePlan:
 
     def to_json(self) -> dict[str, Any]:
         s = self.sizing
-        return {"node": s.node, "fits": s.ok, "problems": list(s.problems), "memory_source": self.memory_source,
-                "total_bytes": s.total_bytes, "available_bytes": s.available_bytes, "budget_bytes": s.budget_bytes,
+        return {"node": s.node, "fits": s.ok, "problems": list(s.problems),
+                "memory_source": self.memory_source, "total_bytes": s.total_bytes,
+                "available_bytes": s.available_bytes, "budget_bytes": s.budget_bytes,
                 "weights_bytes": s.weights_bytes, "activations_bytes": self.activations_bytes,
                 "graphs_bytes": self.graphs_bytes, "kv_cache_bytes": s.kv_cache_bytes,
                 "peak_bytes": self.peak_bytes, "kv_bytes_per_token": s.kv_bytes_per_token,
@@ -188,7 +196,7 @@ class ReadyEstimate:
     def describe(self) -> str:
         if self.seconds is None:
             return f"no earlier start of {self.model} on {self.image or 'this image'} reached ready: unknown"
-        m, s = divmod(int(round(self.seconds)), 60)
+        m, s = divmod(round(self.seconds), 60)
         return (f"~{m} min {s:02d} s: the median of the last {self.runs} start(s) of {self.model} on "
                 f"{self.image or 'this image'} that reached ready")
 
