@@ -216,7 +216,11 @@ class StartPlan:
         return all(n.sizing.ok for n in self.nodes)
 
     def fixes(self) -> list[str]:
-        return [f"{n.sizing.node}: {p}" for n in self.nodes for p in n.sizing.problems]
+        out = [f"{n.sizing.node}: {p}" for n in self.nodes for p in n.sizing.problems]
+        tight = [n.sizing for n in self.nodes if n.sizing.kv_cache_bytes <= n.sizing.sequence_state_bytes]
+        if tight:
+            out.append(weights_fix(min(tight, key=lambda s: s.budget_bytes), self.settings))
+        return out
 
     def render(self) -> str:
         st = self.settings
@@ -246,9 +250,38 @@ class StartPlan:
                 "notes": list(self.notes)}
 
 
+def weights_fix(s: NodeSizing, settings: EngineSettings) -> str:
+    """What makes weights that leave no KV cache fit: the GPUs they need at this budget (each needs at least
+    a GiB of KV cache), or a smaller checkpoint."""
+    world = settings.tensor_parallel * settings.pipeline_parallel
+    total = s.weights_bytes * world
+    room = s.budget_bytes - s.overhead_bytes - GIB
+    if room <= 0:
+        return (f"fix: the budget {_gib(s.budget_bytes)} does not even hold the overhead: raise "
+                "--gpu-memory-utilization or free memory")
+    need = -(-total // room)
+    return (f"fix: {_gib(total)} of weights need at least {need} GPUs at this budget ({_gib(room)} each for "
+            f"weights), TP × PP = {world} now: add nodes and raise engine.tensor_parallel_size, or use a "
+            "quantized checkpoint (FP8 halves BF16 weights)")
+
+
+def parse_meminfo(text: str) -> tuple[int, int] | None:
+    """(MemTotal, MemAvailable) in bytes from ``/proc/meminfo``; None when either is missing."""
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        parts = rest.split()
+        if name in ("MemTotal", "MemAvailable") and parts and parts[0].isdigit():
+            found[name] = int(parts[0]) * 1024
+    if "MemTotal" not in found or "MemAvailable" not in found:
+        return None
+    return found["MemTotal"], found["MemAvailable"]
+
+
 def _gib(n: float) -> str:
     return f"{n / GIB:.1f} GiB"
 
 
 __all__ = ["ASSUMED_ALLREDUCE_US", "GB10_BANDWIDTH_GBS", "GB10_MEMTOTAL_BYTES", "DecodeCeiling", "NodePlan",
-           "ReadyEstimate", "StartPlan", "allreduce_latency", "decode_ceiling", "plan_node", "vllm_kv_tokens"]
+           "ReadyEstimate", "StartPlan", "allreduce_latency", "decode_ceiling", "parse_meminfo", "plan_node",
+           "vllm_kv_tokens"]
