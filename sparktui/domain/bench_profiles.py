@@ -2,6 +2,8 @@
 elsewhere) measure the same thing (pure).
 
 * ``short``: the quick default (prompt 128, generate 64, concurrency 1 and 4, no context depth).
+* ``smoke``: seconds long — does the engine serve at all, with and without context in front (prompt 64,
+  generate 16, depths 0 and 1024, concurrency 1 and 2).
 * ``llama-benchy``: the community's profile (Spark Arena benchmark profile v2, run with llama-benchy:
   https://github.com/spark-arena/recipe-registry/blob/main/benchmarking/spark-arena-v2.yaml): prompt 2048,
   generate 128, context depths 0, 4096, 8192, 16384, 32768, 65535 and 100000 tokens, concurrency 1/2/5/10.
@@ -53,6 +55,8 @@ class BenchProfile:
 PROFILES: dict[str, BenchProfile] = {p.name: p for p in (
     BenchProfile("short", "prompt 128, generate 64, concurrency 1 and 4 (the quick default)",
                  128, 64, (1, 4), rounds=4),
+    BenchProfile("smoke", "seconds long: prompt 64, generate 16, depths 0 and 1024, concurrency 1 and 2",
+                 64, 16, (1, 2), depths=(0, 1024), rounds=2, warmup=0),
     BenchProfile("llama-benchy", "the community's (Spark Arena v2, llama-benchy): prompt 2048, generate 128, "
                  "depths 0 → 100k, concurrency 1/2/5/10", 2048, 128, (1, 2, 5, 10),
                  depths=(0, 4096, 8192, 16384, 32768, 65535, 100_000), rounds=1),
