@@ -85,3 +85,16 @@ def test_records_keep_depths_and_compare_level_by_level():
     assert chart[0].endswith("36 % of the ceiling per stream")       # 1 / 55 ms = 18.2 tok/s of 50
     assert chart[1].startswith("depth   4,096 c=1   ████████████████████")
     assert "25 % of the ceiling" in chart[1]
+
+
+def test_the_baseline_is_the_newest_sweep_with_the_same_fingerprint():
+    from sparktui.domain.bench_history import latest_with_fingerprint
+
+    same_old = _record((_level(1, 20.0, 0.05),), _fp(), 1000.0)
+    same_new = _record((_level(1, 21.0, 0.05),), _fp(link="linktest 12.0 GB/s FAIL"), 3000.0)
+    other = _record((_level(1, 30.0, 0.03),), _fp(vllm_version="0.20.0"), 4000.0)
+    empty = _record((replace(_level(1, 0.0, 0.0), completed=0),), _fp(), 5000.0)
+    records = [same_old, same_new, other, empty]
+    assert latest_with_fingerprint(records, _fp().key) is same_new
+    assert latest_with_fingerprint(records, _fp().key, profile="short") is None
+    assert latest_with_fingerprint(records, "000000000000") is None

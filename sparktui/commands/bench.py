@@ -346,8 +346,11 @@ async def quick_bench(config: SparkConfig, transport: Any, power: Any = None) ->
         outcome = await run_builtin_sweep(api, model, QUICK_PLAN, power=power)
     finally:
         await api.aclose()
+    fingerprint, ceiling = await measured_setup(config, transport, version)
+    fingerprint.pop("text", None)
     record = bench_record(config, QUICK_PLAN, outcome.levels, client="builtin", vllm_version=version,
-                         started_at=started_at, interrupted=outcome.interrupted)
+                         started_at=started_at, interrupted=outcome.interrupted, fingerprint=fingerprint,
+                         ceiling=ceiling)
     comparisons = save_and_compare(record, BenchStore())
     return summary(record, comparisons)
 
