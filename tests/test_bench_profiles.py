@@ -78,8 +78,8 @@ def test_records_keep_depths_and_compare_level_by_level():
     lines = compare_records(a, b)
     assert "vllm_version: 0.19.2 → 0.20.0" in lines
     assert "link: linktest 23.5 GB/s pass → linktest 12.0 GB/s FAIL" in lines
-    assert "c=1: 20.0 → 18.0 output tok/s (-10 %)" in lines
-    assert "c=1, depth 4,096: 15.0 → 12.0 output tok/s (-20 %)" in lines
+    assert "c=1: 20.0 → 18.0 output tok/s (−10 %)" in lines
+    assert "c=1, depth 4,096: 15.0 → 12.0 output tok/s (−20 %)" in lines
     chart = depth_chart(b)
     assert chart[0].startswith("depth       0 c=1   ██████████████████████████████    18.0 tok/s")
     assert chart[0].endswith("36 % of the ceiling per stream")       # 1 / 55 ms = 18.2 tok/s of 50

@@ -212,6 +212,9 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace,
         levels_done: list[LevelResult] = []
         interrupted = False
         for depth, sweep in sweeps or [(0, plan)]:
+            if sweeps is not None and len(sweeps) > 1:
+                print(f"context depth {depth:,}: {sweep.input_len:,} prompt words per request",
+                      file=sys.stderr, flush=True)
             if client == "vllm":
                 try:
                     outcome = await run_vllm_bench_sweep(

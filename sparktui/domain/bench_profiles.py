@@ -108,7 +108,9 @@ def compare_records(a: BenchRecord, b: BenchRecord) -> list[str]:
         if now is None or not then:
             continue
         where = f"c={lv.concurrency}" + (f", depth {lv.depth:,}" if lv.depth else "")
-        lines.append(f"{where}: {then:.1f} → {now:.1f} output tok/s ({100 * (now - then) / then:+.0f} %)")
+        change = round(100 * (now - then) / then)
+        sign = "+" if change > 0 else "−" if change < 0 else "±"
+        lines.append(f"{where}: {then:.1f} → {now:.1f} output tok/s ({sign}{abs(change)} %)")
     return lines
 
 
