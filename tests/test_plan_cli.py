@@ -75,7 +75,7 @@ def test_plan_json_with_history_linktest_and_a_model_that_fits(tmp_path: Path) -
         store = HistoryStore()
         for i, seconds in enumerate((300.0, 420.0, 360.0)):
             store.append(record_run(started_at=1000.0 + i, model=str(model), image="host", outcome="ready",
-                                    stage_seconds={"load_weights": seconds}))
+                                    stage_seconds={"weights": seconds}))
         LinkTestStore().append(LinkTestResult("all_reduce_perf", True, "pass", 23.5,
                                               detail={"latency_us": 22.0}))
     finally:
@@ -91,6 +91,9 @@ def test_plan_json_with_history_linktest_and_a_model_that_fits(tmp_path: Path) -
     assert node["peak_bytes"] == node["budget_bytes"]
     assert node["disk_read_gibs"] is None
     assert data["ready"]["seconds"] == 360.0 and data["ready"]["runs"] == 3
+    assert data["ready"]["stages"] == {"weights": 360.0}
+    assert data["ready"]["text"].startswith("6 min 00 s: the median of the last 3 start(s)")
+    assert data["ready"]["text"].endswith("that reached ready (weights 6 min 00 s)")
     ceiling = data["decode_ceiling"]
     # Llama-3.3-70B at TP 1: 69.5 B active params × 2 bytes = 139 GB per token → 273 / 139 = 1.96 tok/s
     assert ceiling["tp"] == 1 and ceiling["allreduces_per_token"] == 0

@@ -104,16 +104,16 @@ async def read_nodes(config: SparkConfig, *, want_model: bool) -> tuple[dict[str
 def build(config: SparkConfig, memory: dict[str, tuple[int, int]], model_dir: ModelDir | None,
           model_config: dict[str, Any] | None, reach_error: str | None = None) -> StartPlan:
     """The plan from what was read; ``ValueError`` with the fix when there is no config.json to plan with."""
-    from sparktui.domain.history import HistoryStore, setup_of, typical_ready_seconds
+    from sparktui.domain.history import HistoryStore, setup_of
     from sparktui.domain.lifecycle.memory_fit import settings_of
     from sparktui.domain.linktest import LinkTestStore
     from sparktui.domain.model_params import count_params
     from sparktui.domain.serve_plan import (
         GB10_MEMTOTAL_BYTES,
-        ReadyEstimate,
         StartPlan,
         decode_ceiling,
         plan_node,
+        ready_estimate,
     )
     from sparktui.domain.sizing import SizingError, shape_from_config
 
@@ -151,8 +151,7 @@ def build(config: SparkConfig, memory: dict[str, tuple[int, int]], model_dir: Mo
                                floor_bytes=int(e.memory_floor), memory_source=source,
                                weights_per_gpu_bytes=per_gpu))
     model, image = setup_of(e)
-    runs = HistoryStore().runs_for(model, image)
-    seconds, count = typical_ready_seconds(runs)
     return StartPlan(model=e.model, settings=settings, weights_source=weights_source, nodes=tuple(nodes),
                      ceiling=decode_ceiling(params, tp, pp, LinkTestStore().load()),
-                     ready=ReadyEstimate(seconds, count, model, image), notes=tuple(notes))
+                     ready=ready_estimate(HistoryStore().runs_for(model, image), model, image),
+                     notes=tuple(notes))

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparktui.domain.history import STAGE_ORDER, RunRecord, typical_ready_seconds, typical_stage_seconds
 from sparktui.domain.model_params import ParamCount
 from sparktui.domain.sizing import (
     DEFAULT_OVERHEAD_BYTES,
@@ -192,13 +193,34 @@ class ReadyEstimate:
     runs: int
     model: str
     image: str
+    #: (stage, median seconds) of those starts, in the order stages run: where the time goes
+    stages: tuple[tuple[str, float], ...] = ()
 
     def describe(self) -> str:
         if self.seconds is None:
             return f"no earlier start of {self.model} on {self.image or 'this image'} reached ready: unknown"
-        m, s = divmod(round(self.seconds), 60)
-        return (f"~{m} min {s:02d} s: the median of the last {self.runs} start(s) of {self.model} on "
+        text = (f"{_duration(self.seconds)}: the median of the last {self.runs} start(s) of {self.model} on "
                 f"{self.image or 'this image'} that reached ready")
+        if self.stages:
+            text += " (" + ", ".join(f"{name} {_duration(sec)}" for name, sec in self.stages) + ")"
+        return text
+
+
+def ready_estimate(runs: Sequence[RunRecord], model: str, image: str) -> ReadyEstimate:
+    """From earlier starts of the same model and image (oldest first): the median time to ready and each
+    stage's median."""
+    seconds, count = typical_ready_seconds(runs)
+    stages = []
+    for stage in STAGE_ORDER:
+        typical, _ = typical_stage_seconds(runs, stage)
+        if typical is not None:
+            stages.append((stage, typical))
+    return ReadyEstimate(seconds, count, model, image, tuple(stages))
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(round(seconds), 60)
+    return f"{m} min {s:02d} s" if m else f"{s} s"
 
 
 @dataclass(frozen=True)
@@ -245,7 +267,7 @@ class StartPlan:
                              "max_model_len": st.max_model_len, "kv_cache_dtype": st.kv_cache_dtype},
                 "weights_source": self.weights_source, "nodes": [n.to_json() for n in self.nodes],
                 "ready": {"seconds": self.ready.seconds, "runs": self.ready.runs,
-                          "text": self.ready.describe()},
+                          "stages": dict(self.ready.stages), "text": self.ready.describe()},
                 "decode_ceiling": None if self.ceiling is None else self.ceiling.to_json(),
                 "notes": list(self.notes)}
 
@@ -284,4 +306,5 @@ def _gib(n: float) -> str:
 
 __all__ = ["ASSUMED_ALLREDUCE_US", "GB10_BANDWIDTH_GBS", "GB10_MEMTOTAL_BYTES", "DecodeCeiling", "NodePlan",
            "ReadyEstimate", "StartPlan", "allreduce_latency", "decode_ceiling", "parse_meminfo", "plan_node",
+           "ready_estimate",
            "vllm_kv_tokens"]
