@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:   # unreachable cluster: plan with assumed figures, said in the output
             reach_error = f"nodes not read ({exc}): memory assumed"
     try:
-        plan = build(config, memory, model_dir, model_config, reach_error)
+        plan = build(config, memory, model_dir, model_config, reach_error,
+                     config_source=args.model_config)
     except ValueError as exc:
         print(f"sparktui plan: {exc}", file=sys.stderr)
         return ExitStatus.USAGE
@@ -102,7 +103,8 @@ async def read_nodes(config: SparkConfig, *, want_model: bool) -> tuple[dict[str
 
 
 def build(config: SparkConfig, memory: dict[str, tuple[int, int]], model_dir: ModelDir | None,
-          model_config: dict[str, Any] | None, reach_error: str | None = None) -> StartPlan:
+          model_config: dict[str, Any] | None, reach_error: str | None = None, *,
+          config_source: str | None = None) -> StartPlan:
     """The plan from what was read; ``ValueError`` with the fix when there is no config.json to plan with."""
     from sparktui.domain.history import HistoryStore, setup_of
     from sparktui.domain.lifecycle.memory_fit import settings_of
@@ -141,6 +143,8 @@ def build(config: SparkConfig, memory: dict[str, tuple[int, int]], model_dir: Mo
         weights_source = (f"counted from config.json: {params.total / 1e9:.1f} B parameters × "
                           f"{params.weight_bytes:g} bytes, the heaviest GPU {per_gpu / 2**30:.1f} GiB")
     notes = [reach_error] if reach_error else []
+    if config_source:
+        notes.append(f"model shape from {config_source} (--model-config), not from the head")
     nodes = []
     for node in config.nodes:
         mem = memory.get(node.name)
