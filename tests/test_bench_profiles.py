@@ -98,3 +98,15 @@ def test_the_baseline_is_the_newest_sweep_with_the_same_fingerprint():
     assert latest_with_fingerprint(records, _fp().key) is same_new
     assert latest_with_fingerprint(records, _fp().key, profile="short") is None
     assert latest_with_fingerprint(records, "000000000000") is None
+
+
+def test_the_exporter_keeps_one_series_per_concurrency_for_a_profile():
+    """A depth sweep's deeper levels would repeat the same (concurrency) label set: only depth 0 goes out."""
+    from sparktui.remote.exporter import SparkCollector
+
+    record = _record((_level(1, 20.0, 0.05), _level(1, 15.0, 0.066, depth=4096)), _fp(), 1000.0)
+    series: list[tuple[str, tuple[str, ...], float | None]] = []
+    SparkCollector._bench(record, lambda name, labels, value: series.append((name, tuple(labels), value)))
+    rates = [(labels, value) for name, labels, value in series
+             if name == "sparktui_bench_output_tokens_per_second"]
+    assert rates == [(("1",), 20.0)]
