@@ -134,6 +134,12 @@ def _le(value: str) -> float:
     return math.inf if value in ("+Inf", "Inf", "inf") else float(value)
 
 
+def _add_position(per_position: dict[int, float], family: str, labels: Mapping[str, str], value: float) -> None:
+    if family == PER_POSITION_NAME and labels.get("position", "").isdigit():
+        pos = int(labels["position"])
+        per_position[pos] = per_position.get(pos, 0.0) + value
+
+
 def parse_metrics(
     text: str, model_name: str | None = None, families: Iterable[str] | None = None, *,
     stats_enabled: bool | None = None,
@@ -166,14 +172,13 @@ def parse_metrics(
                 if name.endswith("_total"):
                     base = name.removesuffix("_total")
                     counters[base] = counters.get(base, 0.0) + value
+                    _add_position(per_position, base, sample.labels, value)
                 else:
                     gauges.setdefault(name, []).append(value)
             elif kind == "counter":
                 if name.endswith("_total"):
                     counters[family.name] = counters.get(family.name, 0.0) + value
-                    if family.name == PER_POSITION_NAME and sample.labels.get("position", "").isdigit():
-                        pos = int(sample.labels["position"])
-                        per_position[pos] = per_position.get(pos, 0.0) + value
+                    _add_position(per_position, family.name, sample.labels, value)
             elif kind == "gauge":
                 gauges.setdefault(family.name, []).append(value)
             elif kind == "histogram":
