@@ -20,19 +20,17 @@ PUBLIC = Path(__file__).parent / "public_logs"
 V0_LINE = ("INFO 05-14 10:02:11 metrics.py:467] Speculative metrics: Draft acceptance rate: 0.652, System "
            "efficiency: 0.570, Number of speculative tokens: 4, Number of accepted tokens: 1234, Number of "
            "draft tokens: 1892, Number of emitted tokens: 1680.")   # vllm/engine/metrics.py (0.5–0.9)
-V0_OLD_LINE = ("INFO 05-14 10:02:11 metrics.py:334] Speculative metrics: Draft acceptance rate: 0.500, System "
-               "efficiency: 0.400, Number of speculative tokens: 5, Number of accepted tokens: 50, Number of "
-               "draft tokens tokens: 100, Number of emitted tokens tokens: 80.")  # 0.4.x: "tokens tokens"
+V0_OLD_LINE = ("INFO 05-14 10:02:11 metrics.py:334] Speculative metrics: Draft acceptance rate: 0.500, "
+               "System efficiency: 0.400, Number of speculative tokens: 5, Number of accepted tokens: 50, "
+               "Number of draft tokens tokens: 100, Number of emitted tokens tokens: 80.")  # 0.4.x
 V1_083_LINE = ("INFO 04-01 12:00:00 [metrics.py:52] SpecDecoding metrics: Draft acceptance rate: 65.2%, "
                "Accepted: 1234 tokens, Drafted: 1892 tokens")   # vllm/v1/spec_decode/metrics.py, 0.8.3
 V1_085_LINE = ("INFO 05-20 12:00:00 [metrics.py:82] SpecDecoding metrics: Draft acceptance rate: 60.1%, Mean "
                "acceptance length: 2.80, Accepted: 540 tokens, Drafted: 900 tokens, Per-position acceptance "
                "rate: 0.800, 0.600, 0.400")                      # 0.8.5–0.9
-# 0.10 on: a real line of tests/public_logs/18 (vLLM 0.20.1 on a DGX Spark, DFlash drafter).
-V1_NOW_LINE = ("(APIServer pid=77) INFO 06-08 04:39:10 [metrics.py:120] SpecDecoding metrics: Mean acceptance "
-               "length: 2.43, Accepted throughput: 1.00 tokens/s, Drafted throughput: 10.50 tokens/s, "
-               "Accepted: 10 tokens, Drafted: 105 tokens, Per-position acceptance rate: 0.714, 0.286, 0.143, "
-               "Avg Draft acceptance rate: 9.5%")
+# 0.10 on: a real line of tests/public_logs/18 (vLLM 0.20.1 on a DGX Spark, DFlash drafter, 15 positions).
+V1_NOW_LINE = next(line for line in (PUBLIC / "18-dgx-spark-gemma26-dflash-ready.log").read_text()
+                   .splitlines() if "Mean acceptance length: 2.43" in line)
 
 
 @pytest.mark.parametrize(("line", "rate", "length", "positions"), [
@@ -40,9 +38,10 @@ V1_NOW_LINE = ("(APIServer pid=77) INFO 06-08 04:39:10 [metrics.py:120] SpecDeco
     (V0_OLD_LINE, 0.5, 1 + 0.5 * 5, ()),
     (V1_083_LINE, 0.652, None, ()),
     (V1_085_LINE, 0.601, 2.80, (0.8, 0.6, 0.4)),
-    (V1_NOW_LINE, 0.095, 2.43, (0.714, 0.286, 0.143)),
+    (V1_NOW_LINE, 0.095, 2.43, (0.714, 0.286, 0.143, 0.143, 0.143) + (0.0,) * 10),
 ], ids=["v0", "v0.4", "v1-0.8.3", "v1-0.8.5", "v1-now"])
-def test_every_format_string(line: str, rate: float, length: float | None, positions: tuple[float, ...]) -> None:
+def test_every_format_string(line: str, rate: float, length: float | None,
+                             positions: tuple[float, ...]) -> None:
     reading = spec_decode.parse(line)
     assert reading is not None
     assert reading.acceptance_rate == pytest.approx(rate)
@@ -53,7 +52,7 @@ def test_every_format_string(line: str, rate: float, length: float | None, posit
 def test_counts_and_throughput_of_the_current_line() -> None:
     reading = spec_decode.parse(V1_NOW_LINE)
     assert reading is not None
-    assert (reading.accepted, reading.drafted, reading.accepted_per_s) == (10, 105, 1.0)
+    assert (reading.accepted, reading.drafted, reading.accepted_per_s) == (10, 105, 0.12)
 
 
 def test_an_idle_interval_and_other_lines() -> None:
@@ -118,7 +117,8 @@ def _exposition(drafts: float, draft_tokens: float, accepted: float, per_pos: li
     if per_pos is not None:
         name = "vllm:spec_decode_num_accepted_tokens_per_pos"
         lines.append(f"# TYPE {name}_total counter")
-        lines += [f'{name}_total{{engine="0",model_name="m",position="{i}"}} {v}' for i, v in enumerate(per_pos)]
+        lines += [f'{name}_total{{engine="0",model_name="m",position="{i}"}} {v}'
+                  for i, v in enumerate(per_pos)]
     lines += ["# TYPE vllm:num_requests_running gauge", 'vllm:num_requests_running{model_name="m"} 1.0']
     return "\n".join(lines) + "\n"
 

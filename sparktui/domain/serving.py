@@ -134,7 +134,8 @@ def _le(value: str) -> float:
     return math.inf if value in ("+Inf", "Inf", "inf") else float(value)
 
 
-def _add_position(per_position: dict[int, float], family: str, labels: Mapping[str, str], value: float) -> None:
+def _add_position(per_position: dict[int, float], family: str, labels: Mapping[str, str],
+                  value: float) -> None:
     if family == PER_POSITION_NAME and labels.get("position", "").isdigit():
         pos = int(labels["position"])
         per_position[pos] = per_position.get(pos, 0.0) + value

@@ -199,8 +199,10 @@ class ServingPace:
         early = self.early_acceptance
         slow: SlowServing | None = None
         if self._low_accept_since is not None and now - self._low_accept_since >= self.settings.slow_seconds:
-            slow = SlowServing("acceptance", now - self._low_accept_since, acceptance=acceptance,
-                               early_acceptance=early)
+            slow = SlowServing("acceptance", now - self._low_accept_since,
+                               snap.generation_tokens_per_s if level is not None else None,
+                               None if level is None else level[1], None if level is None else level[0],
+                               acceptance, early)
         if self._slow_since is not None and now - self._slow_since >= self.settings.slow_seconds \
                 and level is not None:
             slow = SlowServing("throughput", now - self._slow_since, snap.generation_tokens_per_s, level[1],

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Substrings of the lines this module reads (the stage machine's keyword prefilter uses them).
-KEYWORDS: tuple[str, ...] = ("SpecDecoding metrics", "Speculative metrics")
+KEYWORDS: tuple[str, ...] = ("SpecDecoding metrics", "Speculative metrics: Draft")
 
 _NUM = r"(-?(?:\d+(?:\.\d*)?|\.\d+)|nan|inf)"
 _MEAN_LENGTH = re.compile(r"Mean acceptance length: " + _NUM)
