@@ -138,6 +138,17 @@ class SlowServing:
         text = f"serving slower than it should for {_minutes(self.seconds)}: " + "; ".join(parts)
         return text + (f" — likely {self.cause}" if self.cause else "")
 
+    def short(self) -> str:
+        """One line for the serving view: ``slower than it should (5 min): 24 vs 40 tok/s, 60 %``."""
+        ratio = self.ratio
+        if self.rule == "throughput" and ratio is not None:
+            figures = f"{self.tok_s:.0f} vs {self.expected_tok_s:.0f} tok/s, {100 * ratio:.0f} %"
+        elif self.acceptance is not None and self.early_acceptance is not None:
+            figures = f"acceptance {100 * self.acceptance:.0f} % (was {100 * self.early_acceptance:.0f} %)"
+        else:
+            figures = self.rule
+        return f"slower than it should ({_minutes(self.seconds)}): {figures}"
+
     def to_json(self) -> dict[str, Any]:
         ratio = self.ratio
         return {"rule": self.rule, "seconds": round(self.seconds, 1), "output_tok_s": _r(self.tok_s),
