@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparktui.domain.events import EngineChanged, EngineState, ServingSampled
+from sparktui.domain.pace_reading import PaceReading, SlowServing
 from sparktui.domain.serving import ServingSnapshot, SpecAcceptance
-from sparktui.domain.serving_pace import PaceReading, SlowServing
 from sparktui.ui.widgets.engine_panel import ServingView
 from tests.ui_fakes import make_app, settle
 

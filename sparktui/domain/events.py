@@ -24,9 +24,9 @@ from sparktui.domain.stage_names import STAGE_LABELS, STAGES
 if TYPE_CHECKING:   # the modules these come from cost their imports: named for the types only
     from sparktui.domain.history import RunRecord
     from sparktui.domain.logs import LogRecord
+    from sparktui.domain.pace_reading import SlowServing
     from sparktui.domain.presence import SupervisorPresence
     from sparktui.domain.serving import ServingSnapshot
-    from sparktui.domain.serving_pace import SlowServing
     from sparktui.domain.telemetry import ProcessRow, Rates, Sample
 
 

@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sparktui.probe import has_vllm_stats, only_families
 
 if TYPE_CHECKING:
-    from sparktui.domain.serving_pace import PaceReading
+    from sparktui.domain.pace_reading import PaceReading
 
 # ---- the version-tolerant name map ----------------------------------------------------------------
 # Each canonical quantity lists its exposition names, newest first. Counter names are the family names
