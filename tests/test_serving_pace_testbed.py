@@ -18,6 +18,7 @@ from sparktui.domain.bench import BenchPlan, BenchRecord
 from sparktui.domain.events import Event, ServingSampled, ServingSlow
 from sparktui.domain.logs import timeline_from_bytes
 from sparktui.domain.serving_pace import PaceSettings, ServingPace, baseline_from
+from sparktui.remote.api_client import EngineApi
 from sparktui.remote.bench_runner import run_builtin_sweep, timed_request
 from sparktui.remote.serving_watch import ServingWatch, verify_ready
 from tests.test_serving_testbed import SERVED, RunningEngine, StartEngine, ray_host, start_engine
@@ -52,7 +53,10 @@ async def _until(condition: Callable[[], bool], seconds: float, what: str) -> No
 
 async def _watched(engine: RunningEngine, pace: ServingPace, events: list[Event],
                    body: Callable[[], Awaitable[None]]) -> None:
-    watch = ServingWatch(engine.api, ready_at=engine.ready_at, interval=0.5, window_seconds=2.0, pace=pace)
+    # The watch reads through a connection of its own, as the dashboard's (the head's probe) does: its
+    # scrapes never wait behind the load's requests.
+    api = await EngineApi.connect(engine.transport, "127.0.0.1", engine.port)
+    watch = ServingWatch(api, ready_at=engine.ready_at, interval=0.5, window_seconds=2.0, pace=pace)
     tasks = [asyncio.create_task(watch.run(events.append)), asyncio.create_task(_load(engine))]
     try:
         await body()
@@ -62,6 +66,7 @@ async def _watched(engine: RunningEngine, pace: ServingPace, events: list[Event]
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await api.aclose()
 
 
 def _slow(events: list[Event]) -> list[ServingSlow]:
