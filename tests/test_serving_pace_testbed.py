@@ -11,6 +11,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,12 +53,15 @@ async def _until(condition: Callable[[], bool], seconds: float, what: str) -> No
 
 
 async def _watched(engine: RunningEngine, pace: ServingPace, events: list[Event],
-                   body: Callable[[], Awaitable[None]]) -> None:
+                   body: Callable[[], Awaitable[None]], *, load_first: bool = True) -> None:
+    """``body`` while the engine is watched (and, with ``load_first``, under load from the start)."""
     # The watch reads through a connection of its own, as the dashboard's (the head's probe) does: its
     # scrapes never wait behind the load's requests.
     api = await EngineApi.connect(engine.transport, "127.0.0.1", engine.port)
     watch = ServingWatch(api, ready_at=engine.ready_at, interval=0.5, window_seconds=2.0, pace=pace)
-    tasks = [asyncio.create_task(watch.run(events.append)), asyncio.create_task(_load(engine))]
+    tasks: list[asyncio.Task[Any]] = [asyncio.create_task(watch.run(events.append))]
+    if load_first:
+        tasks.append(asyncio.create_task(_load(engine)))
     try:
         await body()
     finally:
@@ -78,35 +82,54 @@ async def test_serving_slower_than_its_benchmark(start_engine: StartEngine) -> N
     engine = await start_engine("--standin-stats-interval", "1",
                                 env={"PYTHONPATH": ROOT, "SPARKTUI_STANDIN_RUNTIME_FILE": knobs})
     assert (await verify_ready(engine.api, model=SERVED, retry_interval=0.2)).ok
-    # The baseline: a real benchmark of this engine (one stream), as `sparktui bench` records it.
-    plan = BenchPlan(concurrency=(1,), input_len=16, output_len=24, requests=10, warmup=1)
-    outcome = await run_builtin_sweep(engine.api, SERVED, plan)
-    record = BenchRecord(time.time(), "/models/standin-model", "", tuple(outcome.levels), 16, 24, "builtin")
-    baseline = baseline_from([record], "/models/standin-model", "", ())
-    assert baseline is not None
-    bench_tok_s = baseline.levels[0][1]
-    pace = ServingPace(PaceSettings(slow_ratio=0.8, slow_seconds=4.0), baseline)
+    pace = ServingPace(PaceSettings(slow_ratio=0.8, slow_seconds=4.0))
     events: list[Event] = []
+    bench_tok_s = 0.0
+    knob_at = 0.0
 
     async def body() -> None:
-        # At full speed first: the engine serves as fast as its benchmark (no verdict).
-        await _until(lambda: any(isinstance(e, ServingSampled) and e.snapshot.pace is not None
-                                 and e.snapshot.pace.ratio is not None for e in events),
-                     20, "comparable sample")
-        await _knob(engine, knobs, "speed=0.5")
-        await _until(lambda: bool(_slow(events)), 40, '"slower than it should"')
+        nonlocal bench_tok_s, knob_at
+        # The baseline: a real benchmark of this engine (one stream), as `sparktui bench` records it, taken
+        # while the engine is watched (as in the dashboard, whose probe reads /metrics all along).
+        plan = BenchPlan(concurrency=(1,), input_len=16, output_len=24, requests=12, warmup=1)
+        outcome = await run_builtin_sweep(engine.api, SERVED, plan)
+        record = BenchRecord(time.time(), "/models/standin-model", "", tuple(outcome.levels), 16, 24,
+                             "builtin")
+        pace.baseline = baseline_from([record], "/models/standin-model", "", ())
+        assert pace.baseline is not None
+        bench_tok_s = pace.baseline.levels[0][1]
+        load = asyncio.create_task(_load(engine))
+        try:
+            # At full speed first: as fast as its benchmark, and no verdict.
+            await _until(lambda: len(_ratios(events)) >= 6, 20, "comparable samples")
+            knob_at = time.time()
+            await _knob(engine, knobs, "speed=0.5")
+            await _until(lambda: bool(_slow(events)), 40, '"slower than it should"')
+        finally:
+            load.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await load
 
-    await _watched(engine, pace, events, body)
-    ratios = [e.snapshot.pace.ratio for e in events if isinstance(e, ServingSampled) and e.snapshot.pace
-              and e.snapshot.pace.ratio is not None]
-    slow = _slow(events)[0].slow
-    assert len(_slow(events)) == 1
+    await _watched(engine, pace, events, body, load_first=False)
+    before = [ratio for at, ratio in _ratios(events) if at < knob_at]
+    assert before and sorted(before)[len(before) // 2] > 0.8, before   # serving at its benchmark's speed
+    slow_events = _slow(events)
+    assert len(slow_events) == 1
+    slow = slow_events[0].slow
     assert slow.rule == "throughput" and slow.concurrency == 1
     assert slow.expected_tok_s == pytest.approx(bench_tok_s)
     assert slow.ratio is not None and 0.3 < slow.ratio < 0.8, slow.describe()
-    assert max(ratios) > 0.8                    # it did serve at its benchmark's speed before the knob
     assert slow.describe().startswith("serving slower than it should for ")
     assert f"vs {bench_tok_s:.1f} at c=1 in the last benchmark" in slow.describe()
+    slow_at = next(e.snapshot.at for e in events if isinstance(e, ServingSampled) and e.snapshot.pace
+                   and e.snapshot.pace.raised)
+    assert slow_at > knob_at
+
+
+def _ratios(events: list[Event]) -> list[tuple[float, float]]:
+    """(wall time, output tok/s ÷ the benchmark's) of each comparable snapshot."""
+    return [(e.snapshot.at, e.snapshot.pace.ratio) for e in events if isinstance(e, ServingSampled)
+            and e.snapshot.pace is not None and e.snapshot.pace.ratio is not None]
 
 
 async def test_speculative_acceptance_reported_and_its_drop_detected(
