@@ -200,3 +200,15 @@ def test_speculative_config_and_runtime_file(tmp_path: Path) -> None:
     knobs.write_text("acceptance=0.4\nspeed = 0.5\nbogus\nacceptance=7\n")
     assert read_runtime_file(str(knobs)) == {"acceptance": 0.4, "speed": 0.5}
     assert read_runtime_file(str(tmp_path / "missing")) == {}
+
+
+def test_status_json_carries_the_logs_acceptance() -> None:
+    from sparktui.remote.engine_status import log_stage
+
+    stage = log_stage((PUBLIC / "34-dgx-spark-qwen3.6-35b-nvfp4-mtp-stop.log").read_bytes(), 1)
+    assert stage["speculative"] == {
+        "acceptance_rate": 1.0, "first_acceptance_rate": 0.81, "mean_acceptance_length": 4.0,
+        "per_position": [1.0, 1.0, 1.0],
+        "detail": "speculative decoding: acceptance 100 %, mean length 4.00, first 81 %"}
+    plain = log_stage((PUBLIC / "27-v0.19.1-ready.log").read_bytes(), 1)
+    assert "speculative" not in plain
