@@ -119,7 +119,7 @@ def test_with_a_baseline_the_figures_and_the_acceptance_cause_go_together() -> N
 def test_the_likely_cause(evidence: Evidence, cause: str | None) -> None:
     pace = ServingPace(SETTINGS, BASE)
     _feed(pace, 0, 290, 10, tok_s=20.0)
-    slow = pace.observe(_snap(20.0), 300.0, evidence).slow
+    slow = pace.observe(_snap(20.0), 300.0, lambda: evidence).slow
     assert slow is not None
     assert (slow.cause or None) == cause or (cause is not None and (slow.cause or "").startswith(cause))
 

@@ -20,7 +20,7 @@ held down (telemetry's clock events), a cold start (the slowdown began right aft
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -128,8 +128,9 @@ class ServingPace:
         self._early = (0.0, 0.0)
         self._reported = False
 
-    def observe(self, snap: ServingSnapshot, now: float, evidence: Evidence | None = None) -> PaceReading:
-        evidence = evidence or Evidence()
+    def observe(self, snap: ServingSnapshot, now: float,
+                evidence: Callable[[], Evidence] | None = None) -> PaceReading:
+        """Judge one snapshot; ``evidence`` is asked only when a rule holds (to name the cause)."""
         if snap.counter_reset:
             self.reset()
         ratio, level = self._throughput(snap, now)
@@ -149,9 +150,10 @@ class ServingPace:
             self._reported = False
             return PaceReading(None, False, ratio, early)
         began = now - slow.seconds
-        slow = _with_cause(slow, evidence, self._low_accept_since is not None,
-                           evidence.served_seconds is not None
-                           and evidence.served_seconds - (now - began) <= self.settings.cold_start_seconds)
+        known = evidence() if evidence is not None else Evidence()
+        slow = _with_cause(slow, known, self._low_accept_since is not None,
+                           known.served_seconds is not None
+                           and known.served_seconds - (now - began) <= self.settings.cold_start_seconds)
         raised = not self._reported
         self._reported = True
         return PaceReading(slow, raised, ratio, early)

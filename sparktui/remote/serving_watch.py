@@ -140,7 +140,7 @@ class ServingWatch:
         self.model_name = model_name
         self.detector = CrashDetector(ready_at, health_fail_seconds)
         self.tracker = ServingTracker(window_seconds=window_seconds)
-        #: "Serving slower than it should": each snapshot judged, with what ``evidence`` knows then.
+        #: "Serving slower than it should": each snapshot judged; ``evidence`` asked while a rule holds.
         self.pace = pace
         self.evidence = evidence
         self.process_alive = process_alive
@@ -180,7 +180,7 @@ class ServingWatch:
         now = self.clock()
         snapshot = self.tracker.update(sample, now)
         if self.pace is not None:
-            reading = self.pace.observe(snapshot, now, self.evidence() if self.evidence is not None else None)
+            reading = self.pace.observe(snapshot, now, self.evidence)
             snapshot = dataclasses.replace(snapshot, pace=reading)
         self.last_snapshot = snapshot
         return verdict, snapshot
