@@ -180,6 +180,8 @@ class ServingPace:
     def _acceptance(self, snap: ServingSnapshot, now: float) -> float | None:
         spec = snap.spec
         if spec is None:
+            if not snap.requests_running:
+                self._low_accept_since = None    # idle: a drop must be seen again while drafting
             return None
         if self._drafting_since is None:
             self._drafting_since = now
