@@ -6,7 +6,9 @@ The backend calls, in order:
    is *verifying* meanwhile): ``/health`` → ``/v1/models`` → one tiny chat completion. The engine is
    *ready* only when that returns; ``ReadyCheck.ttft_seconds`` goes into ``EngineChanged``.
 2. ``ServingWatch(source, ready_at=…).run(sink)`` until it returns a ``Crash`` (or is cancelled on stop):
-   it reads ``/health`` and ``/metrics`` every ``interval`` seconds, posts ``ServingSampled`` events,
+   it reads ``/health`` and ``/metrics`` every ``interval`` seconds, posts ``ServingSampled`` events
+   (each judged by ``ServingPace`` when given one: ``ServingSlow`` and a notice, once, when serving turns
+   slower than it should),
    and decides a crash when ``/health`` fails for ``health_fail_seconds`` or the engine process is gone
    (``process_alive``). The backend then sets *failed* with ``crash.describe(root_cause_from_log)`` and
    asks ``RestartBudget`` whether to restart.
