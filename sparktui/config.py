@@ -235,6 +235,14 @@ class ServingConfig(_Model):
     wedge_power_w: Annotated[float, Field(ge=0, strict=False)] = 30.0
     smoke_prompt: NonEmpty = "Say hello in five words."
     smoke_max_tokens: Annotated[int, Field(ge=1)] = 32
+    #: "Serving slower than it should" (sparktui.domain.serving_pace): output tok/s below this share of the
+    #: last benchmark's (same model, image, flags) at comparable load, for ``slow_seconds``; or speculative
+    #: decoding's acceptance below ``1 - acceptance_drop`` of its level over the first
+    #: ``acceptance_early_seconds`` of drafting, for as long.
+    slow_ratio: Annotated[float, Field(gt=0, lt=1, strict=False)] = 0.8
+    slow_seconds: Annotated[float, Field(gt=0, strict=False)] = 300.0
+    acceptance_drop: Annotated[float, Field(gt=0, lt=1, strict=False)] = 1.0 / 3.0
+    acceptance_early_seconds: Annotated[float, Field(gt=0, strict=False)] = 120.0
 
 
 class UIConfig(_Model):
@@ -297,10 +305,12 @@ class UpgradeConfig(_Model):
 
 
 #: The state changes ``[notify]`` can announce (``sparktui.domain.notify``); ``given_up``: the supervisor
-#: stopped trying; ``rebooted``: the supervisor saw a node's boot id change (with its previous boot's cause).
-NotifyEvent = Literal["ready", "failed", "wedged", "degraded", "node_lost", "stopped", "given_up", "rebooted"]
+#: stopped trying; ``rebooted``: the supervisor saw a node's boot id change (with its previous boot's cause);
+#: ``slower``: serving slower than it should (``[serving] slow_ratio``).
+NotifyEvent = Literal["ready", "failed", "wedged", "degraded", "node_lost", "stopped", "given_up", "rebooted",
+                      "slower"]
 NOTIFY_EVENTS: tuple[NotifyEvent, ...] = ("ready", "failed", "wedged", "degraded", "node_lost", "stopped",
-                                          "given_up", "rebooted")
+                                          "given_up", "rebooted", "slower")
 
 
 class NotifyConfig(_Model):

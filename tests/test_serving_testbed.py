@@ -82,14 +82,15 @@ async def _collect(process: RemoteProcess, output: bytearray) -> None:
 
 @pytest.fixture
 async def start_engine(ray_host: Testbed) -> AsyncIterator[StartEngine]:
-    """``await start_engine(*stand-in flags)`` → a stand-in that logged "Application startup complete"."""
+    """``await start_engine(*stand-in flags, env={...})`` → a stand-in that logged "Application startup
+    complete"."""
     node = ray_host.spark_config().node(HOST)
     transport = SSHTransport(node)
     await transport.connect()
     await transport.wait_connected(10)
     started: list[tuple[RunningEngine, asyncio.Task[None]]] = []
 
-    async def start(*flags: str) -> RunningEngine:
+    async def start(*flags: str, env: dict[str, str] | None = None) -> RunningEngine:
         port = next(_PORTS)
         argv = [
             PYTHON, "-m", "sparktui.sim.vllm_standin", "serve", "/models/standin-model",
@@ -97,9 +98,9 @@ async def start_engine(ray_host: Testbed) -> AsyncIterator[StartEngine]:
             "--distributed-executor-backend", "ray", "--host", "0.0.0.0", "--port", str(port),
             "--standin-pace", "2", *flags,
         ]
-        env = {"RAY_ADDRESS": f"{ray_host.ip(HOST)}:{RAY_PORT}", "RAY_USAGE_STATS_ENABLED": "0",
-               "PYTHONUNBUFFERED": "1"}
-        process = await transport.start(argv, env=env)
+        environ = {"RAY_ADDRESS": f"{ray_host.ip(HOST)}:{RAY_PORT}", "RAY_USAGE_STATS_ENABLED": "0",
+                   "PYTHONUNBUFFERED": "1", **(env or {})}
+        process = await transport.start(argv, env=environ)
         output = bytearray()
         reader = asyncio.create_task(_collect(process, output))
         deadline = time.monotonic() + 90

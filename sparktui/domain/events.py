@@ -24,6 +24,7 @@ from sparktui.domain.stage_names import STAGE_LABELS, STAGES
 if TYPE_CHECKING:   # the modules these come from cost their imports: named for the types only
     from sparktui.domain.history import RunRecord
     from sparktui.domain.logs import LogRecord
+    from sparktui.domain.pace_reading import SlowServing
     from sparktui.domain.presence import SupervisorPresence
     from sparktui.domain.serving import ServingSnapshot
     from sparktui.domain.telemetry import ProcessRow, Rates, Sample
@@ -257,6 +258,17 @@ class ServingSampled:
 
 
 @dataclass(frozen=True)
+class ServingSlow:
+    """Serving slower than it should (``sparktui.domain.serving_pace``): posted once when a rule starts to
+    hold; ``slow`` carries the figures and the likely cause."""
+
+    slow: SlowServing
+
+    def describe(self) -> str:
+        return self.slow.describe()
+
+
+@dataclass(frozen=True)
 class Notice:
     """Something to tell the person once (a toast)."""
 
@@ -291,7 +303,7 @@ class ImageSeen:
 
 Event = (
     NodeLinkChanged | NodeIdentified | NodeSampled | LogRecords | EngineChanged | OperationChanged
-    | OperationBusy | ServingSampled | Notice | SupervisorSeen | ImageSeen
+    | OperationBusy | ServingSampled | ServingSlow | Notice | SupervisorSeen | ImageSeen
 )
 EventSink = Callable[[Event], None]
 #: Every kind of event, for an observer that reads them all.

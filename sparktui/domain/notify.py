@@ -2,7 +2,8 @@
 
 Fed the one event stream (``sparktui.domain.events``) — the dashboard's and the headless verbs' alike —
 ``NotificationFilter.feed`` returns a ``Notification`` when the engine *enters* ready, failed, wedged,
-degraded or stopped, or a node's link is lost after it was up; repeats of the same state say nothing.
+degraded or stopped, or a node's link is lost after it was up, or serving turns slower than it should
+(``slower``, ``sparktui.domain.serving_pace``); repeats of the same state say nothing.
 Rate limit: one notification per (event, node) per ``min_interval`` seconds; the ones held back are
 counted and the next one that goes out says how many (``suppressed``).
 """
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sparktui.domain.events import EngineChanged, EngineState, Event, NodeLinkChanged
+from sparktui.domain.events import EngineChanged, EngineState, Event, NodeLinkChanged, ServingSlow
 
 #: Engine states announced, by the event name used in the payload and in ``[notify] events``.
 ENGINE_EVENTS: dict[EngineState, str] = {
@@ -30,7 +31,7 @@ LOST_PHASES = frozenset({"retrying", "failed"})
 
 @dataclass(frozen=True)
 class Notification:
-    event: str                  # ready | failed | wedged | degraded | node_lost | stopped
+    event: str                  # ready | failed | wedged | degraded | node_lost | stopped | slower …
     detail: str
     cluster: str
     at: float                   # epoch seconds
@@ -70,6 +71,8 @@ class NotificationFilter:
                 return None
             return self._limit(name, None, event.detail or f"engine {event.state.value}",
                                previous.value if previous is not None else None)
+        if isinstance(event, ServingSlow):
+            return self._limit("slower", None, event.describe(), None)
         if isinstance(event, NodeLinkChanged):
             before = self._links.get(event.node)
             self._links[event.node] = event.phase

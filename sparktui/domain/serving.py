@@ -23,10 +23,14 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from sparktui.probe import has_vllm_stats, only_families
+
+if TYPE_CHECKING:
+    from sparktui.domain.pace_reading import PaceReading
 
 # ---- the version-tolerant name map ----------------------------------------------------------------
 # Each canonical quantity lists its exposition names, newest first. Counter names are the family names
@@ -47,7 +51,14 @@ COUNTER_NAMES: Mapping[str, tuple[str, ...]] = {
     "generation_tokens": ("vllm:generation_tokens",),
     "requests_finished": ("vllm:request_success",),
     "preemptions": ("vllm:num_preemptions",),
+    # Speculative decoding (``--speculative-config``): V1 from 0.8.5; V0 had the two token counters too.
+    "spec_drafts": ("vllm:spec_decode_num_drafts",),
+    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens",),
+    "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens",),
 }
+
+#: Accepted tokens by draft position (label ``position``, "0".."k-1"), V1 from 0.8.5.
+PER_POSITION_NAME = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 #: Prefix-cache counters come in pairs: hits and queries must be read under the same naming, because
 #: the old pair counted *blocks* (≤0.8) and the new one counts tokens.
@@ -72,7 +83,7 @@ LEGACY_NAMES: frozenset[str] = frozenset({
 #: Counters and histograms whose deltas the tracker uses (a decrease of any of them is a reset).
 TRACKED_COUNTERS: tuple[str, ...] = (
     "prompt_tokens", "generation_tokens", "requests_finished", "preemptions",
-    "prefix_cache_hits", "prefix_cache_queries",
+    "prefix_cache_hits", "prefix_cache_queries", "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens",
 )
 
 
@@ -111,6 +122,8 @@ class ParsedMetrics:
 
     #: False when no ``vllm:`` family is present: the server runs with ``--disable-log-stats``.
     stats_enabled: bool = True
+    #: ``PER_POSITION_NAME`` by its ``position`` label (summed over engines)
+    accepted_per_position: Mapping[int, float] = field(default_factory=dict)
 
 
 class MetricsParseError(ValueError):
@@ -119,6 +132,13 @@ class MetricsParseError(ValueError):
 
 def _le(value: str) -> float:
     return math.inf if value in ("+Inf", "Inf", "inf") else float(value)
+
+
+def _add_position(per_position: dict[int, float], family: str, labels: Mapping[str, str],
+                  value: float) -> None:
+    if family == PER_POSITION_NAME and labels.get("position", "").isdigit():
+        pos = int(labels["position"])
+        per_position[pos] = per_position.get(pos, 0.0) + value
 
 
 def parse_metrics(
@@ -137,6 +157,7 @@ def parse_metrics(
     hist_buckets: dict[str, dict[float, float]] = {}
     hist_count: dict[str, float] = {}
     hist_sum: dict[str, float] = {}
+    per_position: dict[int, float] = {}
     try:
         metric_families = list(text_string_to_metric_families(text))
     except ValueError as exc:
@@ -152,11 +173,13 @@ def parse_metrics(
                 if name.endswith("_total"):
                     base = name.removesuffix("_total")
                     counters[base] = counters.get(base, 0.0) + value
+                    _add_position(per_position, base, sample.labels, value)
                 else:
                     gauges.setdefault(name, []).append(value)
             elif kind == "counter":
                 if name.endswith("_total"):
                     counters[family.name] = counters.get(family.name, 0.0) + value
+                    _add_position(per_position, family.name, sample.labels, value)
             elif kind == "gauge":
                 gauges.setdefault(family.name, []).append(value)
             elif kind == "histogram":
@@ -179,7 +202,8 @@ def parse_metrics(
         for base, buckets in hist_buckets.items()
         if buckets
     }
-    return ParsedMetrics({k: tuple(v) for k, v in gauges.items()}, counters, histograms, stats_enabled)
+    return ParsedMetrics({k: tuple(v) for k, v in gauges.items()}, counters, histograms, stats_enabled,
+                         per_position)
 
 
 # ---- layer 2: canonical names ---------------------------------------------------------------------
@@ -195,6 +219,8 @@ class ServingSample:
     counters: Mapping[str, float] = field(default_factory=dict)
     histograms: Mapping[str, Histogram] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)
+    #: accepted tokens at each draft position (speculative decoding), position 0 first
+    spec_accepted_per_position: tuple[float, ...] = ()
 
 
 def _first_present(names: Iterable[str], table: Mapping[str, object]) -> str | None:
@@ -242,6 +268,8 @@ def resolve(parsed: ParsedMetrics) -> ServingSample:
         counters=counters,
         histograms=histograms,
         sources=sources,
+        spec_accepted_per_position=tuple(parsed.accepted_per_position.get(i, 0.0)
+                                         for i in range(max(parsed.accepted_per_position, default=-1) + 1)),
     )
 
 
@@ -251,6 +279,7 @@ WANTED_FAMILIES: tuple[str, ...] = tuple(sorted({
     *(n for names in COUNTER_NAMES.values() for n in names),
     *(n for pair in PREFIX_CACHE_PAIRS for n in pair),
     *(n for names in HISTOGRAM_NAMES.values() for n in names),
+    PER_POSITION_NAME,
 }))
 
 
@@ -349,6 +378,43 @@ class LatencyQuantiles:
 
 
 @dataclass(frozen=True)
+class SpecAcceptance:
+    """Speculative decoding over the window, from the ``vllm:spec_decode_*`` counters' deltas (vLLM's own
+    definitions): ``rate`` = accepted ÷ drafted tokens; ``mean_length`` = 1 + accepted ÷ drafts (tokens per
+    step, the bonus token included; ``None`` before V1, which has no drafts counter); ``per_position``: the
+    share of drafts whose token at that position was accepted."""
+
+    rate: float
+    drafted_tokens: float
+    mean_length: float | None = None
+    per_position: tuple[float, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {"acceptance_rate": round(self.rate, 4), "drafted_tokens": self.drafted_tokens,
+                "mean_acceptance_length": None if self.mean_length is None else round(self.mean_length, 3),
+                "per_position": [round(p, 4) for p in self.per_position]}
+
+
+def spec_acceptance(current: ServingSample, base: ServingSample) -> SpecAcceptance | None:
+    """The acceptance between two scrapes; ``None`` when nothing was drafted between them (idle, or no
+    speculative decoding) or a counter went down."""
+    def delta(name: str) -> float | None:
+        now, then = current.counters.get(name), base.counters.get(name)
+        return None if now is None or then is None or now < then else now - then
+
+    drafted, accepted = delta("spec_draft_tokens"), delta("spec_accepted_tokens")
+    if not drafted or accepted is None:
+        return None
+    drafts = delta("spec_drafts")
+    per_position: tuple[float, ...] = ()
+    now_pos, then_pos = current.spec_accepted_per_position, base.spec_accepted_per_position
+    if drafts and len(now_pos) == len(then_pos):
+        per_position = tuple(max(0.0, a - b) / drafts for a, b in zip(now_pos, then_pos, strict=True))
+    return SpecAcceptance(min(1.0, accepted / drafted), drafted,
+                          1.0 + accepted / drafts if drafts else None, per_position)
+
+
+@dataclass(frozen=True)
 class ServingHistory:
     """Recent values, oldest first, one per scrape, for sparklines (unknown values as 0.0)."""
 
@@ -359,6 +425,7 @@ class ServingHistory:
     requests_waiting: tuple[float, ...] = ()
     ttft_p95: tuple[float, ...] = ()
     itl_p95: tuple[float, ...] = ()
+    spec_acceptance_rate: tuple[float, ...] = ()   # fraction 0..1 (0.0: unknown or nothing drafted)
 
 
 @dataclass(frozen=True)
@@ -385,6 +452,10 @@ class ServingSnapshot:
     #: The counter itself (the wedge rule watches it stand still while requests are in).
     generation_tokens_total: float | None = None
     history: ServingHistory = field(default_factory=ServingHistory)
+    #: speculative decoding's acceptance over the window (``None``: none, or nothing drafted in it)
+    spec: SpecAcceptance | None = None
+    #: output tok/s against the last benchmark, and "slower than it should" (set by the serving watch)
+    pace: PaceReading | None = None
     #: canonical quantity → the exposition name it was read from (shows which vLLM naming is in use)
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -488,6 +559,7 @@ class ServingTracker:
             counter_reset=reset,
             generation_stalled_seconds=self._stall(sample, at),
             generation_tokens_total=sample.counters.get("generation_tokens"),
+            spec=spec_acceptance(sample, base) if has_base else None,
             sources=dict(sample.sources),
         )
         return self._with_history(snapshot)
@@ -511,6 +583,7 @@ class ServingTracker:
             "requests_waiting": s.requests_waiting,
             "ttft_p95": s.ttft.p95,
             "itl_p95": s.itl.p95,
+            "spec_acceptance_rate": None if s.spec is None else s.spec.rate,
         }
         for name, value in values.items():
             self._rings[name].append(0.0 if value is None else float(value))

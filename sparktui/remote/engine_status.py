@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sparktui.config import SparkConfig
 from sparktui.domain.engine_session import EngineSession
 from sparktui.domain.events import EngineState
+from sparktui.domain.logs import spec_decode
 from sparktui.remote.engine import EngineController
 from sparktui.remote.file_read import read_file
 from sparktui.remote.transport import Transport, TransportError
@@ -54,7 +55,7 @@ def snapshot_of(data: bytes, expected_nodes: int) -> TimelineSnapshot:
 
 def _stage_json(snap: TimelineSnapshot) -> dict[str, Any]:
     failure = snap.failure
-    return {
+    out = {
         "stage": snap.current,
         "outcome": snap.outcome,
         "vllm_version": snap.vllm_version,
@@ -63,6 +64,22 @@ def _stage_json(snap: TimelineSnapshot) -> dict[str, Any]:
                                                  "message": failure.message, "hint": failure.hint},
         "stages": {s.name: s.status for s in snap.stages},
     }
+    speculative = _speculative_json(snap.facts)
+    if speculative is not None:
+        out["speculative"] = speculative
+    return out
+
+
+def _speculative_json(facts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Speculative decoding's acceptance as the log's last stats line gave it (``domain.logs.spec_decode``);
+    ``None`` when the log shows no speculative decoding."""
+    if facts.get("spec_acceptance_rate") is None and facts.get("spec_mean_acceptance_length") is None:
+        return None
+    return {"acceptance_rate": facts.get("spec_acceptance_rate"),
+            "first_acceptance_rate": facts.get("spec_first_acceptance_rate"),
+            "mean_acceptance_length": facts.get("spec_mean_acceptance_length"),
+            "per_position": list(facts.get("spec_per_position") or ()),
+            "detail": spec_decode.describe(facts)}
 
 
 async def engine_status(config: SparkConfig, transports: Mapping[str, Transport],

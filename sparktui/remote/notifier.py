@@ -18,7 +18,7 @@ import httpx
 
 from sparktui.config import NotifyConfig
 from sparktui.domain.deadline import within
-from sparktui.domain.events import EngineChanged, Event, NodeLinkChanged
+from sparktui.domain.events import EngineChanged, Event, NodeLinkChanged, ServingSlow
 from sparktui.domain.notify import Notification, NotificationFilter
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ class Notifier:
     """Call it with every event (it is an ``EventSink``); ``await drain()`` before the process ends."""
 
     #: What can become a notification (``NotificationFilter.feed``): it observes only these.
-    kinds = (EngineChanged, NodeLinkChanged)
+    kinds = (EngineChanged, NodeLinkChanged, ServingSlow)
 
     def __init__(self, config: NotifyConfig, cluster: str, *,
                  clock: Callable[[], float] | None = None) -> None:

@@ -13,6 +13,7 @@ from sparktui.domain.events import Notice
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.logs import nccl
+from sparktui.domain.serving_pace import Evidence, ServingPace, baseline_for, settings_from
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.backend_wiring import BackendWiring
 from sparktui.remote.transport import TransportError
@@ -49,9 +50,12 @@ class ReadyWatch:
         self._head_runtime = P.runtimes(wiring.config)[wiring.config.head.name]
         #: RoCE traffic during the start, to weigh the log's NCCL verdict (sparktui.domain.logs.nccl).
         self._roce = nccl.RoceActivity()
+        #: Each node's GPU clock events now (thermal, power cap …): evidence for a slowdown's cause.
+        self._clock_events: dict[str, tuple[str, ...]] = {}
 
     def observe(self, name: str, sample: Sample) -> None:
         """A node's sample: the head's feeds the serving watch while it runs."""
+        self._clock_events[name] = tuple(dict.fromkeys(e for g in sample.gpu.devices for e in g.clock_events))
         if name == self._wiring.config.head.name and self._probed_api is not None:
             self._probed_api.offer(sample)
 
@@ -110,6 +114,7 @@ class ReadyWatch:
                                  interval=config.ui.refresh_interval,
                                  model_name=wiring.served_model(), process_alive=self._vllm_alive,
                                  stall_notice_seconds=math.inf,   # the state machine says "wedged"
+                                 pace=self._pace(), evidence=self._slow_evidence,
                                  sleep=_next_reading)
 
             self._probed_api = probed
@@ -123,6 +128,26 @@ class ReadyWatch:
         with session.held():
             self._engine.flush()
             session.crashed(crash)
+
+    def _pace(self) -> ServingPace:
+        """The slowdown rule, against the last benchmark of this engine (none: acceptance only)."""
+        from sparktui.domain.bench_history import BenchStore
+
+        config = self._wiring.config
+        try:
+            history = BenchStore().load()
+        except OSError:
+            history = []
+        return ServingPace(settings_from(config.serving), baseline_for(config, history))
+
+    def _slow_evidence(self) -> Evidence:
+        """What else points at a slowdown's cause: the log's NCCL verdict, GPU clock events, time served."""
+        said = nccl.verdict(self._engine.timeline.snapshot().facts)
+        return Evidence(
+            nccl_warning=said.text if said is not None and said.level == "warning" else None,
+            clock_events={node: events for node, events in self._clock_events.items() if events},
+            served_seconds=self._wiring.session.truth.ready_for,
+        )
 
     async def _vllm_alive(self) -> bool:
         """Is the detached vLLM process on the head still there? Unknown (head unreachable) counts as

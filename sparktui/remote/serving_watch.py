@@ -6,7 +6,9 @@ The backend calls, in order:
    is *verifying* meanwhile): ``/health`` → ``/v1/models`` → one tiny chat completion. The engine is
    *ready* only when that returns; ``ReadyCheck.ttft_seconds`` goes into ``EngineChanged``.
 2. ``ServingWatch(source, ready_at=…).run(sink)`` until it returns a ``Crash`` (or is cancelled on stop):
-   it reads ``/health`` and ``/metrics`` every ``interval`` seconds, posts ``ServingSampled`` events,
+   it reads ``/health`` and ``/metrics`` every ``interval`` seconds, posts ``ServingSampled`` events
+   (each judged by ``ServingPace`` when given one: ``ServingSlow`` and a notice, once, when serving turns
+   slower than it should),
    and decides a crash when ``/health`` fails for ``health_fail_seconds`` or the engine process is gone
    (``process_alive``). The backend then sets *failed* with ``crash.describe(root_cause_from_log)`` and
    asks ``RestartBudget`` whether to restart.
@@ -18,12 +20,13 @@ head's probe reading the API beside it (``ProbedEngineApi``: no request of the d
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from sparktui.domain.events import EventSink, Notice, ServingSampled
+from sparktui.domain.events import EventSink, Notice, ServingSampled, ServingSlow
 from sparktui.domain.readiness import Crash, CrashDetector, Health, HealthVerdict, ReadyCheck, VerifyStep
 from sparktui.domain.serving import (
     MetricsParseError,
@@ -32,6 +35,7 @@ from sparktui.domain.serving import (
     ServingSnapshot,
     ServingTracker,
 )
+from sparktui.domain.serving_pace import Evidence, ServingPace
 from sparktui.remote.api_client import EngineApi, EngineApiError, HealthResult
 
 Clock = Callable[[], float]
@@ -125,6 +129,8 @@ class ServingWatch:
         process_alive: Callable[[], Awaitable[bool]] | None = None,
         process_check_seconds: float = 10.0,
         stall_notice_seconds: float = 60.0,
+        pace: ServingPace | None = None,
+        evidence: Callable[[], Evidence] | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
@@ -136,6 +142,9 @@ class ServingWatch:
         self.model_name = model_name
         self.detector = CrashDetector(ready_at, health_fail_seconds)
         self.tracker = ServingTracker(window_seconds=window_seconds)
+        #: "Serving slower than it should": each snapshot judged; ``evidence`` asked while a rule holds.
+        self.pace = pace
+        self.evidence = evidence
         self.process_alive = process_alive
         #: While /health answers, the process that answers is there: it is looked for (a command on the head)
         #: only this often, to catch a detached process gone behind an answering port. While /health
@@ -170,7 +179,11 @@ class ServingWatch:
             self.stats.last_scrape_error = str(exc)
             return verdict, None
         self.stats.scrapes += 1
-        snapshot = self.tracker.update(sample, self.clock())
+        now = self.clock()
+        snapshot = self.tracker.update(sample, now)
+        if self.pace is not None:
+            reading = self.pace.observe(snapshot, now, self.evidence)
+            snapshot = dataclasses.replace(snapshot, pace=reading)
         self.last_snapshot = snapshot
         return verdict, snapshot
 
@@ -197,6 +210,9 @@ class ServingWatch:
             if snapshot is not None:
                 if sink is not None:
                     sink(ServingSampled(snapshot))
+                    if snapshot.pace is not None and snapshot.pace.raised and snapshot.pace.slow is not None:
+                        sink(ServingSlow(snapshot.pace.slow))
+                        sink(Notice(snapshot.pace.slow.describe(), "warning"))
                     stalled = snapshot.generation_stalled_seconds
                     if stalled is not None and stalled >= self.stall_notice_seconds and not stall_warned:
                         sink(Notice(f"requests running but no token generated for {stalled:.0f}s "

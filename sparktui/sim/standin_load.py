@@ -44,6 +44,8 @@ class LoadShape:
     token_rate: float = DEFAULT_TOKEN_RATE   # R1: one stream alone, tokens per second
     scaling: float = DEFAULT_SCALING         # a
     ttft_seconds: float = DEFAULT_TTFT       # TTFT1
+    #: a factor set while serving (``standin_spec``: the runtime file's speed, the acceptance's share)
+    runtime_speed: float = 1.0
     active: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -56,7 +58,7 @@ class LoadShape:
                    _env_float("SPARKTUI_STANDIN_TTFT", DEFAULT_TTFT, 0.0, 600.0) / factor)
 
     def aggregate_rate(self, streams: int) -> float:
-        return self.token_rate * max(1, streams) ** self.scaling
+        return self.token_rate * self.runtime_speed * max(1, streams) ** self.scaling
 
     def stream_rate(self, streams: int) -> float:
         return self.aggregate_rate(streams) / max(1, streams)
@@ -65,7 +67,7 @@ class LoadShape:
         return 1.0 / self.stream_rate(streams)
 
     def ttft(self, streams: int) -> float:
-        return self.ttft_seconds * max(1, streams) ** 0.5
+        return self.ttft_seconds / self.runtime_speed * max(1, streams) ** 0.5
 
     @contextlib.contextmanager
     def stream(self) -> Iterator[None]:

@@ -30,6 +30,8 @@ from prometheus_client import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from sparktui.sim.standin_spec import SpecDecode
+
 Dialect = Literal["old", "new"]
 DIALECTS: tuple[Dialect, ...] = ("old", "new")
 TEMPLATE_FILES: dict[Dialect, str] = {"old": "vllm-0.8.5-v1-profile.prom", "new": "vllm-0.33.0-profile.prom"}
@@ -100,6 +102,23 @@ class ServingMetrics:
         self.waiting = 0
         #: Set by ``wedge()``: requests never finish (``standin_http`` holds them), tokens stop.
         self.wedged = threading.Event()
+        #: Speculative decoding (``enable_spec``): each finished request's drafts are counted.
+        self.spec: SpecDecode | None = None
+
+    def enable_spec(self, spec: SpecDecode) -> None:
+        """vLLM's ``vllm:spec_decode_*`` counters (V1, 0.8.5 on), per-position children pre-created."""
+        self.spec = spec
+        labels = ["engine", "model_name"]
+        for name, doc in (("vllm:spec_decode_num_drafts", "Number of spec decoding drafts."),
+                          ("vllm:spec_decode_num_draft_tokens", "Number of draft tokens."),
+                          ("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.")):
+            self._metrics[name] = Counter(name, doc, labels, registry=self.registry)
+            self._metrics[name].labels(**self._base_labels)
+        name = "vllm:spec_decode_num_accepted_tokens_per_pos"
+        self._metrics[name] = Counter(name, "Accepted tokens per draft position.", [*labels, "position"],
+                                      registry=self.registry)
+        for pos in range(spec.k):
+            self._metrics[name].labels(**self._base_labels, position=str(pos))
 
     # -- construction -------------------------------------------------------------------------------
     def _build(self, max_model_len: int, cache_info: dict[str, str]) -> None:
@@ -233,6 +252,13 @@ class ServingMetrics:
                 "vllm:request_inference_time_seconds", max(0.0, req.e2e_seconds - req.queue_seconds)
             )
             self._observe("vllm:request_num_preemptions", 0)
+            if self.spec is not None:
+                counts = self.spec.finished(req.generation_tokens)
+                self._inc("vllm:spec_decode_num_drafts", counts.drafts)
+                self._inc("vllm:spec_decode_num_draft_tokens", counts.draft_tokens)
+                self._inc("vllm:spec_decode_num_accepted_tokens", counts.accepted)
+                for pos, n in enumerate(counts.per_position):
+                    self._inc("vllm:spec_decode_num_accepted_tokens_per_pos", n, position=str(pos))
 
     def _publish_load(self) -> None:
         self._set("vllm:num_requests_running", self.running)

@@ -30,6 +30,11 @@ An image's own vLLM (``sparktui.sim.standin_image``): SPARKTUI_STANDIN_VERSION (
 the help style of that version), SPARKTUI_STANDIN_LACKS (flags it lacks), SPARKTUI_STANDIN_SPEED (serving
 speed).
 
+Speculative decoding (``sparktui.sim.standin_spec``): with ``--speculative-config`` it counts drafts, exports
+``vllm:spec_decode_*`` and prints ``SpecDecoding metrics:`` lines; SPARKTUI_STANDIN_ACCEPTANCE (the draft
+model's acceptance at start), SPARKTUI_STANDIN_RUNTIME_FILE (``acceptance=…``/``speed=…`` lines, read every
+stats interval and on SIGUSR2: a drop staged while serving).
+
 SIGUSR1 while serving wedges it at once, as ``wedge_after_ready`` does (a fault injected from outside at any
 moment: ``benchmarks/soak.py``).
 """
@@ -51,6 +56,7 @@ from typing import Any, TextIO
 
 from sparktui.sim import standin_image as image
 from sparktui.sim import standin_script as script
+from sparktui.sim import standin_spec as spec
 from sparktui.sim.recording import DEFAULT_RECORDING, RecordedLine, load_recording, recording_version
 from sparktui.sim.standin_compile_cache import CompileCache
 from sparktui.sim.standin_flags import add_ignored_vllm_flags
@@ -329,6 +335,12 @@ class StandinEngine:
                 "gpu_memory_utilization": str(args.gpu_memory_utilization),
             },
         )
+        # --speculative-config: drafts counted, spec_decode counters, SpecDecoding lines (standin_spec).
+        k = spec.speculative_tokens(args.speculative_config)
+        self.spec = None if k is None else spec.SpecDecode(k, spec.initial_acceptance())
+        if self.spec is not None:
+            self.metrics.enable_spec(self.spec)
+        self.runtime_file = os.environ.get(spec.RUNTIME_FILE_ENV) or None
         self.stop = threading.Event()
         self.seq = 0
         self.seq_lock = threading.Lock()
@@ -400,6 +412,17 @@ class StandinEngine:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGUSR1, self._on_wedge_signal)
+        signal.signal(signal.SIGUSR2, lambda signum, frame: self._read_knobs())
+
+    def _read_knobs(self) -> None:
+        """The runtime file's acceptance and speed (``standin_spec``), applied to the serving speed."""
+        knobs = spec.read_runtime_file(self.runtime_file)
+        if self.spec is not None and "acceptance" in knobs:
+            self.spec.acceptance = knobs["acceptance"]
+        model = getattr(self, "model", None)
+        if model is not None:
+            factor = self.spec.speed_factor() if self.spec is not None else 1.0
+            model.load.runtime_speed = knobs.get("speed", 1.0) * factor
 
     def _on_wedge_signal(self, signum: int, frame: Any) -> None:
         self.wedge_now.set()
@@ -546,6 +569,7 @@ class StandinEngine:
             self._access_log,
             engine_check=self._check_engine,
         )
+        self.model = model
         host = self.args.host or "0.0.0.0"
         try:
             self.http = StandinHTTPServer(host, self.args.port, model)
@@ -774,6 +798,12 @@ class StandinEngine:
             if busy or was_busy or self.args.standin_serving_logs:
                 for text in self._stats_lines((prompt - last_prompt) / interval, (gen - last_gen) / interval):
                     self.head(text)
+            if self.spec is not None:
+                line = self.spec.take_line(interval, self.dialect.v1)
+                if line is not None:
+                    self.head(script.stamp("INFO", "metrics.py:120", line, self.dialect.api_prefix))
+            if self.runtime_file is not None:
+                self._read_knobs()
             was_busy = busy
             last_prompt, last_gen = prompt, gen
             next_stats += interval

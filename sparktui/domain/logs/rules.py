@@ -26,6 +26,7 @@ from sparktui.domain.logs import failures as fl
 from sparktui.domain.logs.keywords import KeywordFinder
 from sparktui.domain.logs.nccl import KEYWORDS as NCCL_KEYWORDS
 from sparktui.domain.logs.patterns import word
+from sparktui.domain.logs.spec_decode import KEYWORDS as SPEC_DECODE_KEYWORDS
 
 # The stage names live in one import-free module; re-exported here for the parser's modules.
 from sparktui.domain.stage_names import STAGE_INDEX as STAGE_INDEX
@@ -267,6 +268,7 @@ BAR_KEYWORDS: tuple[str, ...] = (
 
 STARTUP_KEYWORDS: tuple[str, ...] = tuple(dict.fromkeys(
     [r.keyword for r in RULES] + list(ERROR_KEYWORDS) + list(BAR_KEYWORDS) + list(NCCL_KEYWORDS)
+    + list(SPEC_DECODE_KEYWORDS)
 ))
 # Once the API is up only a dying engine or a new start matters: the serving-time flood of stats,
 # access-log and NCCL lines is skipped without being parsed.
@@ -279,6 +281,8 @@ SERVING_KEYWORDS: tuple[str, ...] = (
     # buffered into a pipe (docker/k8s logs), so they can follow "ready" (logs 01, 02); still start-up facts.
     # The three under the one anchor "NET/" (one more pass over a serving block, not three or four).
     *(kw for kw in NCCL_KEYWORDS if "NET/" in kw),
+    # Speculative decoding's stats line (every 10 s while serving): its acceptance (.spec_decode).
+    *SPEC_DECODE_KEYWORDS,
 )  # (no traceback frames: a crash while serving is charged to "engine", whatever the frames say)
 # The keyword regexes' entry characters (sparktui.domain.logs.keywords.entries): the cheapest covers of each
 # keyword set, found by benchmarks/keyword_entries.py from the real logs' character counts (the regex stops

@@ -28,7 +28,7 @@ from typing import Any
 
 from sparktui.domain.durations import format_duration
 from sparktui.domain.logs import failures as fl
-from sparktui.domain.logs import nccl
+from sparktui.domain.logs import nccl, spec_decode
 from sparktui.domain.logs.access import count_ok_requests, count_ok_requests_bytes
 from sparktui.domain.logs.clock import NodeClock
 from sparktui.domain.logs.failure_tracker import TRACEBACK_NOISE, FailureTracker, Found
@@ -389,6 +389,8 @@ class Timeline:
         msg = rec.message
         if "NCCL INFO" in msg and self._observe_nccl(msg, rec.node):
             return  # NCCL's transport lines: the NCCL verdict's facts (sparktui.domain.logs.nccl)
+        if "metrics: " in msg and spec_decode.observe(msg, self._facts):
+            return  # speculative decoding's stats line: its acceptance as facts (.spec_decode)
         if self._outcome == "failed" and not self._failures.confirmed and self._moves_on(rec):
             self._recover()
         if (rec.role is not None and 0 <= self._furthest < _DISTRIBUTED and self._outcome == "incomplete"

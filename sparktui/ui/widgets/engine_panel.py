@@ -460,6 +460,7 @@ class ServingView(Vertical):
             t.append("  ITL ", style="dim")
             t.append(f"{_ms(snap.itl.p50)}/{_ms(snap.itl.p95)}")
             t.append(" (p50/p95)", style="dim")
+            _pace_lines(t, snap)
             stalled = snap.generation_stalled_seconds
             if stalled is not None and stalled >= 30:
                 t.append(f"\nno token generated for {fmt.duration(stalled)}", style="bold red")
@@ -472,6 +473,25 @@ class ServingView(Vertical):
         box = self.query_one("#serving-text", Static)
         # New figures every scrape: a repaint of this box, and a reflow only when its height changes.
         show(box, t, layout="height")
+
+
+def _pace_lines(t: Text, snap: ServingSnapshot) -> None:
+    """Against the last benchmark, speculative decoding's acceptance, "slower than it should": each line
+    only when there is something to say (an engine without either shows nothing more)."""
+    pace, spec = snap.pace, snap.spec
+    parts: list[tuple[str, str]] = []
+    if pace is not None and pace.ratio is not None:
+        parts += [("vs bench ", "dim"), (f"{100 * pace.ratio:.0f} %", "bold")]
+    if spec is not None:
+        parts += [("  " if parts else "", ""), ("accept ", "dim"), (f"{100 * spec.rate:.0f} %", "bold")]
+        if spec.mean_length is not None:
+            parts += [("  len ", "dim"), (f"{spec.mean_length:.2f}", "bold")]
+    if parts:
+        t.append("\n")
+        for text, style in parts:
+            t.append(text, style=style)
+    if pace is not None and pace.slow is not None:
+        t.append("\n" + pace.slow.short(), style="bold yellow")
 
 
 def _ms(seconds: float | None) -> str:

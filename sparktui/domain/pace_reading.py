@@ -1,0 +1,81 @@
+""""Slower than it should" as figures: what ``sparktui.domain.serving_pace`` concludes and the serving
+snapshot, the event stream, the dashboard and ``[notify]`` carry. Imports nothing of the domain (the
+snapshot and the events name these types; the rules that make them sit above both)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Rule = Literal["throughput", "acceptance"]
+
+
+@dataclass(frozen=True)
+class SlowServing:
+    """"Serving slower than it should", with the figures behind it."""
+
+    rule: Rule
+    seconds: float                               # how long it has held
+    tok_s: float | None = None
+    expected_tok_s: float | None = None          # the baseline at this load
+    concurrency: int | None = None               # the baseline level compared with
+    acceptance: float | None = None              # the window's acceptance rate
+    early_acceptance: float | None = None
+    cause: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.tok_s is None or not self.expected_tok_s:
+            return None
+        return self.tok_s / self.expected_tok_s
+
+    def describe(self) -> str:
+        parts = []
+        ratio = self.ratio
+        if ratio is not None:
+            parts.append(f"{self.tok_s:.1f} tok/s vs {self.expected_tok_s:.1f} at c={self.concurrency} "
+                         f"in the last benchmark ({100 * ratio:.0f} %)")
+        if self.acceptance is not None and self.early_acceptance is not None:
+            parts.append(f"acceptance {100 * self.acceptance:.0f} % "
+                         f"(was {100 * self.early_acceptance:.0f} %)")
+        text = f"serving slower than it should for {_minutes(self.seconds)}: " + "; ".join(parts)
+        return text + (f" — likely {self.cause}" if self.cause else "")
+
+    def short(self) -> str:
+        """One line for the serving view: ``slower than it should (5 min): 24 vs 40 tok/s, 60 %``."""
+        ratio = self.ratio
+        if self.rule == "throughput" and ratio is not None:
+            figures = f"{self.tok_s:.0f} vs {self.expected_tok_s:.0f} tok/s, {100 * ratio:.0f} %"
+        elif self.acceptance is not None and self.early_acceptance is not None:
+            figures = f"acceptance {100 * self.acceptance:.0f} % (was {100 * self.early_acceptance:.0f} %)"
+        else:
+            figures = self.rule
+        return f"slower than it should ({_minutes(self.seconds)}): {figures}"
+
+    def to_json(self) -> dict[str, Any]:
+        ratio = self.ratio
+        return {"rule": self.rule, "seconds": round(self.seconds, 1), "output_tok_s": _r(self.tok_s),
+                "baseline_tok_s": _r(self.expected_tok_s), "baseline_concurrency": self.concurrency,
+                "ratio": None if ratio is None else round(ratio, 3),
+                "acceptance_rate": _r(self.acceptance, 4),
+                "early_acceptance_rate": _r(self.early_acceptance, 4), "cause": self.cause,
+                "detail": self.describe()}
+
+
+def _r(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+@dataclass(frozen=True)
+class PaceReading:
+    """One snapshot judged: ``slow`` while a rule holds; ``raised`` on the snapshot where it begins (say it
+    once); ``ratio``: output tok/s ÷ the baseline at this load (``None``: no baseline, or another load)."""
+
+    slow: SlowServing | None = None
+    raised: bool = False
+    ratio: float | None = None
+    early_acceptance: float | None = None
