@@ -32,7 +32,7 @@ def snap(path: Path):  # type: ignore[no-untyped-def]
 
 
 def one(name: str, stage: str, context: StartContext | None = None):  # type: ignore[no-untyped-def]
-    path = next((d / name for d in (PUBLIC, SHARED) if (d / name).exists()))
+    path = next(d / name for d in (PUBLIC, SHARED) if (d / name).exists())
     found = [f for f in explain_snapshot(snap(path), context).findings if f.stage == stage]
     assert len(found) == 1, found
     return found[0]
@@ -40,12 +40,14 @@ def one(name: str, stage: str, context: StartContext | None = None):  # type: ig
 
 # Spark logs that loaded through mmap (0.13-0.30 GiB/s) and loads elsewhere at disk speed (1.4-7 GiB/s).
 SLOW_LOADS = ["01-dgx-spark-laguna-nvfp4-dflash-sigterm-stop.log", "05-dgx-spark-gemma4-nvfp4-stop.log",
-              "14-dgx-spark-gemma31b-inductor-driver-not-permitted.log", "18-dgx-spark-gemma26-dflash-ready.log",
+              "14-dgx-spark-gemma31b-inductor-driver-not-permitted.log",
+              "18-dgx-spark-gemma26-dflash-ready.log",
               "34-dgx-spark-qwen3.6-35b-nvfp4-mtp-stop.log",
               "10_dgx-spark-gb10-qwen3.6-35b-a3b-bf16-90min-download-ready-metrics-no-uvicorn-startup-lines"
               "_v0.19.2rc1dev.txt"]
 FAST_LOADS = ["13-deepseek-r1-14b-v0.8.5-ready.log", "21-v0.11.0-ready-shutdown.log", "36-v0.11.2-ready.log",
-              "24-dgx-spark-ngc-26.01-gpt-oss-20b-stop.log", "22-slurm-qwen3vl-v0.12-cancelled-time-limit.log"]
+              "24-dgx-spark-ngc-26.01-gpt-oss-20b-stop.log",
+              "22-slurm-qwen3vl-v0.12-cancelled-time-limit.log"]
 
 
 @pytest.mark.parametrize("name", SLOW_LOADS)
@@ -73,7 +75,8 @@ def test_the_laguna_figures_and_the_one_line_summary() -> None:
     assert f is not None and f.stage == "weights"
     assert f.figures["gib"] == 95.63 and f.figures["read_gib_s"] == pytest.approx(0.168, abs=0.001)
     assert f.seconds == pytest.approx(570.62)
-    assert explanation.short() == "slow: weights 9m31s at 0.17 GiB/s (~1m36s) → --safetensors-load-strategy eager"
+    line = "slow: weights 9m31s at 0.17 GiB/s (~1m36s) → --safetensors-load-strategy eager"
+    assert explanation.short() == line
     assert len(explanation.short()) <= 80
 
 
@@ -91,7 +94,7 @@ def test_only_what_the_image_accepts_is_named() -> None:
 
 
 def test_a_measured_disk_makes_a_middling_read_slow() -> None:
-    # H200, TP 2 on one node: 2 × 74.28 GiB in 215.47 s = 0.69 GiB/s: above the floor when the disk is unknown.
+    # H200, TP 2 on one node: 2 × 74.28 GiB in 215.47 s = 0.69 GiB/s: above the floor, the disk unknown.
     name = "12_single-node-tp2-h200-qwen3-next-80b-a3b-ready_v0.10.2.txt"
     f = one(name, "weights")
     assert f.figures["read_gib_s"] == pytest.approx(0.689, abs=0.001) and not f.slow
