@@ -19,6 +19,7 @@ from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.links import LinkFacts
 
 SCRIPTS = ["tagged", "facts", "ray_probe", "follow", "ray_logs", "read", "link", "lock", "model_info", "host",
+           "read_rate",
            "reach", "peer_reach", "gcs_wait", "ray_join", "status"]
 
 

@@ -11,25 +11,7 @@ import struct
 import sys
 from typing import Any
 
-
-def snapshot(repo_dir: str) -> str | None:
-    """refs/main names the snapshot the hub client uses; else the newest snapshot with a config.json."""
-    try:
-        with open(os.path.join(repo_dir, "refs", "main")) as f:
-            ref = os.path.join(repo_dir, "snapshots", f.read().strip())
-        if os.path.isfile(os.path.join(ref, "config.json")):
-            return ref
-    except OSError:
-        pass
-    snaps = []
-    try:
-        for s in os.listdir(os.path.join(repo_dir, "snapshots")):
-            p = os.path.join(repo_dir, "snapshots", s)
-            if os.path.isfile(os.path.join(p, "config.json")):
-                snaps.append((os.path.getmtime(p), p))
-    except OSError:
-        return None
-    return max(snaps)[1] if snaps else None
+from sparktui.node.hf_snapshot import snapshot
 
 
 def describe(path: str, with_config: bool = True) -> dict[str, Any]:
