@@ -110,6 +110,11 @@ class EngineController:
         return self._preflight_checks.vllm_version
 
     @property
+    def help_text(self) -> str | None:
+        """The image's ``vllm serve --help`` as the last preflight read it (None: not read)."""
+        return self._preflight_checks.help_text
+
+    @property
     def last_ray_state(self) -> RayState | None:
         return self._ray.last_state
 
