@@ -104,6 +104,8 @@ class StageFinding:
     figures: Mapping[str, Any] = field(default_factory=dict)
     #: Why the fix helps, with its evidence (shown after the fix where there is room).
     because: str = ""
+    #: The fix in a few words, for one-line summaries (default: the fix's first option).
+    brief: str = ""
 
     @property
     def excess(self) -> float:
@@ -139,7 +141,7 @@ class StartExplanation:
         line = f"slow: {STAGE_WORDS.get(f.stage, f.stage)}{where} {format_duration(f.seconds)}{why}"
         line += f" (~{format_duration(f.expected)})"
         if f.fix:
-            line += f" → {f.fix.split(' or ')[0]}"
+            line += f" → {f.brief or f.fix.split(' or ')[0]}"
         return line
 
     def lines(self) -> list[str]:
@@ -281,7 +283,10 @@ def _weights(facts: Mapping[str, object], gpus: int, ctx: StartContext, node: st
     fix, because = _load_fix(facts, ctx.options) if slow else (None, "")
     figures = {"read_gib_s": round(rate, 3), "gib": round(gib, 2), "disk_gib_s": disk,
                "load_format": facts.get("load_format")}
-    return StageFinding("weights", seconds, expected, what, fix, node, slow, figures, because)
+    # Not knowing what the image accepts, the one line names the remedy, not a flag it may reject.
+    brief = "eager or fastsafetensors load" if slow and ctx.options is None and fix and fix.startswith("--") \
+        else ""
+    return StageFinding("weights", seconds, expected, what, fix, node, slow, figures, because, brief)
 
 
 def _load_fix(facts: Mapping[str, object], options: LoadOptions | None) -> tuple[str | None, str]:
@@ -319,7 +324,8 @@ def _compile(facts: Mapping[str, object], ctx: StartContext) -> StageFinding | N
     # A miss is expected once per model and version; it is only slow when it is far over a real compile.
     slow = seconds > expected or (ctx.cache_mounted is False and seconds >= COMPILE_HIT_S)
     return StageFinding("compile", seconds, COMPILE_HIT_S if slow else expected, what, fix, slow=slow,
-                        figures={"cache": "miss", "why": why}, because=because or "")
+                        figures={"cache": "miss", "why": why}, because=because or "",
+                        brief="keep the compile cache (engine.cache_mounts)" if fix else "")
 
 
 def miss_reason(facts: Mapping[str, object], ctx: StartContext) -> str:
