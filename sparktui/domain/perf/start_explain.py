@@ -62,7 +62,7 @@ MMAP_TRAP = ("mmap is the DGX Spark's load-time trap: an 80B FP8 model loaded in
 class LoadOptions:
     """What the image's vLLM accepts for a faster load and a bounded capture (from its ``serve --help``)."""
 
-    #: ``--safetensors-load-strategy`` exists (and so its ``eager`` value; vLLM 0.11+).
+    #: ``--safetensors-load-strategy`` exists (and so its ``eager`` value).
     eager_strategy: bool = False
     #: The fast loaders ``--load-format``'s help lists, of those known to bypass mmap ("fastsafetensors",
     #: "instanttensor"); each needs its package in the image.
