@@ -38,6 +38,7 @@ VERBS: dict[str, str] = {
     "incidents": "the failures kept with their evidence (logs, stacks, kernel, NCCL); show ID, collect",
     "upgrade": "switch to a new engine image: checked before any downtime, rolled back if it serves worse",
     "rollback": "return to the engine image before the one in use (as `upgrade` switches)",
+    "audit": "compare the nodes: image, vLLM, model files, mounts, engine env, libnccl, addresses",
 }
 #: Verbs that read a file given to them and never the config: no --config in their usage.
 WITHOUT_CONFIG = frozenset({"timeline", "history", "recipes", "init"})

@@ -253,7 +253,7 @@ async def test_the_dashboards_restart_port_runs_a_restart_without_the_ui() -> No
 async def test_a_dashboard_defers_its_restart_to_a_live_supervisor_and_takes_it_back_once_gone() -> None:
     """Both auto-restarting one crash would run two restarts: while the supervisor's record on the head
     beats, the dashboard's budget defers to it and says so; three heartbeats missed, it decides again."""
-    from sparktui.domain.events import SupervisorSeen
+    from sparktui.domain.events import ImageSeen, SupervisorSeen
     from sparktui.domain.presence import STALE_AFTER, SupervisorPresence
     from sparktui.remote.backend import SshBackend
 
@@ -269,6 +269,9 @@ async def test_a_dashboard_defers_its_restart_to_a_live_supervisor_and_takes_it_
         async def presence(self) -> SupervisorPresence | None:
             return self.record
 
+        async def image_in_use(self) -> None:
+            return None   # no upgrade kept on the head: engine.image is the one in use
+
     config = load_config(CONFIG)
     config = config.model_copy(update={"serving": config.serving.model_copy(update={"auto_restart": True})})
     backend = SshBackend(config)
@@ -278,7 +281,11 @@ async def test_a_dashboard_defers_its_restart_to_a_live_supervisor_and_takes_it_
     backend.controller = controller  # type: ignore[assignment]
     ops = backend.operations
     await ops.look_at_supervisor()   # never a supervisor: nothing said, the budget decides
-    assert events == [SupervisorSeen(None, events[0].read_at)]  # type: ignore[union-attr]
+    assert events[0] == SupervisorSeen(None, events[0].read_at)  # type: ignore[union-attr]
+    if config.engine.runtime == "docker":   # and the image a start uses, read beside it
+        assert events[1:] == [ImageSeen(config.engine.image, False)]
+    else:
+        assert events[1:] == []
     assert backend.session.budget.decider is None
     controller.record = SupervisorPresence("spark1", 4242, time.time() - 60, time.time())
     ops._presence_read = float("-inf")   # the next read is due (every 15 s otherwise)

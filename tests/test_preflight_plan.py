@@ -34,16 +34,21 @@ def test_host_preflight_plan_every_node_after_reachable_the_head_also_reads_flag
     for s in plan.steps:
         by_node.setdefault(s.node, []).append(s)
     assert [s.name for s in by_node["a"]] == ["reachable", "node facts", "link facts", "vLLM version", "GPUs",
-                                             "vLLM help", "model for sizing"]
-    assert [s.name for s in by_node["b"]] == ["reachable", "node facts", "link facts", "vLLM version", "GPUs"]
+                                             "audit facts", "vLLM help", "model for sizing"]
+    assert [s.name for s in by_node["b"]] == ["reachable", "node facts", "link facts", "vLLM version", "GPUs",
+                                             "audit facts"]
     for s in plan.steps:
         assert s.after == (() if s.kind is StepKind.REACH else ("reachable",)) and s.gated_by == ()
-    assert {s.name for s in plan.steps if not s.shown} == {"link facts", "model for sizing"}
+    assert {s.name for s in plan.steps if not s.shown} == {"link facts", "model for sizing", "audit facts"}
+    audit = by_node["b"][5]
+    # One round trip on a host runtime: the node's files and addresses, and the engine's env, together.
+    assert audit.kind is StepKind.AUDIT and audit.also == () and '"engine"' in audit.argv[-1]
+    assert '"peers": ["10.0.0.1"]' in audit.argv[-1] and '"path": "/models/m"' in audit.argv[-1]
     version = by_node["b"][3]
     assert version.argv == ("/venv/bin/vllm", "--version")
     facts = by_node["a"][1]
     assert facts.argv[:2] == ("/venv/bin/python", "-c") and '"model_path": "/models/m"' in facts.argv[3]
-    help_step = by_node["a"][5]
+    help_step = by_node["a"][6]
     assert help_step.argv[-1] == "--help=all" and help_step.fallback[-1] == "--help"
 
 
@@ -58,6 +63,11 @@ def test_docker_preflight_plan_asks_vllm_only_once_docker_and_the_image_are_ther
     assert version.argv[:3] == ("docker", "run", "--rm") and "vllm:test" in version.argv
     assert steps[("a", "vLLM help")].gated_by == ("docker",)
     assert steps[("b", "GPUs")].gated_by == () and "--gpus" in steps[("b", "GPUs")].argv
+    # The node's files on the node; the engine's environment and libnccl inside the image (once it is there).
+    audit = steps[("b", "audit facts")]
+    assert audit.gated_by == ("docker",) and '"image": "vllm:test"' in audit.argv[-1]
+    assert audit.also[0][:3] == ("docker", "run", "--rm") and "vllm:test" in audit.also[0]
+    assert '"engine"' in audit.also[0][-1] and '"engine"' not in audit.argv[-1]
 
 
 def sh(name: str, node: str, script: str, **kw: Any) -> Step:

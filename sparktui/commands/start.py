@@ -82,7 +82,8 @@ def print_plan(config: SparkConfig, kind: str) -> None:
     if kind in ("start", "restart"):
         # In the order they run: a restart's preflight comes after its stop.
         print("# preflight: on every node at once: reachable, node facts (memory, RDMA, ports, leftovers,"
-              " model files), docker + image, vLLM version; vLLM flags on the head")
+              " model files), docker + image, vLLM version, the nodes compared (`sparktui audit`); vLLM"
+              " flags on the head")
         print(P.build_start_plan(config, ready_timeout=ready_timeout).render())
 
 

@@ -11,7 +11,7 @@ import struct
 import sys
 from typing import Any
 
-from sparktui.node.hf_snapshot import snapshot
+from sparktui.node.hf_cache import snapshot
 
 
 def describe(path: str, with_config: bool = True) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from sparktui.node.hf_snapshot import snapshot
+from sparktui.node.hf_cache import snapshot
 
 BLOCK = 16 << 20   # a multiple of every O_DIRECT alignment (512 B - 4 KiB)
 

@@ -31,11 +31,12 @@ from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.lifecycle.ready_timeout import ReadyTimeout, engine_ready_timeout
 from sparktui.domain.perf.load_args import with_load_args
 from sparktui.domain.presence import SupervisorPresence
+from sparktui.domain.upgrade.images import ImageInUse
 from sparktui.remote.desired_store import read_desired, stopped_by_person, write_desired
 from sparktui.remote.engine_discovery import discover_engine
 from sparktui.remote.engine_nodes import EngineNodes
 from sparktui.remote.head_record import read_record, write_record
-from sparktui.remote.image_store import config_for_start
+from sparktui.remote.image_store import config_for_start, read_image_in_use
 from sparktui.remote.operation_gate import OperationGate
 from sparktui.remote.plan_runner import PlanRunner, Tracker
 from sparktui.remote.preflight_checks import PreflightChecks
@@ -208,6 +209,10 @@ class EngineController:
         if text is None:
             raise TransportError(f"the supervisor's record on {self.config.head.name} not read")
         return SupervisorPresence.parse(text)
+
+    async def image_in_use(self) -> ImageInUse | None:
+        """The image ``sparktui upgrade`` promoted, kept on the head (``None``: none, or not read now)."""
+        return await read_image_in_use(self._nodes)
 
     async def lock_holder(self) -> L.LockHolder | None:
         """Who holds the operation lock now (another sparktui's start/stop/restart), if anyone."""

@@ -31,7 +31,6 @@ from sparktui.domain.supervise import Action
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.backend_wiring import BackendWiring
 from sparktui.remote.engine import EngineController
-from sparktui.remote.image_store import read_image_in_use
 from sparktui.remote.run_logs import feed_start
 from sparktui.remote.transport import TransportError
 
@@ -240,18 +239,18 @@ class Operations:
             return   # the head is not read now: what was shown stays, and so does who decides
         read_at = time.time()
         self._wiring.post(SupervisorSeen(presence, read_at))
-        config = self._wiring.config
-        if config.engine.runtime == "docker":   # the image a start uses, read at the same pace
-            kept = await read_image_in_use(controller.nodes)
-            applies = kept is not None and kept.applies_to(config)
-            self._wiring.post(ImageSeen(kept.describe() if kept is not None and applies
-                                        else config.engine.image, applies))
         live = presence is not None and presence.live(read_at)
         decider = f"the supervisor on {presence.who}" if live and presence is not None else None
         if self._wiring.session.defer_restarts(decider) and self._wiring.config.serving.auto_restart:
             self._wiring.post(Notice(f"auto-restart left to {decider}: it decides restarts while it runs"
                                      if decider else "no supervisor seen: this dashboard's auto-restart "
                                      "decides again", "information" if decider else "warning"))
+        config = self._wiring.config
+        if config.engine.runtime == "docker":   # the image a start uses, read at the same pace
+            kept = await controller.image_in_use()
+            applies = kept is not None and kept.applies_to(config)
+            self._wiring.post(ImageSeen(kept.describe() if kept is not None and applies
+                                        else config.engine.image, applies))
 
     # -- asked for by the session and the memory guard ---------------------------------------------
     def auto_restart(self, _decision: RestartDecision) -> None:

@@ -13,6 +13,7 @@ from sparktui.domain.lifecycle import gpus as G
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle import preflight as F
 from sparktui.domain.lifecycle import vllm_help
+from sparktui.domain.lifecycle.audit import NodeAudit, audit_views
 from sparktui.domain.lifecycle.docker_diag import docker_problem, image_problem
 from sparktui.domain.lifecycle.fixes import IMAGE_SYNC
 from sparktui.domain.lifecycle.links import LinkFacts, link_views
@@ -22,6 +23,7 @@ from sparktui.domain.lifecycle.preflight_plan import build_preflight_plan
 from sparktui.domain.lifecycle.vllm_facts_cache import VllmFactsCache
 from sparktui.domain.lifecycle.vllm_facts_cache import cache_dir as vllm_facts_dir
 from sparktui.domain.model_files import ModelDir, parse_model_info
+from sparktui.remote.audit import gather_audit
 from sparktui.remote.engine_nodes import EngineNodes, Outcome, failure_text
 from sparktui.remote.host_facts import read_home
 from sparktui.remote.plan_runner import PlanRunner, Tracker
@@ -43,6 +45,8 @@ class Gathered:
     model: ModelDir | str | None = None
     #: GPUs counted on each node (None: the listing could not tell).
     gpus: dict[str, int | None] = field(default_factory=dict)
+    #: Each node's audit facts (files, mounts, engine env, libnccl, addresses), or why they are unreadable.
+    audits: dict[str, NodeAudit | str] = field(default_factory=dict)
 
 
 _CACHED_NOTE = ("known for this image ID (cached on this machine; a new image is asked afresh)",)
@@ -68,7 +72,7 @@ class PreflightChecks:
         runner.executors.update({
             K.REACH: self._reach, K.FACTS: self._facts, K.LINK: self._link, K.DOCKER: self._docker,
             K.VLLM_VERSION: self._version, K.VLLM_HELP: self._help, K.GPUS: self._gpus,
-            K.MODEL_INFO: self._model,
+            K.MODEL_INFO: self._model, K.AUDIT: self._audit,
         })
 
     async def run(self, tracker: Tracker) -> F.PreflightSummary:
@@ -196,6 +200,14 @@ class PreflightChecks:
             self._got.model = f"reading the model: {exc}"
         return Outcome(StepStatus.OK, "read")
 
+    async def _audit(self, step: P.Step, live: Callable[[str], None]) -> Outcome:
+        """The node's facts for the comparison of the nodes; a failure is kept as its reason (a warning)."""
+        assert step.node is not None
+        self._got.audits[step.node] = await gather_audit(
+            lambda argv: self.nodes.run(step.node or "", argv, step.timeout), step.argv,
+            step.also[0] if step.also else None)
+        return Outcome(StepStatus.OK, "read")
+
     # -- the checks --------------------------------------------------------------------------------
     def _judge(self) -> list[StepView]:
         """The checks of what was gathered, in the order they are listed."""
@@ -224,6 +236,8 @@ class PreflightChecks:
             views += F.check_same("same image", got.image_ids, "image", head, fix=IMAGE_SYNC)
         if len(got.versions) > 1:
             views += F.check_same("same vLLM", got.versions, "vLLM", head)
+        if len(got.audits) > 1:
+            views += audit_views(cfg, got.audits)
         self.vllm_version = got.versions.get(head)
         recipe_view = F.check_recipe_vllm(cfg, self.vllm_version) if got.versions else None
         if recipe_view is not None:

@@ -142,7 +142,10 @@ class ImageUpgrade:
         report.vllm_version = checked.vllm_version
         if not checked.ok:
             return self._refused(report, "check", checked.message)
-        say(report, "check", "ok", checked.message)
+        arch = await C.architecture(nodes, config, image)
+        if not arch.ok:
+            return self._refused(report, "check", arch.message)
+        say(report, "check", "ok", f"{checked.message}; {arch.message}")
 
         say(report, "baseline", "running", "smoke test and a short benchmark of the serving engine")
         baseline = await self._baseline(report, previous)

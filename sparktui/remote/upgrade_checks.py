@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from sparktui.config import SparkConfig
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import vllm_help
+from sparktui.domain.lifecycle.preflight_plan import model_argv
+from sparktui.domain.model_files import parse_model_info
 from sparktui.domain.upgrade import serve_help as H
 from sparktui.domain.upgrade.flag_check import check_recipe
 from sparktui.domain.upgrade.images import short_id, with_image
@@ -111,3 +113,34 @@ async def vllm_of(nodes: EngineNodes, config: SparkConfig, image: str) -> Checke
         return Checked(False, f"vLLM {version} in {image} would not start this engine: {report.message()}",
                        vllm_version=version)
     return Checked(True, report.message(), vllm_version=version)
+
+
+#: Asked of the new image's Python: every architecture its vLLM's model registry knows, one a line.
+REGISTRY_PY = ("from vllm.model_executor.models import ModelRegistry\n"
+               "print('\\n'.join(sorted(ModelRegistry.get_supported_archs())))")
+
+
+async def architecture(nodes: EngineNodes, config: SparkConfig, image: str) -> Checked:
+    """The model's architecture (its config.json on the head) in the new vLLM's model registry, where the
+    image can tell: an image whose Python cannot import vLLM's registry is not judged (said so)."""
+    head = nodes.config.head
+    try:
+        found = await nodes.run(head.name, model_argv(config, head), 60)
+        model = parse_model_info(found.stdout) if found.ok else None
+    except (TransportError, ValueError):
+        model = None
+    archs = [str(a) for a in ((model.config or {}).get("architectures") or [])] if model else []
+    if not archs:
+        return Checked(True, "architecture: not known (no config.json read on the head)")
+    try:
+        res = await nodes.run(head.name, A.docker_run_once(image, ["python3", "-c", REGISTRY_PY]), 180)
+    except TransportError as exc:
+        return Checked(True, f"{archs[0]}: the registry not read ({exc})")
+    known = {line.strip() for line in res.stdout.splitlines() if line.strip()} if res.ok else set()
+    if not known:
+        return Checked(True, f"{archs[0]}: this image's vLLM model registry cannot be read here, not judged")
+    missing = [a for a in archs if a not in known]
+    if missing:
+        return Checked(False, f"{', '.join(missing)} is not in the new vLLM's model registry "
+                              f"({len(known)} architectures): it cannot load this model")
+    return Checked(True, f"{archs[0]} is in the new vLLM's model registry")

@@ -31,6 +31,7 @@ from sparktui.domain.events import (
     Event,
     EventSink,
     EventStream,
+    ImageSeen,
     LogRecords,
     NodeIdentified,
     NodeLinkChanged,
@@ -694,6 +695,8 @@ class DemoSimulation:
             out.append(NodeIdentified(name, hostname=host, kernel="6.11.0-1016-nvidia",
                                  uptime_seconds=86_400 * 3 + 3600))
         out.append(EngineChanged(EngineState.STOPPED, f"nothing running on {', '.join(NODES)}"))
+        # The image a start uses, as the dashboard reads it from the head (no upgrade kept: the config's).
+        out.append(ImageSeen(STORY.image, False))
         return out
 
 

@@ -51,6 +51,7 @@ class StepKind(StrEnum):
     VLLM_HELP = "vllm_help"      # `vllm serve --help=all`, the plain `--help` as fallback
     GPUS = "gpus"                # the GPU list command, judged against the node's share
     MODEL_INFO = "model_info"    # config.json + safetensors headers for sizing (no row)
+    AUDIT = "audit"              # AUDIT_PY: files, mounts, engine env, libnccl, addresses (no row)
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,20 @@ def model_host_path(config: SparkConfig) -> str | None:
     return model
 
 
+#: Where the docker image keeps its Hugging Face cache (a mount onto it is the node's cache).
+CONTAINER_HF_HOME = "/root/.cache/huggingface"
+
+
+def model_hf_home(config: SparkConfig) -> str | None:
+    """The node's HF cache that the engine reads a model id from: with docker, whatever the mounts put at
+    the container's cache; on the host, ``engine.env``'s HF_HOME, else ``None`` (the node's own $HF_HOME
+    or ~/.cache/huggingface)."""
+    e = config.engine
+    if e.runtime != "docker":
+        return e.env.get("HF_HOME")
+    return next((m.source for m in e.mounts if m.target.rstrip("/") == CONTAINER_HF_HOME), None)
+
+
 def needed_memory_fraction(extra_args: Sequence[str]) -> float:
     """vLLM's ``--gpu-memory-utilization`` (default 0.9): the share of unified memory it will claim."""
     args = list(extra_args)

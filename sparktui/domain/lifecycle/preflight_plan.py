@@ -12,16 +12,15 @@ from sparktui.config import NodeConfig, SparkConfig
 from sparktui.domain.lifecycle import argv as A
 from sparktui.domain.lifecycle import gpus as G
 from sparktui.domain.lifecycle import plan as P
+from sparktui.domain.lifecycle.audit import audit_commands
 from sparktui.domain.lifecycle.links import link_argv
-from sparktui.domain.lifecycle.preflight import model_host_path
+from sparktui.domain.lifecycle.preflight import model_hf_home, model_host_path
 from sparktui.domain.model_files import model_info_argv
 
 REACHABLE = "reachable"
 DOCKER = "docker"
 #: The row of a vLLM question that docker cannot answer on this node.
 DOCKER_UNUSABLE = "not run: docker or the image is not usable on this node"
-#: Where the docker image keeps its Hugging Face cache (a mount onto it is the node's cache).
-CONTAINER_HF_HOME = "/root/.cache/huggingface"
 
 
 def build_preflight_plan(config: SparkConfig) -> P.Plan:
@@ -60,6 +59,12 @@ def node_steps(config: SparkConfig, node: NodeConfig) -> list[P.Step]:
     gpu_cmd = list(e.gpu_list_command)
     steps.append(P.Step("GPUs", name, tuple(G.gpu_list_docker_argv(e.image, gpu_cmd) if docker
                                             else rt.wrap(gpu_cmd)), 120.0, P.StepKind.GPUS, after=after))
+    if len(config.nodes) > 1:
+        # The nodes compared (judged once all have answered); with docker the image's world is asked too.
+        audit = audit_commands(config, node)
+        steps.append(P.Step("audit facts", name, audit.host, 120.0, P.StepKind.AUDIT, after=after,
+                            shown=False, also=(audit.engine,) if audit.engine else (), gated_by=gated_by,
+                            gate_message=DOCKER_UNUSABLE))
     if is_head:
         steps.append(P.Step("vLLM help", name, before_start(A.vllm_serve_help(e.vllm_command, "--help=all")),
                             180.0, P.StepKind.VLLM_HELP, after=after,
@@ -81,13 +86,11 @@ def model_argv(config: SparkConfig, node: NodeConfig) -> list[str]:
 
 def model_request(config: SparkConfig) -> dict[str, str]:
     """Where a node finds the model's files: ``{"path": DIR}`` (as seen on the node), or ``{"hf_id": ID,
-    "hf_home": DIR}`` for a Hugging Face id (docker: the container's HF cache is whatever the mounts put
-    there; none: the node's $HF_HOME or ~/.cache/huggingface). The node scripts ``model_info`` and
-    ``read_rate`` take it as their request."""
+    "hf_home": DIR}`` for a Hugging Face id (``model_hf_home``; none: the node's $HF_HOME or
+    ~/.cache/huggingface). The node scripts ``model_info`` and ``read_rate`` take it as their request."""
     e = config.engine
     path = model_host_path(config)
     if path:
         return {"path": path}
-    hf_home = next((m.source for m in e.mounts if m.target.rstrip("/") == CONTAINER_HF_HOME),
-                   None) if e.runtime == "docker" else None
+    hf_home = model_hf_home(config)
     return {"hf_id": e.model, **({"hf_home": hf_home} if hf_home else {})}

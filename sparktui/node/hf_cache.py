@@ -1,4 +1,5 @@
-"""Helper: the snapshot directory the hub client uses for a cached model (``models--org--name``)."""
+"""``snapshot(repo_dir)``: the Hugging Face cache's snapshot of one model repo, shared by the ``model_info``
+and ``audit`` scripts (one rule for which snapshot vLLM's hub client would load)."""
 
 from __future__ import annotations
 
