@@ -370,8 +370,8 @@ def _capture(facts: Mapping[str, object], options: LoadOptions | None) -> StageF
             because = (f"each captured size costs ~{each:.1f} s (and graph memory); batches above {smaller} "
                        "then run without a graph")
             if options is None:
-                because += (" (where this vLLM has the flag; older ones bound the sizes with --cuda-graph-sizes "
-                            "or --max-num-seqs)")
+                because += (" (where this vLLM has the flag; older ones bound the sizes with "
+                            "--cuda-graph-sizes or --max-num-seqs)")
     return StageFinding("cuda_graphs", seconds, expected, what, fix, slow=slow,
                         figures={"sizes": int(sizes), "max_size": largest,
                                  "seconds_per_size": round(each, 3)}, because=because)
