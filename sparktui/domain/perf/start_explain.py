@@ -183,10 +183,6 @@ def expected_stage_seconds(stage: str, *, gib_per_node: float | None = None, dis
     return None
 
 
-def read_rate(gib: float, seconds: float) -> float | None:
-    return gib / seconds if seconds > 0 else None
-
-
 # ---- the explanation --------------------------------------------------------------------------------
 def _num(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
