@@ -171,7 +171,9 @@ def test_capture_seconds_against_the_sizes() -> None:
     # The image's own flag, or none when it has none.
     f = one(name, "cuda_graphs", StartContext(options=LoadOptions(capture_flag="--cuda-graph-sizes")))
     assert f.fix == "--cuda-graph-sizes 64"
-    assert one(name, "cuda_graphs", StartContext(options=LoadOptions())).fix is None
+    none = one(name, "cuda_graphs", StartContext(options=LoadOptions()))
+    assert none.fix is None
+    assert "has neither --max-cudagraph-capture-size nor --cuda-graph-sizes" in none.because
 
 
 def test_a_quick_capture_is_fine() -> None:

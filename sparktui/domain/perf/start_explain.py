@@ -368,6 +368,9 @@ def _capture(facts: Mapping[str, object], options: LoadOptions | None) -> StageF
             if options is None:
                 because += (" (where this vLLM has the flag; older ones bound the sizes with "
                             "--cuda-graph-sizes or --max-num-seqs)")
+        elif slow:
+            because = ("this vLLM's --help has neither --max-cudagraph-capture-size nor --cuda-graph-sizes: "
+                       "no flag of its own bounds the sizes")
     return StageFinding("cuda_graphs", seconds, expected, what, fix, slow=slow,
                         figures={"sizes": int(sizes), "max_size": largest,
                                  "seconds_per_size": round(each, 3)}, because=because)
