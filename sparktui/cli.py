@@ -27,6 +27,7 @@ VERBS: dict[str, str] = {
     "logs": "print the head's vLLM log (--follow to keep streaming)",
     "timeline": "read a vLLM log and print its init-stage timeline, facts and failure",
     "history": "list earlier engine starts with their stage durations",
+    "plan": "will the start fit each node, how long until ready, how fast can it decode (before starting)",
     "linktest": "measure the cable between the nodes (all_reduce_perf or ib_write_bw) against the pass mark",
     "image": "copy the head's engine image to the nodes that lack it (image sync)",
     "model": "copy the head's model directory to the other nodes over the cable (model sync)",

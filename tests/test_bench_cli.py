@@ -79,10 +79,19 @@ def test_bench_saves_compares_and_reports_energy(config: Path) -> None:
     listed = run_sparktui("bench", "--history", "--file", str(config.parent / "bench.jsonl"))
     assert listed.returncode == 0, listed.stderr
     rows = listed.stdout.splitlines()
-    assert rows[0].startswith("started") and len(rows) == 3
+    assert rows[0].startswith("#  started") and len(rows) == 3
     listed_json = run_sparktui("bench", "--history", "--json", "--file", str(config.parent / "bench.jsonl"))
     assert bad_times(json.loads(listed_json.stdout)) == []
     assert "standin-model  builtin" in rows[1] and " J/token" not in rows[1] and "at c=4" in rows[1]
+    # each sweep saved with what it measured; the two compared by their --history numbers
+    saved = [json.loads(line) for line in history]
+    assert saved[0]["fingerprint"]["nodes"] == ["local"] and saved[0]["fingerprint"]["image"] == "host"
+    assert saved[0]["fingerprint"]["key"] == saved[1]["fingerprint"]["key"]
+    compared = run_sparktui("bench", "--compare", "1", "-1", "--file", str(config.parent / "bench.jsonl"))
+    assert compared.returncode == 0, compared.stderr
+    assert "same fingerprint" in compared.stdout and "c=4: " in compared.stdout
+    assert run_sparktui("bench", "--compare", "1", "3", "--file",
+                        str(config.parent / "bench.jsonl")).returncode == 2
 
 
 def test_bench_uses_vllm_bench_serve_when_the_engine_has_it(config: Path) -> None:

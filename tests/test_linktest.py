@@ -89,3 +89,21 @@ def test_cli_says_not_in_the_image(tmp_path: Path) -> None:
     assert "not in the image" in proc.stderr
     hist = run_sparktui("linktest", "--history", "--json", env=env)
     assert hist.returncode == 0 and json.loads(hist.stdout) == []   # nothing measured, nothing kept
+
+
+def test_all_reduce_latency_from_the_smallest_message() -> None:
+    """The time column of nccl-tests' table (µs, out of place): a tiny message's time is the latency the
+    decode ceiling charges per all-reduce (the figures here are made up; the layout is nccl-tests')."""
+    text = (FIX / "all_reduce_perf-2sparks.txt").read_text()
+    assert L.parse_nccl_tests(text).latency_us == 723841.0
+    small = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+             "time   algbw   busbw #wrong\n"
+             "           8             2     float     sum      -1    27.31    0.00    0.00      0    26.90"
+             "    0.00    0.00      0\n"
+             "          16             4     float     sum      -1    27.80    0.00    0.00      0    27.44"
+             "    0.00    0.00      0\n")
+    parsed = L.parse_nccl_tests(small)
+    assert parsed is not None and parsed.latency_us == 27.31
+    result = L.judge("all_reduce_perf", 23.7, ("spark1", "spark2"), latency_us=parsed.latency_us)
+    assert result.message.endswith("; all-reduce latency 27.31 µs (8-byte message)")
+    assert result.detail["latency_us"] == 27.31

@@ -1,5 +1,10 @@
 """`sparktui bench [--concurrency 1,4,16] [--input-len N] [--output-len N] [--prompt-file F] [--json]`:
 a sweep against the running engine's OpenAI API with energy per token, saved and compared.
+`sparktui bench --profile NAME` runs a named sweep (``domain/bench_profiles.py``: ``short``, the community's
+``llama-benchy``); `sparktui bench --compare A B` sets two saved sweeps side by side (numbers from
+``--history``). Each sweep is saved with its fingerprint (image ID, vLLM version, model, flags, nodes, link)
+and the decode ceiling of the model (``domain/serve_plan.py``), and each level's one-stream decode speed is
+shown as a percentage of it.
 
 Client: ``vllm bench serve`` in the head container when that vLLM has it (``--client auto``, the
 default), else the built-in async client through the head's SSH port forward. The nodes' GPU power is
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,11 +72,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "$XDG_STATE_HOME/sparktui/bench.jsonl)")
     parser.add_argument("--history", action="store_true",
                         help="list the saved sweeps (needs no config and no engine) and exit")
+    from sparktui.domain.bench_profiles import PROFILES
+
+    parser.add_argument("--profile", choices=list(PROFILES), metavar="NAME",
+                        help="a named sweep instead of the flags above: " + "; ".join(
+                            f"{p.name}: {p.summary}" for p in PROFILES.values()))
+    parser.add_argument("--compare", nargs=2, type=int, metavar=("A", "B"),
+                        help="compare two saved sweeps by their number in --history (-1 = the newest; "
+                             "needs no config and no engine) and exit")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.history:
         return list_history(args)
+    if args.compare:
+        return compare_saved(args)
     config = config_from_args(args)
     if refuse_example(args, config, "bench", ""):
         return ExitStatus.USAGE
@@ -85,7 +101,22 @@ def run(args: argparse.Namespace) -> int:
             return ExitStatus.USAGE
     plan = BenchPlan(concurrency=args.concurrency, input_len=args.input_len, output_len=args.output_len,
                      requests=args.requests or 0, warmup=max(0, args.warmup), prompts=prompts)
-    return run_async(bench(config, plan, args))
+    sweeps: list[tuple[int, BenchPlan]] = [(0, plan)]
+    if args.profile:
+        from sparktui.domain.bench_profiles import PROFILES
+        from sparktui.domain.lifecycle.memory_fit import settings_of
+
+        profile = PROFILES[args.profile]
+        sweeps, skipped = profile.plans(settings_of(config).max_model_len)
+        for note in skipped:
+            print(f"sparktui bench: {note}", file=sys.stderr)
+        if not sweeps:
+            print(f"sparktui bench: no depth of the {profile.name} profile fits --max-model-len",
+                  file=sys.stderr)
+            return ExitStatus.USAGE
+        plan = BenchPlan(concurrency=profile.concurrency, input_len=profile.input_len,
+                         output_len=profile.output_len, rounds=profile.rounds, warmup=profile.warmup)
+    return run_async(bench(config, plan, args, sweeps))
 
 
 def _store(args: argparse.Namespace) -> Any:
@@ -115,7 +146,10 @@ class Progress:
               f"output tok/s", file=sys.stderr, flush=True)
 
 
-async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) -> int:
+async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace,
+                sweeps: list[tuple[int, BenchPlan]] | None = None) -> int:
+    """``plan``: what the record says was sent; ``sweeps``: (context depth, plan) run in turn (default:
+    ``plan`` alone)."""
     from sparktui.domain.lifecycle import plan as P
     from sparktui.remote.api_client import EngineApi, EngineApiError
     from sparktui.remote.bench_runner import (
@@ -165,27 +199,44 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
                       f"{head.name} (vLLM before 0.10?); use --client builtin", file=sys.stderr)
                 return ExitStatus.NOT_WELL
             client = "vllm" if tool_help is not None else "builtin"
+        fingerprint, ceiling = await measured_setup(config, transport, version)
         if not args.json:
             levels = ",".join(map(str, plan.concurrency))
-            print(f"bench {model} on {config.cluster.name}: concurrency {levels}, "
-                  f"{plan.input_len} in / {plan.output_len} out, client "
+            depths = "" if sweeps is None or len(sweeps) < 2 else \
+                ", context depths " + ",".join(f"{d:,}" for d, _ in sweeps)
+            print(f"bench {model} on {config.cluster.name}: "
+                  + (f"profile {args.profile}, " if getattr(args, "profile", None) else "")
+                  + f"concurrency {levels}{depths}, {plan.input_len} in / {plan.output_len} out, client "
                   f"{'vllm bench serve' if client == 'vllm' else 'built-in'}", flush=True)
-        if client == "vllm":
-            try:
-                outcome = await run_vllm_bench_sweep(
-                    transport, runtime.wrap, engine.vllm_command, base_url=f"http://127.0.0.1:{engine.api_port}",
-                    model=model, plan=plan, tokenizer=args.tokenizer or engine.model, power=power,
-                    on_progress=progress, on_level=progress.level,
-                    warmups="--num-warmups" in (tool_help or ""))
-            except (VllmBenchError, TransportError) as exc:
-                print(f"sparktui bench: {exc}", file=sys.stderr)
-                return ExitStatus.NOT_WELL
-        else:
-            outcome = await run_builtin_sweep(api, model, plan, power=power, on_progress=progress,
-                                              on_level=progress.level)
-        record = bench_record(config, plan, outcome.levels, client=client, vllm_version=version,
-                             started_at=started_at, interrupted=outcome.interrupted,
-                             prompt_file=args.prompt_file)
+            print(f"measuring: {fingerprint['text']}", flush=True)
+        levels_done: list[LevelResult] = []
+        interrupted = False
+        for depth, sweep in sweeps or [(0, plan)]:
+            if sweeps is not None and len(sweeps) > 1:
+                print(f"context depth {depth:,}: {sweep.input_len:,} prompt words per request",
+                      file=sys.stderr, flush=True)
+            if client == "vllm":
+                try:
+                    outcome = await run_vllm_bench_sweep(
+                        transport, runtime.wrap, engine.vllm_command,
+                        base_url=f"http://127.0.0.1:{engine.api_port}", model=model, plan=sweep,
+                        tokenizer=args.tokenizer or engine.model, power=power, on_progress=progress,
+                        on_level=progress.level, warmups="--num-warmups" in (tool_help or ""))
+                except (VllmBenchError, TransportError) as exc:
+                    print(f"sparktui bench: {exc}", file=sys.stderr)
+                    return ExitStatus.NOT_WELL
+            else:
+                outcome = await run_builtin_sweep(api, model, sweep, power=power, on_progress=progress,
+                                                  on_level=progress.level)
+            levels_done += [replace(lv, depth=depth) for lv in outcome.levels]
+            if outcome.interrupted:
+                interrupted = True
+                break
+        fingerprint.pop("text", None)
+        record = bench_record(config, plan, levels_done, client=client, vllm_version=version,
+                             started_at=started_at, interrupted=interrupted,
+                             prompt_file=args.prompt_file, profile=getattr(args, "profile", None),
+                             fingerprint=fingerprint, ceiling=ceiling)
         store = _store(args)
         comparisons = save_and_compare(record, store, save=not args.no_save)
         if args.json:
@@ -193,7 +244,7 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
                         "saved_to": None if args.no_save or not record.levels else str(store.path)})
         else:
             print(render(record, comparisons))
-        if outcome.interrupted:
+        if interrupted:
             return ExitStatus.INTERRUPTED
         return ExitStatus.of(any(lv.completed for lv in record.levels))
     finally:
@@ -202,6 +253,72 @@ async def bench(config: SparkConfig, plan: BenchPlan, args: argparse.Namespace) 
         if api is not None:
             await api.aclose()
         await close_cluster(transports)
+
+
+async def measured_setup(config: SparkConfig, transport: Any, vllm_version: str | None
+                         ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The fingerprint of what a sweep measures (its ``text`` in words) and the model's decode ceiling
+    (None when the head's model directory has no config.json that can be counted)."""
+    from sparktui.domain.bench_fingerprint import Fingerprint, link_state
+    from sparktui.domain.lifecycle.preflight_plan import model_argv
+    from sparktui.domain.linktest import LinkTestStore
+    from sparktui.domain.model_files import parse_model_info
+    from sparktui.domain.model_params import count_params
+    from sparktui.domain.serve_plan import decode_ceiling
+    from sparktui.domain.sizing import SizingError
+    from sparktui.remote.transport import TransportError
+
+    engine = config.engine
+    image_id = None
+    if engine.runtime == "docker":
+        try:
+            res = await transport.run(["docker", "image", "inspect", "--format", "{{.Id}}", engine.image],
+                                      timeout=30)
+            image_id = res.stdout.strip() or None if res.ok else None
+        except TransportError:
+            image_id = None
+    linktests = LinkTestStore().load()
+    fp = Fingerprint(model=engine.model, image=engine.image if engine.runtime == "docker" else "host",
+                     image_id=image_id, vllm_version=vllm_version, flags=tuple(engine.extra_args),
+                     nodes=tuple(n.name for n in config.nodes), tensor_parallel=engine.tensor_parallel_size,
+                     pipeline_parallel=engine.pipeline_parallel_size, link=link_state(linktests))
+    ceiling = None
+    try:
+        res = await transport.run(model_argv(config, config.head), timeout=60)
+        model_dir = parse_model_info(res.stdout) if res.ok else None
+        if model_dir is not None and model_dir.config is not None:
+            ceiling = decode_ceiling(count_params(model_dir.config), engine.tensor_parallel_size,
+                                     engine.pipeline_parallel_size, linktests).to_json()
+    except (TransportError, ValueError, SizingError):
+        ceiling = None
+    return {**fp.to_json(), "text": fp.describe()}, ceiling
+
+
+def compare_saved(args: argparse.Namespace) -> int:
+    """``--compare A B``: two sweeps of the history by their ``--history`` number (1 = the oldest)."""
+    from sparktui.domain.bench_profiles import compare_records
+
+    records = _store(args).load()
+    picked = []
+    for n in args.compare:
+        index = n - 1 if n > 0 else n
+        if not records or not -len(records) <= index < len(records) or n == 0:
+            print(f"sparktui bench: no sweep number {n} (the history has {len(records)}: see --history)",
+                  file=sys.stderr)
+            return ExitStatus.USAGE
+        picked.append(records[index])
+    a, b = picked
+    lines = compare_records(a, b)
+    if args.json:
+        print_json({"a": a.to_json(), "b": b.to_json(), "differences": lines})
+    else:
+        print(f"A: {_when(a)} {a.profile or 'flags'}   B: {_when(b)} {b.profile or 'flags'}")
+        print("\n".join(lines))
+    return ExitStatus.OK
+
+
+def _when(record: BenchRecord) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(record.started_at))
 
 
 def save_and_compare(record: BenchRecord, store: Any, *, save: bool = True) -> list[Comparison]:
@@ -232,8 +349,11 @@ async def quick_bench(config: SparkConfig, transport: Any, power: Any = None) ->
         outcome = await run_builtin_sweep(api, model, QUICK_PLAN, power=power)
     finally:
         await api.aclose()
+    fingerprint, ceiling = await measured_setup(config, transport, version)
+    fingerprint.pop("text", None)
     record = bench_record(config, QUICK_PLAN, outcome.levels, client="builtin", vllm_version=version,
-                         started_at=started_at, interrupted=outcome.interrupted)
+                         started_at=started_at, interrupted=outcome.interrupted, fingerprint=fingerprint,
+                         ceiling=ceiling)
     comparisons = save_and_compare(record, BenchStore())
     return summary(record, comparisons)
 
@@ -261,14 +381,16 @@ def list_history(args: argparse.Namespace) -> int:
     if not records:
         print(f"no bench sweeps saved yet ({store.path})")
         return ExitStatus.OK
-    rows = [("started", "model", "client", "image", "output tok/s by concurrency", "J/token")]
-    for r in records:
+    rows = [("#", "started", "model", "client", "profile", "fingerprint", "output tok/s by concurrency",
+             "J/token")]
+    for number, r in enumerate(records, 1):
         top = max(r.levels, key=lambda lv: lv.concurrency) if r.levels else None
         jpt = top.energy.joules_per_token if top is not None and top.energy is not None else None
         rows.append((
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started_at)),
-            r.model.rstrip("/").rsplit("/", 1)[-1], r.client, r.image or "–",
-            " · ".join(f"c={lv.concurrency} {_rate(lv.output_tok_s)}" for lv in r.levels)
+            str(number), _when(r), r.model.rstrip("/").rsplit("/", 1)[-1], r.client, r.profile or "–",
+            str((r.fingerprint or {}).get("key") or "–"),
+            " · ".join(f"c={lv.concurrency}{f'@{lv.depth:,}' if lv.depth else ''} {_rate(lv.output_tok_s)}"
+                       for lv in r.levels)
             + (" (interrupted)" if r.interrupted else ""),
             "–" if jpt is None or top is None else f"{jpt:.2f} at c={top.concurrency}",
         ))
@@ -306,13 +428,19 @@ def _energy(level: LevelResult) -> str:
 
 
 def render(record: BenchRecord, comparisons: list[Comparison]) -> str:
-    rows = [("c", "done", "output tok/s", "req/s", "TTFT p50/p95/p99 ms", "ITL p50/p95/p99 ms", "J/token")]
+    from sparktui.domain.bench_profiles import ceiling_percent, depth_chart
+
+    rows = [("depth", "c", "done", "output tok/s", "req/s", "TTFT p50/p95/p99 ms", "ITL p50/p95/p99 ms",
+             "% ceiling", "J/token")]
     for lv in record.levels:
+        pct = ceiling_percent(lv, record.ceiling)
         rows.append((
-            str(lv.concurrency) + ("*" if lv.partial else ""), f"{lv.completed}/{lv.requests}",
+            f"{lv.depth:,}", str(lv.concurrency) + ("*" if lv.partial else ""),
+            f"{lv.completed}/{lv.requests}",
             _rate(lv.output_tok_s), _rate(lv.requests_s),
             "/".join(_ms(v) for v in (lv.ttft.p50, lv.ttft.p95, lv.ttft.p99)),
-            "/".join(_ms(v) for v in (lv.itl.p50, lv.itl.p95, lv.itl.p99)), _energy(lv),
+            "/".join(_ms(v) for v in (lv.itl.p50, lv.itl.p95, lv.itl.p99)),
+            "–" if pct is None else f"{pct:.0f} %", _energy(lv),
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
@@ -320,5 +448,15 @@ def render(record: BenchRecord, comparisons: list[Comparison]) -> str:
         lines += [f"  c={lv.concurrency}: {err}" for err in lv.errors]
     if record.interrupted:
         lines.append("interrupted: the figures cover what finished (* = level cut short)")
+    ceiling = record.ceiling
+    if ceiling:
+        lines.append(f"decode ceiling for one stream: {ceiling.get('tok_s')} tok/s (% ceiling: 1 ÷ the "
+                     "median ITL against it; `sparktui plan` shows its inputs)")
+    else:
+        lines.append("decode ceiling: unknown (the model's config.json could not be read on the head)")
+    if len({lv.depth for lv in record.levels}) > 1 or record.profile:
+        lines += depth_chart(record)
+    if record.fingerprint:
+        lines.append(f"fingerprint {record.fingerprint.get('key')}")
     lines += [c.describe(_date(c.earlier_started_at)) for c in comparisons]
     return "\n".join(lines)

@@ -87,8 +87,16 @@ async def linktest(config: SparkConfig, size: str = "16G") -> L.LinkTestResult:
                 tail = (res.stdout + res.stderr).strip().splitlines()[-3:]
                 return L.LinkTestResult("all_reduce_perf", False, "all_reduce_perf gave no result: "
                                         + " | ".join(tail), nodes=nodes)
+            # A second, tiny all-reduce: its time is the latency each of a decoded token's all-reduces
+            # costs (`sparktui plan`'s decode ceiling).
+            small = await transports[head.name].run(
+                _in_runtime(config, head, L.all_reduce_argv([n.address for n in config.nodes],
+                                                            L.LATENCY_SIZE, env)), timeout=300)
+            latency = L.parse_nccl_tests(small.stdout) if small.ok else None
+            us = latency.latency_us if latency is not None else None
+            extra = {} if us is None else {"latency_us": us}
             return L.judge("all_reduce_perf", parsed.peak_busbw, nodes, avg_busbw=parsed.avg_busbw,
-                           wrong=parsed.wrong, size=size)
+                           wrong=parsed.wrong, size=size, **extra)
         if found["ib_write_bw"] and config.workers:
             return await _ib_write_bw(config, transports, nodes)
         return L.not_in_image(where, ("all_reduce_perf + mpirun", "ib_write_bw"))

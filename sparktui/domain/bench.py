@@ -101,9 +101,13 @@ class BenchPlan:
     warmup: int = 2
     #: prompts read from a file (cycled); empty = synthetic prompts of ``input_len`` words
     prompts: tuple[str, ...] = ()
+    #: requests per level as rounds of ``concurrency`` requests (a profile's), when ``requests`` is 0
+    rounds: int = 0
 
     def requests_for(self, concurrency: int) -> int:
-        return self.requests if self.requests > 0 else max(8, 4 * concurrency)
+        if self.requests > 0:
+            return self.requests
+        return self.rounds * concurrency if self.rounds > 0 else max(8, 4 * concurrency)
 
     def prompt(self, index: int) -> str:
         """The ``index``-th prompt: from the file, or ``input_len`` words that differ from the first word
@@ -300,6 +304,8 @@ class LevelResult:
     #: interrupted before every request of the level was done: the figures cover what finished
     partial: bool = False
     errors: tuple[str, ...] = ()   # the first few distinct error texts
+    #: tokens of context in front of each prompt (a profile's context depth; 0 = the prompt alone)
+    depth: int = 0
 
     @property
     def output_tok_s(self) -> float | None:
@@ -316,7 +322,7 @@ class LevelResult:
             "input_tokens": self.input_tokens, "output_tok_s": self.output_tok_s,
             "requests_s": self.requests_s, "ttft": self.ttft.to_json(), "itl": self.itl.to_json(),
             "energy": self.energy.to_json() if self.energy is not None else None,
-            "partial": self.partial, "errors": list(self.errors),
+            "partial": self.partial, "errors": list(self.errors), "depth": self.depth,
         }
 
     @staticmethod
@@ -330,6 +336,7 @@ class LevelResult:
             ttft=Quantiles.from_json(data.get("ttft") or {}), itl=Quantiles.from_json(data.get("itl") or {}),
             energy=Energy.from_json(energy) if isinstance(energy, Mapping) else None,
             partial=bool(data.get("partial")), errors=tuple(str(e) for e in data.get("errors") or ()),
+            depth=int(data.get("depth") or 0),
         )
 
 
@@ -384,9 +391,16 @@ class BenchRecord:
     cluster: str = ""
     interrupted: bool = False
     prompt_file: str | None = None
+    #: ``bench --profile NAME`` (None: the flags' own sweep)
+    profile: str | None = None
+    #: what was measured (``bench_fingerprint.Fingerprint.to_json``: image ID, vLLM, model, flags, nodes,
+    #: link)
+    fingerprint: Mapping[str, Any] | None = None
+    #: the decode ceiling for one stream (``serve_plan.DecodeCeiling.to_json``), when the model was counted
+    ceiling: Mapping[str, Any] | None = None
 
-    def level(self, concurrency: int) -> LevelResult | None:
-        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+    def level(self, concurrency: int, depth: int = 0) -> LevelResult | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency and lv.depth == depth), None)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -399,6 +413,9 @@ class BenchRecord:
             data["recipe"] = self.recipe
         if self.prompt_file is not None:
             data["prompt_file"] = self.prompt_file
+        for key in ("profile", "fingerprint", "ceiling"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
         return data
 
     @staticmethod
@@ -418,6 +435,9 @@ class BenchRecord:
                 vllm_version=data.get("vllm_version"), cluster=str(data.get("cluster") or ""),
                 interrupted=bool(data.get("interrupted")),
                 prompt_file=None if data.get("prompt_file") is None else str(data["prompt_file"]),
+                profile=None if data.get("profile") is None else str(data["profile"]),
+                fingerprint=data["fingerprint"] if isinstance(data.get("fingerprint"), Mapping) else None,
+                ceiling=data["ceiling"] if isinstance(data.get("ceiling"), Mapping) else None,
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"bad bench record: {exc!r}") from exc
@@ -433,6 +453,7 @@ class Comparison:
     earlier_started_at: float
     same_image: bool
     same_flags: bool
+    depth: int = 0
 
     @property
     def change_percent(self) -> float:
@@ -446,7 +467,8 @@ class Comparison:
         setup = "same image" if self.same_image else "other image"
         if not self.same_flags:
             setup += ", other flags"
-        return (f"output tok/s at c={self.concurrency}: {self.output_tok_s:.1f} "
+        where = f"c={self.concurrency}" + (f", depth {self.depth:,}" if self.depth else "")
+        return (f"output tok/s at {where}: {self.output_tok_s:.1f} "
                 f"({sign}{abs(change)} % vs the run of {date_text}, {setup})")
 
 
@@ -456,7 +478,7 @@ def comparable(current: BenchRecord, earlier: BenchRecord) -> bool:
     return (earlier.model == current.model and earlier.client == current.client
             and earlier.input_len == current.input_len
             and earlier.output_len == current.output_len and earlier.prompt_file == current.prompt_file
-            and earlier.started_at < current.started_at)
+            and earlier.profile == current.profile and earlier.started_at < current.started_at)
 
 
 def baseline(current: BenchRecord, history: Iterable[BenchRecord]) -> BenchRecord | None:
@@ -471,13 +493,14 @@ def compare(current: BenchRecord, earlier: BenchRecord) -> list[Comparison]:
     """Output tok/s of each level both runs measured (with a rate above 0)."""
     out = []
     for level in current.levels:
-        before = earlier.level(level.concurrency)
+        before = earlier.level(level.concurrency, level.depth)
         now_rate = level.output_tok_s
         then_rate = before.output_tok_s if before is not None else None
         if now_rate is None or not then_rate:
             continue
         out.append(Comparison(level.concurrency, now_rate, then_rate, earlier.started_at,
-                              earlier.image == current.image, tuple(earlier.flags) == tuple(current.flags)))
+                              earlier.image == current.image, tuple(earlier.flags) == tuple(current.flags),
+                              level.depth))
     return out
 
 
@@ -544,7 +567,9 @@ def level_from_vllm_bench(
 
 def bench_record(config: SparkConfig, plan: BenchPlan, levels: list[LevelResult], *, client: str,
                 vllm_version: str | None, started_at: float, interrupted: bool = False,
-                prompt_file: str | None = None) -> BenchRecord:
+                prompt_file: str | None = None, profile: str | None = None,
+                fingerprint: Mapping[str, Any] | None = None,
+                ceiling: Mapping[str, Any] | None = None) -> BenchRecord:
     """The history record of a sweep, with what it ran against (recipe only when the config has one)."""
     engine = config.engine
     return BenchRecord(
@@ -552,5 +577,6 @@ def bench_record(config: SparkConfig, plan: BenchPlan, levels: list[LevelResult]
         levels=tuple(levels), input_len=plan.input_len, output_len=plan.output_len,
         client="vllm-bench" if client == "vllm" else "builtin", flags=tuple(engine.extra_args),
         recipe=getattr(engine, "recipe", None), vllm_version=vllm_version, cluster=config.cluster.name,
-        interrupted=interrupted, prompt_file=prompt_file,
+        interrupted=interrupted, prompt_file=prompt_file, profile=profile, fingerprint=fingerprint,
+        ceiling=ceiling,
     )

@@ -30,3 +30,12 @@ class BenchStore:
         out = read_lines(self.path, lambda line: BenchRecord.from_json(json.loads(line)))
         out.sort(key=lambda r: r.started_at)
         return out
+
+
+def latest_with_fingerprint(records: list[BenchRecord], key: str, profile: str | None = None
+                            ) -> BenchRecord | None:
+    """The newest sweep of the setup whose fingerprint ``key`` is given (of ``profile`` when given) that
+    measured anything: the baseline a later measurement of the same setup is held against."""
+    same = [r for r in records if (r.fingerprint or {}).get("key") == key
+            and (profile is None or r.profile == profile) and any(lv.completed for lv in r.levels)]
+    return max(same, key=lambda r: r.started_at) if same else None

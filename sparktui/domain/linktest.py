@@ -47,6 +47,13 @@ class NcclTestRun:
     avg_busbw: float | None
     wrong: int
     hosts: tuple[str, ...] = ()
+    #: (bytes, out-of-place time µs) per row: a small message's time is the all-reduce latency
+    times_us: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def latency_us(self) -> float | None:
+        """The out-of-place time of the smallest message (the decode ceiling's per-all-reduce cost)."""
+        return min(self.times_us)[1] if self.times_us else None
 
     @property
     def peak_busbw(self) -> float | None:
@@ -59,10 +66,12 @@ class NcclTestRun:
 
 def parse_nccl_tests(text: str) -> NcclTestRun | None:
     rows = []
+    times = []
     wrong = 0
     for m in _ROW.finditer(text):
         try:
             rows.append((int(m["size"]), float(m["bus1"]), float(m["bus2"])))
+            times.append((int(m["size"]), float(m["t1"])))
         except ValueError:
             continue
         for w in (m["w1"], m["w2"]):
@@ -72,7 +81,7 @@ def parse_nccl_tests(text: str) -> NcclTestRun | None:
     if not rows and avg is None:
         return None
     hosts = tuple(dict.fromkeys(m["host"] for m in _RANK.finditer(text)))
-    return NcclTestRun(tuple(rows), float(avg["v"]) if avg else None, wrong, hosts)
+    return NcclTestRun(tuple(rows), float(avg["v"]) if avg else None, wrong, hosts, tuple(times))
 
 
 def parse_ib_write_bw(text: str) -> float | None:
@@ -121,6 +130,8 @@ def judge(tool: str, busbw: float, nodes: tuple[str, ...] = (), **detail: Any) -
         message = f"{head} ≥ {PASS_BUSBW_GBS} GB/s (NVIDIA's pass mark): pass"
     else:
         message = f"{head} < {PASS_BUSBW_GBS} GB/s (NVIDIA's pass mark): FAIL — {hint(busbw)}"
+    if isinstance(detail.get("latency_us"), (int, float)):
+        message += f"; all-reduce latency {detail['latency_us']:g} µs ({LATENCY_SIZE}-byte message)"
     return LinkTestResult(tool, passed, message, round(busbw, 3), nodes=nodes, detail=detail)
 
 
@@ -162,6 +173,8 @@ class LinkTestStore:
 # ---- argv ------------------------------------------------------------------------------------------
 #: Tools looked for, in order (all_reduce_perf needs mpirun beside it).
 TOOLS = ("all_reduce_perf", "mpirun", "ib_write_bw")
+#: The message of the latency run: small enough that its time is all latency, no bandwidth.
+LATENCY_SIZE = "8"
 #: ib_write_bw's first TCP port (one per RDMA device pair).
 IB_PORT = 18515
 

@@ -115,6 +115,8 @@ class SparkCollector(Collector):
     def _bench(bench: BenchRecord, add: Callable[[str, list[str], float | None], None]) -> None:
         add("sparktui_bench_timestamp_seconds", [bench.model, bench.client], bench.started_at)
         for lv in bench.levels:
+            if lv.depth:
+                continue   # a profile's deeper contexts: the series stay one per concurrency (depth 0)
             c = str(lv.concurrency)
             add("sparktui_bench_output_tokens_per_second", [c], lv.output_tok_s)
             add("sparktui_bench_requests_per_second", [c], lv.requests_s)

@@ -5,7 +5,9 @@ the head's model directory, the node's MemTotal / MemAvailable from the node fac
 flags (``--gpu-memory-utilization``, ``--max-model-len``, ``--kv-cache-dtype``, Ray's
 ``--object-store-memory``) → ``sparktui.domain.sizing``. A start that will not fit or would leave the
 host under ``engine.memory_floor`` is a WARNING with the numbers (the arithmetic is an estimate; vLLM has
-the last word), never a silent pass.
+the last word), never a silent pass — except weights that leave no room for any KV cache: vLLM refuses those
+after minutes of loading, so preflight refuses them first (FAILED, with the GPUs they need). Each view's
+detail lines are ``sparktui plan``'s for the node (peak memory: weights, activations, CUDA graphs, KV).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from sparktui.domain.events import StepStatus, StepView
 from sparktui.domain.lifecycle.plan import object_store_args
 from sparktui.domain.lifecycle.preflight import PreflightFacts
 from sparktui.domain.model_files import ModelDir
-from sparktui.domain.sizing import EngineSettings, SizingError, shape_from_config, size_node
+from sparktui.domain.serve_plan import plan_node, weights_fix
+from sparktui.domain.sizing import EngineSettings, SizingError, shape_from_config
 
 NAME = "memory sizing"
 
@@ -58,13 +61,20 @@ def check_memory_fit(config: SparkConfig, facts: Mapping[str, PreflightFacts],
             views.append(StepView(name=NAME, node=node, status=StepStatus.WARNING,
                                   message="MemTotal/MemAvailable unreadable: cannot size"))
             continue
-        s = size_node(node, shape, weights, nf.mem_total_kb * 1024, nf.mem_available_kb * 1024, settings,
-                      floor_bytes=floor)
+        planned = plan_node(node, shape, weights, nf.mem_total_kb * 1024, nf.mem_available_kb * 1024,
+                            settings, floor_bytes=floor)
+        s = planned.sizing
         if config.engine.executor == "mp":
             s = replace(s, object_store_explicit=True)   # no Ray, no object store
+        detail = tuple(planned.lines())
         if s.ok:
-            views.append(StepView(name=NAME, node=node, status=StepStatus.OK, message=s.summary()))
+            views.append(StepView(name=NAME, node=node, status=StepStatus.OK, message=s.summary(),
+                                  output_tail=detail))
+        elif s.kv_cache_bytes <= s.sequence_state_bytes:
+            views.append(StepView(name=NAME, node=node, status=StepStatus.FAILED,
+                                  message="; ".join([*s.problems, weights_fix(s, settings)]),
+                                  output_tail=(s.summary(), *detail)))
         else:
             views.append(StepView(name=NAME, node=node, status=StepStatus.WARNING,
-                                  message="; ".join(s.problems), output_tail=(s.summary(),)))
+                                  message="; ".join(s.problems), output_tail=(s.summary(), *detail)))
     return views

@@ -156,7 +156,7 @@ def _same_shape(a: BenchRecord, b: BenchRecord) -> str | None:
     for what, x, y in (("model", a.model, b.model), ("client", a.client, b.client),
                        ("input length", a.input_len, b.input_len),
                        ("output length", a.output_len, b.output_len),
-                       ("prompt file", a.prompt_file, b.prompt_file)):
+                       ("prompt file", a.prompt_file, b.prompt_file), ("profile", a.profile, b.profile)):
         if x != y:
             return f"the benchmarks differ in {what} ({x} vs {y})"
     return None
