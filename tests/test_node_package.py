@@ -19,7 +19,8 @@ from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.links import LinkFacts
 
 SCRIPTS = ["tagged", "facts", "ray_probe", "follow", "ray_logs", "read", "link", "lock", "model_info", "host",
-           "reach", "peer_reach", "gcs_wait", "ray_join", "status", "audit"]
+           "reach", "peer_reach", "gcs_wait", "ray_join", "status", "audit",
+           "read_rate"]
 
 
 def run(tmp_path: Path, name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

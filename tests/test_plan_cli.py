@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sparktui.domain.history import HistoryStore, record_run
 from sparktui.domain.linktest import LinkTestResult, LinkTestStore
+from sparktui.domain.perf.disk_read import DiskRead, DiskReadStore
 from tests.cli_helpers import run_sparktui
 from tests.local_node import write_local_config
 
@@ -78,6 +79,8 @@ def test_plan_json_with_history_linktest_and_a_model_that_fits(tmp_path: Path) -
                                     stage_seconds={"weights": seconds}))
         LinkTestStore().append(LinkTestResult("all_reduce_perf", True, "pass", 23.5,
                                               detail={"latency_us": 22.0}))
+        DiskReadStore().append(DiskRead("local", 2.5, file="/m/model.safetensors", bytes=GIB, seconds=0.4,
+                                        method="direct", at=1000.0))
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -89,7 +92,7 @@ def test_plan_json_with_history_linktest_and_a_model_that_fits(tmp_path: Path) -
     assert node["memory_source"] == "read on the node" and node["total_bytes"] == mem_total_kb * 1024
     assert node["weights_bytes"] == GIB and node["kv_tokens"] > 0 and node["concurrency"] > 0
     assert node["peak_bytes"] == node["budget_bytes"]
-    assert node["disk_read_gibs"] is None
+    assert node["disk_read_gibs"] == 2.5   # the node's last `sparktui model read-test`
     assert data["ready"]["seconds"] == 360.0 and data["ready"]["runs"] == 3
     assert data["ready"]["stages"] == {"weights": 360.0}
     assert data["ready"]["text"].startswith("6 min 00 s: the median of the last 3 start(s)")

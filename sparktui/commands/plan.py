@@ -110,6 +110,7 @@ def build(config: SparkConfig, memory: dict[str, tuple[int, int]], model_dir: Mo
     from sparktui.domain.lifecycle.memory_fit import settings_of
     from sparktui.domain.linktest import LinkTestStore
     from sparktui.domain.model_params import count_params
+    from sparktui.domain.perf.disk_read import DiskReadStore
     from sparktui.domain.serve_plan import (
         GB10_MEMTOTAL_BYTES,
         StartPlan,
@@ -145,6 +146,10 @@ def build(config: SparkConfig, memory: dict[str, tuple[int, int]], model_dir: Mo
     notes = [reach_error] if reach_error else []
     if config_source:
         notes.append(f"model shape from {config_source} (--model-config), not from the head")
+    try:   # each node's last `sparktui model read-test` (domain.perf.disk_read)
+        reads = DiskReadStore().latest()
+    except OSError:
+        reads = {}
     nodes = []
     for node in config.nodes:
         mem = memory.get(node.name)
@@ -153,6 +158,7 @@ def build(config: SparkConfig, memory: dict[str, tuple[int, int]], model_dir: Mo
             mem, source = (GB10_MEMTOTAL_BYTES, GB10_MEMTOTAL_BYTES), "assumed: a GB10, all free"
         nodes.append(plan_node(node.name, shape, files, mem[0], mem[1], settings,
                                floor_bytes=int(e.memory_floor), memory_source=source,
+                               disk_read_gibs=reads[node.name].gib_s if node.name in reads else None,
                                weights_per_gpu_bytes=per_gpu))
     model, image = setup_of(e)
     return StartPlan(model=e.model, settings=settings, weights_source=weights_source, nodes=tuple(nodes),

@@ -199,6 +199,8 @@ async def _operate(config: SparkConfig, kind: str, args: argparse.Namespace) -> 
                 report["memory_guard"] = trip.to_json()
             if not args.json:
                 print(f"engine: {result.outcome}: {result.detail} ({result.seconds:.1f} s)", flush=True)
+                if result.slow:   # why it took that long, and what to change (domain.perf.start_explain)
+                    print(f"engine: {result.slow}", flush=True)
             code = _WAIT_STATUS.get(result.outcome, ExitStatus.NOT_WELL)
             notify(EngineChanged(_WAIT_STATE.get(result.outcome, EngineState.FAILED), result.detail))
         if args.json:

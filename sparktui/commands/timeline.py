@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from sparktui.domain.logs.log_year import date_stage_times
     from sparktui.domain.logs.timeline import render_human, timeline_from_bytes
     from sparktui.domain.logs.verdict import is_vllm_log
+    from sparktui.domain.perf.start_explain import explain_snapshot
 
     try:
         if args.logfile == "-":
@@ -49,13 +50,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"sparktui timeline: {args.logfile} is not a vLLM log (no line in it is one vLLM, Ray or "
               f"PyTorch prints)", file=sys.stderr)
         return ExitStatus.USAGE
+    # Why it took as long as it did: from the log alone (no disk measured, the image's help not read).
+    explanation = explain_snapshot(snap)
     if args.json:
+        data = {**snap.to_json(), "explanation": explanation.to_json()}
         if written is not None:
-            print_json(date_stage_times(snap.to_json(), snap.year_known, written, "file_mtime"))
+            print_json(date_stage_times(data, snap.year_known, written, "file_mtime"))
         else:
-            print_json(date_stage_times(snap.to_json(), snap.year_known, time.time(), "read_time"))
+            print_json(date_stage_times(data, snap.year_known, time.time(), "read_time"))
     else:
         print(render_human(snap))
+        if explanation.findings:
+            print("\nWhy it took this long (the slowest first):")
+            print("\n".join(explanation.lines()))
     return ExitStatus.of(snap.outcome != "failed")
 
 

@@ -12,6 +12,9 @@ merges it into the engine table before validation, and **whatever the config say
   config's own ``extra_args`` follow, so they are always the last word;
 * ``env``: the recipe's variables, then the config's (a variable in both takes the config's value).
 
+``load_args`` (fast-load flags) are not merged: each start reads them from the recipe and keeps those the
+image's vLLM accepts (``sparktui.domain.perf.load_args``); a flag ``engine.extra_args`` gives wins.
+
 ``weights_gib``, ``min_vllm`` and ``notes`` are information (shown by ``sparktui recipes``).
 """
 
@@ -69,6 +72,9 @@ class Recipe(BaseModel):
     kv_cache_dtype: str | None = None
     quantization: str | None = None
     extra_args: tuple[str, ...] = Field(default=(), strict=False)
+    #: Flags for a faster weights load (``--safetensors-load-strategy eager``): each start uses them only
+    #: where the image's vLLM accepts them (``sparktui.domain.perf.load_args``), else leaves them out.
+    load_args: tuple[str, ...] = Field(default=(), strict=False)
     env: dict[str, str] = Field(default_factory=dict)
     #: The weights' size on disk, GiB (what ``init`` and sizing expect to find).
     weights_gib: Annotated[float, Field(gt=0, strict=False)] | None = None

@@ -29,6 +29,7 @@ from sparktui.domain.lifecycle.discovery import Discovery
 from sparktui.domain.lifecycle.output import output_tail
 from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.lifecycle.ready_timeout import ReadyTimeout, engine_ready_timeout
+from sparktui.domain.perf.load_args import with_load_args
 from sparktui.domain.presence import SupervisorPresence
 from sparktui.domain.upgrade.images import ImageInUse
 from sparktui.remote.desired_store import read_desired, stopped_by_person, write_desired
@@ -109,6 +110,11 @@ class EngineController:
     def vllm_version(self) -> str | None:
         """vLLM's version as preflight found it (the log parser's dialect)."""
         return self._preflight_checks.vllm_version
+
+    @property
+    def help_text(self) -> str | None:
+        """The image's ``vllm serve --help`` as the last preflight read it (None: not read)."""
+        return self._preflight_checks.help_text
 
     @property
     def last_ray_state(self) -> RayState | None:
@@ -262,6 +268,12 @@ class EngineController:
             if not summary.ok:
                 return tracker.finish(False, summary.message())
             rdma = self._preflight_checks.rdma
+            # The recipe's fast-load flags, where this image's vLLM accepts them (its help, just read).
+            self.config, gated = with_load_args(self.config, self._preflight_checks.help_text)
+            if gated is not None:
+                tracker.add(StepView(name="fast weights load", node=self.config.head.name,
+                                     status=StepStatus.OK if gated.kept else StepStatus.WARNING,
+                                     message=gated.message()))
         else:
             await self.resolve_homes()
         plan = P.build_start_plan(self.config, self.homes or None, rdma, early_workers=self.early_workers,

@@ -24,12 +24,15 @@ from sparktui.domain.deadline import within
 from sparktui.domain.engine_session import EnginePorts, EngineSession
 from sparktui.domain.engine_state import Record
 from sparktui.domain.events import EngineState
-from sparktui.domain.history import HistoryStore
+from sparktui.domain.history import HistoryStore, RunRecord
 from sparktui.domain.lifecycle import plan as P
 from sparktui.domain.lifecycle.desired import Desired
 from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.logs import LogIngest
+from sparktui.domain.perf.disk_read import DiskReadStore
+from sparktui.domain.perf.start_context import start_context
+from sparktui.domain.perf.start_explain import StartContext, explain_snapshot
 from sparktui.domain.run_record import history_entry
 from sparktui.remote.engine import EngineController
 from sparktui.remote.log_follower import LogFollower
@@ -46,6 +49,24 @@ RAY_CHECK_INTERVAL = 1.0
 EVIDENCE_GRACE = 20.0
 
 
+def _earlier(controller: EngineController) -> list[RunRecord]:
+    try:
+        return list(controller.history())
+    except (OSError, ValueError):
+        return []
+
+
+def _context(controller: EngineController, earlier: list[RunRecord]) -> StartContext:
+    """The explanation's context: the image's help from preflight, each disk's last measured rate."""
+    try:
+        reads = DiskReadStore().latest()
+    except OSError:
+        reads = {}
+    config = controller.config
+    return start_context(config, help_text=controller.help_text, disk_reads=reads, earlier=earlier,
+                         image=config.engine.image)
+
+
 @dataclass
 class WaitResult:
     outcome: str                    # "ready" | "failed" | "timeout" | "stopped" (a person's stop)
@@ -53,10 +74,15 @@ class WaitResult:
     stage: str | None = None
     seconds: float = 0.0
     timeline: dict[str, Any] = field(default_factory=dict)
+    #: Why the start took as long as it did (``domain.perf.start_explain``: ready only), and its one line
+    #: ("" when nothing was slow).
+    explanation: dict[str, Any] = field(default_factory=dict)
+    slow: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "detail": self.detail, "stage": self.stage,
-                "seconds": round(self.seconds, 2), "timeline": self.timeline}
+                "seconds": round(self.seconds, 2), "timeline": self.timeline,
+                "explanation": self.explanation or None}
 
 
 async def wait_until_ready(
@@ -70,6 +96,7 @@ async def wait_until_ready(
     config = controller.config
     head = config.head
     transport = controller.transports[head.name]
+    earlier = _earlier(controller)   # before this start is recorded: the starts it is compared with
     t0 = time.monotonic()
     began = time.time()
     # Display capacity 0: the wait shows stages, not lines (those go to ``on_bytes``).
@@ -133,7 +160,9 @@ async def wait_until_ready(
             snap = ingest.timeline.snapshot()
             if session.state is EngineState.VERIFYING:
                 session.verified()   # the log's ready, taken as is (no completion here): the run is recorded
-                return WaitResult("ready", "Application startup complete.", "api", elapsed, snap.to_json())
+                why = explain_snapshot(snap, _context(controller, earlier))
+                return WaitResult("ready", "Application startup complete.", "api", elapsed, snap.to_json(),
+                                  why.to_json(), why.short())
             if session.state in (EngineState.FAILED, EngineState.STOPPED) and not asked_who_stopped:
                 # vLLM gone before ready may be a person's `stop` (it holds no lock against a wait):
                 # that is reported as a stop, not as a failure.

@@ -60,6 +60,9 @@ class PreflightChecks:
         self.runner = runner
         #: vLLM's version as preflight found it (the log parser's dialect).
         self.vllm_version: str | None = None
+        #: The image's ``vllm serve --help`` as preflight read it (the start's explanation names only the
+        #: options it accepts).
+        self.help_text: str | None = None
         #: Whether each node has /dev/infiniband (docker passes the device only there).
         self.rdma: dict[str, bool] = {}
         self._got = Gathered()
@@ -82,6 +85,7 @@ class PreflightChecks:
             summary.views.append(view)
             tracker.add(replace(view, name=plan.row_prefix + view.name))
         summary.vllm_version = self.vllm_version
+        self.help_text = self._got.help_text
         return summary
 
     # -- the gathering steps -----------------------------------------------------------------------

@@ -79,8 +79,18 @@ def node_steps(config: SparkConfig, node: NodeConfig) -> list[P.Step]:
 def model_argv(config: SparkConfig, node: NodeConfig) -> list[str]:
     """The model directory's (or the HF cache's snapshot of a model id's) config.json and safetensors
     headers, read on ``node`` (memory sizing)."""
+    req = model_request(config)
+    return model_info_argv(node.python, path=req.get("path"), hf_id=req.get("hf_id"),
+                           hf_home=req.get("hf_home"))
+
+
+def model_request(config: SparkConfig) -> dict[str, str]:
+    """Where a node finds the model's files: ``{"path": DIR}`` (as seen on the node), or ``{"hf_id": ID,
+    "hf_home": DIR}`` for a Hugging Face id (``model_hf_home``; none: the node's $HF_HOME or
+    ~/.cache/huggingface). The node scripts ``model_info`` and ``read_rate`` take it as their request."""
     e = config.engine
     path = model_host_path(config)
     if path:
-        return model_info_argv(node.python, path=path)
-    return model_info_argv(node.python, hf_id=e.model, hf_home=model_hf_home(config))
+        return {"path": path}
+    hf_home = model_hf_home(config)
+    return {"hf_id": e.model, **({"hf_home": hf_home} if hf_home else {})}

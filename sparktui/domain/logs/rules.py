@@ -195,6 +195,14 @@ RULES: tuple[Rule, ...] = (
     # --- CUDA graphs (bars are handled from LogRecord.progress) -----------------------------------
     _r("cg_capture_v0", "Capturing cudagraphs for decoding", None, "cuda_graphs", E.START),  # 0.7.3-0.10
     _r("cg_capture_v06", "Capturing the model for CUDA graphs", None, "cuda_graphs", E.START),  # 0.6
+    # The sizes (batch sizes) the engine config says it captures, and the bound on them: in
+    # str(CompilationConfig) (0.9+: ``'cudagraph_capture_sizes': [1, 2, 4, ...]`` or the JSON
+    # ``"cudagraph_capture_sizes":[512,504,...]`` of 0.10) and ``max_capture_size`` (<= 0.10) /
+    # ``max_cudagraph_capture_size`` (0.11+). The capture's time grows with their number.
+    _r("cg_sizes", "cudagraph_capture_sizes", r"cudagraph_capture_sizes['\"]?\s*[:=]\s*\[(?P<l>[\d,\s]*)\]",
+       None, E.FACT, ("l", "cuda_graphs_sizes", "count", "last")),
+    _r("cg_max_size", "capture_size", r"max_(?:cudagraph_)?capture_size['\"]?\s*[:=]\s*(?P<n>\d+)",
+       None, E.FACT, ("n", "cuda_graphs_max_size", "int", "last")),
     _r("cg_done", "Graph capturing finished in",
        rf"in {_n('s')} secs(?:, took {_n('g')} GiB)?", "cuda_graphs", E.NODE_DONE,
        ("s", "cuda_graphs_seconds", "float", "max"), ("g", "cuda_graphs_gib", "float", "max")),
@@ -354,6 +362,8 @@ def rules_for(message: str) -> list[tuple[Rule, re.Match[str] | None]]:
 
 
 def convert(value: str, kind: str) -> object:
+    if kind == "count":  # the items of a logged list ("1, 2, 4" -> 3)
+        return sum(1 for item in value.split(",") if item.strip())
     if kind == "int":
         return int(value.replace(",", ""))
     if kind == "float":

@@ -93,6 +93,9 @@ _CONFIG_FACTS = {
     "dtype": "str",
     "kv_cache_dtype": "str",
     "distributed_executor_backend": "str",
+    # How the weights are read (the start's explanation names the fast path when the read was slow).
+    "load_format": "str",
+    "safetensors_load_strategy": "str",
 }
 # The config pairs the stage machine reads (_parse_pairs): the facts above and the model and eager mode.
 _PAIR_KEYS = ("model", "model_tag", "enforce_eager", *_CONFIG_FACTS)
@@ -148,6 +151,10 @@ class TimelineSnapshot:
     # Seconds from "ready" to the crash or the stop (outcome failed after ready, or stopped).
     served_seconds: float | None = None
     year_known: bool = False
+    # Per node (Ray's ``ip=`` address, "head" for lines without one): each node's own per-node figures
+    # (weights_gib, weights_load_seconds, compile_seconds, cuda_graphs_seconds ...), the slowest worker's.
+    node_facts: MappingProxyType[str, MappingProxyType[str, float | int]] = field(
+        default_factory=lambda: MappingProxyType({}))
 
     def stage(self, name: str) -> StageSnapshot:
         return self.stages[STAGE_INDEX[name]]
@@ -235,6 +242,7 @@ class Timeline:
         self._stages = {name: _Stage(name) for name in STAGES}
         self._furthest = -1
         self._facts: dict[str, Any] = {}
+        self._node_facts: dict[str, dict[str, float | int]] = {}  # node -> its per-node figures
         self._outcome = "incomplete"
         self._failures = FailureTracker()  # the failure found so far, frames, detail lines
         self._nodes: dict[str, None] = {}
@@ -478,7 +486,7 @@ class Timeline:
 
     # --- rules ---------------------------------------------------------------------------------------
     def _on_rule(self, rule: Rule, m: Any, rec: LogRecord) -> None:
-        self._note_facts(rule, m)
+        self._note_facts(rule, m, rec.node)
         event = rule.event
         if event is RuleEvent.FACT:
             return
@@ -493,7 +501,7 @@ class Timeline:
         if rule.stage is not None:
             STAGE_EVENT_HANDLERS[event](self, rule.stage, m, rec)
 
-    def _note_facts(self, rule: Rule, m: Any) -> None:
+    def _note_facts(self, rule: Rule, m: Any, node: str | None = None) -> None:
         for group, key, kind, mode in rule.facts:
             value = m.group(group) if m is not None else None
             if value is None:
@@ -502,6 +510,11 @@ class Timeline:
                 new = convert(value, kind)
             except ValueError:
                 continue  # (a figure the format string promised that is none: the fact stays unknown)
+            if mode == "max" and isinstance(new, float | int):
+                # A per-node figure (load, compile, capture seconds): each node's own slowest, so that the
+                # start's explanation can name the slow node, not just the slowest figure.
+                mine = self._node_facts.setdefault(node or "head", {})
+                mine[key] = max(new, mine.get(key, new))
             old = self._facts.get(key)
             if old is None or mode == "last":
                 self._facts[key] = new
@@ -967,6 +980,7 @@ class Timeline:
             is_vllm_log=self.vllm_evidence,
             served_seconds=self._served_seconds(),
             year_known=self._clock.year_known,
+            node_facts=MappingProxyType({n: MappingProxyType(dict(f)) for n, f in self._node_facts.items()}),
         )
 
     def to_json(self) -> dict[str, Any]:

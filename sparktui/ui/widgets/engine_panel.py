@@ -27,6 +27,7 @@ from sparktui.domain.events import (
 )
 from sparktui.domain.history import RunRecord, format_remaining
 from sparktui.domain.logs.diagnosis import diagnosis, node_label
+from sparktui.domain.perf.start_explain import explain_start
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.domain.start_eta import start_eta
 from sparktui.ui import format as fmt
@@ -263,7 +264,7 @@ class EnginePanel(VerticalScroll):
         summary = self.query_one("#stage-summary", Static)
         summary.display = ready
         if ready:
-            show(summary, stage_summary(views))
+            show(summary, stage_summary(views, slow_start_line(timeline.facts)))
         self.query_one(ServingView).display = ready
 
     def show_supervisor(self, seen: SupervisorSeen | None, image: ImageSeen | None = None) -> None:
@@ -373,14 +374,23 @@ def eta_text(views: list[StageView], running: StageView | None, elapsed: float |
     return t
 
 
-def stage_summary(views: list[StageView]) -> Text:
-    """``ready after 52s — config 5s · Ray placement 13s · weights 10s …`` (the stages that ran)."""
+def slow_start_line(facts: Mapping[str, object]) -> str:
+    """The start's slowest stage against what it should take, with the remedy (``domain.perf.start_explain``,
+    from the log's facts: the slowest node's figures); ``""`` when nothing was slow."""
+    return explain_start(facts).short()
+
+
+def stage_summary(views: list[StageView], slow: str = "") -> Text:
+    """``ready after 52s — config 5s · Ray placement 13s · weights 10s …`` (the stages that ran), and on a
+    line of its own why it took that long, when a stage was slow (``slow``)."""
     t = Text()
     ran = [v for v in views if v.status == "done" and v.seconds is not None]
     t.append("ready after ", style="dim")
     t.append(fmt.duration(sum(v.seconds or 0.0 for v in ran)), style="bold green")
     t.append(" — ", style="dim")
     t.append(" · ".join(f"{v.label} {fmt.duration(v.seconds)}" for v in ran if v.seconds), style="dim")
+    if slow:
+        t.append("\n" + slow, style="yellow")
     return t
 
 
