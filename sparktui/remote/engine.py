@@ -16,32 +16,30 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 
 from sparktui.config import SparkConfig
 from sparktui.domain.events import EngineState, OperationView, StepStatus, StepView
 from sparktui.domain.history import HistoryStore, RunRecord, setup_of
 from sparktui.domain.lifecycle import oplock as L
 from sparktui.domain.lifecycle import plan as P
-from sparktui.domain.lifecycle import presence_file as PR
 from sparktui.domain.lifecycle.desired import Desired, DesiredState
 from sparktui.domain.lifecycle.discovery import Discovery
 from sparktui.domain.lifecycle.output import output_tail
 from sparktui.domain.lifecycle.ray_state import RayState
 from sparktui.domain.lifecycle.ready_timeout import ReadyTimeout, engine_ready_timeout
-from sparktui.domain.perf.load_args import with_load_args
+from sparktui.domain.perf.load_args import load_args_step
 from sparktui.domain.presence import SupervisorPresence
 from sparktui.domain.upgrade.images import ImageInUse
 from sparktui.remote.desired_store import read_desired, stopped_by_person, write_desired
 from sparktui.remote.engine_discovery import discover_engine
 from sparktui.remote.engine_nodes import EngineNodes
-from sparktui.remote.head_record import read_record, write_record
 from sparktui.remote.image_store import config_for_start, read_image_in_use
 from sparktui.remote.operation_gate import OperationGate
 from sparktui.remote.plan_runner import PlanRunner, Tracker
 from sparktui.remote.preflight_checks import PreflightChecks
+from sparktui.remote.presence_store import read_presence, write_presence
 from sparktui.remote.ray_queries import RayQueries
-from sparktui.remote.transport import Transport, TransportError
+from sparktui.remote.transport import Transport
 
 ProgressCallback = Callable[[OperationView], None]
 
@@ -198,17 +196,12 @@ class EngineController:
         return await read_desired(self._nodes)
 
     async def write_presence(self, presence: SupervisorPresence) -> bool:
-        """The supervisor's record on the head (``sparktui.domain.presence``); ``False``: not written now."""
-        return await write_record(self._nodes, lambda homes: PR.write_argv(self.config, homes, presence),
-                                  "the supervisor's presence")
+        """The supervisor's record on the head (``remote/presence_store``); ``False``: not written now."""
+        return await write_presence(self._nodes, presence)
 
     async def presence(self) -> SupervisorPresence | None:
-        """The supervisor's record on the head (``None``: there never was one). Raises ``TransportError``
-        when the head cannot be read now (which is not the same as no supervisor)."""
-        text = await read_record(self._nodes, partial(PR.read_argv, self.config))
-        if text is None:
-            raise TransportError(f"the supervisor's record on {self.config.head.name} not read")
-        return SupervisorPresence.parse(text)
+        """The supervisor's record on the head (``None``: never one); ``TransportError``: not read now."""
+        return await read_presence(self._nodes)
 
     async def image_in_use(self) -> ImageInUse | None:
         """The image ``sparktui upgrade`` promoted, kept on the head (``None``: none, or not read now)."""
@@ -249,11 +242,7 @@ class EngineController:
 
     def ready_timeout(self) -> ReadyTimeout | None:
         """vLLM's engine-ready timeout for this start, from the run history (unreadable: none known)."""
-        try:
-            runs = self.history()
-        except (OSError, ValueError):
-            runs = ()
-        return engine_ready_timeout(runs, self.config.engine.env)
+        return engine_ready_timeout(_runs(self.history), self.config.engine.env)
 
     async def _run_plan(self, tracker: Tracker, plan: P.Plan, *, stop_on_failure: bool) -> StepView | None:
         return await self._runner.run_plan(tracker, plan, stop_on_failure=stop_on_failure)
@@ -269,11 +258,9 @@ class EngineController:
                 return tracker.finish(False, summary.message())
             rdma = self._preflight_checks.rdma
             # The recipe's fast-load flags, where this image's vLLM accepts them (its help, just read).
-            self.config, gated = with_load_args(self.config, self._preflight_checks.help_text)
-            if gated is not None:
-                tracker.add(StepView(name="fast weights load", node=self.config.head.name,
-                                     status=StepStatus.OK if gated.kept else StepStatus.WARNING,
-                                     message=gated.message()))
+            self.config, step = load_args_step(self.config, self._preflight_checks.help_text)
+            if step is not None:
+                tracker.add(step)
         else:
             await self.resolve_homes()
         plan = P.build_start_plan(self.config, self.homes or None, rdma, early_workers=self.early_workers,
@@ -356,6 +343,14 @@ class EngineController:
         if finish:
             return tracker.finish(True, "stopped: nothing of ours remains on any node")
         return None
+
+
+def _runs(history: Callable[[], Sequence[RunRecord]]) -> Sequence[RunRecord]:
+    """The run history, or none when it cannot be read."""
+    try:
+        return history()
+    except (OSError, ValueError):
+        return ()
 
 
 __all__ = ["EngineController", "EngineState", "ProgressCallback", "output_tail"]

@@ -18,6 +18,7 @@ from typing import Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.config_faults import ConfigError
+from sparktui.domain.events import StepStatus, StepView
 from sparktui.domain.lifecycle.vllm_help import normalise
 from sparktui.domain.recipes import find_recipe
 from sparktui.domain.upgrade.serve_help import parse_serve_help
@@ -114,3 +115,13 @@ def with_load_args(config: SparkConfig, help_text: str | None,
         return config, gated
     engine = e.model_copy(update={"extra_args": (*e.extra_args, *gated.kept)})
     return config.model_copy(update={"engine": engine}), gated
+
+
+def load_args_step(config: SparkConfig, help_text: str | None) -> tuple[SparkConfig, StepView | None]:
+    """``with_load_args`` with the start's row saying what was kept or left out (None: nothing named)."""
+    config, gated = with_load_args(config, help_text)
+    if gated is None:
+        return config, None
+    status = StepStatus.OK if gated.kept else StepStatus.WARNING
+    return config, StepView(name="fast weights load", node=config.head.name, status=status,
+                            message=gated.message())
