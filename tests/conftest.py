@@ -14,10 +14,14 @@ MakeTestbed = Callable[..., Testbed]
 #: The longest test files (real Ray, real dockerd, paced start-ups), run first: CI's workers take whole
 #: files in collection order, so a long file collected last would run alone at the end.
 LONG_FILES = (
-    "test_docker_testbed.py", "test_engine_truth_testbed.py", "test_lifecycle_testbed.py",
-    "test_warm_restart_docker_testbed.py", "test_lifecycle_cli.py", "test_model_sync_testbed.py",
-    "test_warm_restart_testbed.py", "test_standin_ray.py", "test_serving_testbed.py",
-    "test_memory_guard_testbed.py", "test_bench_cli_testbed.py",
+    "test_engine_truth_testbed.py", "test_docker_testbed.py", "test_supervise_testbed.py",
+    "test_start_safe_testbed.py", "test_lifecycle_testbed.py", "test_upgrade_docker_testbed.py",
+    "test_upgrade_promote_docker_testbed.py", "test_supervise_limits_testbed.py",
+    "test_supervise_recovery_testbed.py", "test_warm_restart_testbed.py", "test_run_history_testbed.py",
+    "test_model_sync_testbed.py", "test_serving_pace_testbed.py", "test_warm_restart_docker_testbed.py",
+    "test_status.py", "test_lifecycle_cli.py", "test_bench_profile_testbed.py", "test_standin_ray.py",
+    "test_serving_testbed.py", "test_memory_guard_testbed.py", "test_start_explain_testbed.py",
+    "test_bench_cli_testbed.py", "test_init.py", "test_incidents_testbed.py", "test_backend_testbed.py",
 )
 
 

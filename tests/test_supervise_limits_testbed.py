@@ -51,7 +51,7 @@ def test_an_oom_at_start_is_tried_once_more_then_needs_a_person(make_testbed: Ca
         supervisor.wait(lambda line: line.get("event") == "notice"
                         and "out of memory again" in line.get("detail", ""),
                         "needing a person told (a notice, sent to [notify])", timeout=30)
-        nothing_more_for(supervisor, 15)
+        nothing_more_for(supervisor, 8)
         assert not vllm_running(bed)
     finally:
         assert supervisor.end() == 0
@@ -62,7 +62,7 @@ def test_an_oom_at_start_is_tried_once_more_then_needs_a_person(make_testbed: Ca
 def test_a_crash_loop_spends_the_budget_then_gives_up_and_says_so(make_testbed: Callable[..., Testbed],
                                                                  tmp_path: Path) -> None:
     bed, config, _port = supervised_bed(make_testbed, tmp_path,
-                                        env={"SPARKTUI_STANDIN_FAIL": "crash_after_ready:4"},
+                                        env={"SPARKTUI_STANDIN_FAIL": "crash_after_ready:2"},
                                         max_restarts=1, window=600.0)
     out = run_sparktui("--config", str(config), "start", "--wait", timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -77,7 +77,7 @@ def test_a_crash_loop_spends_the_budget_then_gives_up_and_says_so(make_testbed: 
         assert len(tries) == 1, tries
         supervisor.wait(lambda line: line.get("event") == "notice" and "given up" in line.get("detail", ""),
                         "the give-up told (a notice, sent to [notify])", timeout=30)
-        nothing_more_for(supervisor, 15)
+        nothing_more_for(supervisor, 8)
     finally:
         assert supervisor.end() == 0
     supervisor.ended(bed)

@@ -1,8 +1,8 @@
 """``sparktui upgrade IMAGE``: a new engine image tried with a way back.
 
-In order, each a stage the user sees: the image on the head and then on every node (by image ID), the way
-back kept (the image in use, on every node), the new image's vLLM checked against this engine's flags — all
-before any downtime — then the baseline (the serving engine's smoke test and a short benchmark, or the
+In order, each a stage the user sees: the image on the head, the way back kept (the image in use, on every
+node), the new image's vLLM checked on the head against this engine's flags and model, the new image on
+every node (by image ID) — all before any downtime — then the baseline (the serving engine's smoke test and a short benchmark, or the
 last one of the same recipe in the bench history), the switch under one hold of the operation lock (stop,
 start on the new image, ready, smoke, the same benchmark), and the verdict (``domain/upgrade/verdict``):
 promoted (kept on the head, so every later start uses it) or rolled back by itself to the image in use,
@@ -130,13 +130,6 @@ class ImageUpgrade:
             return report
         say(report, "way back", "ok", back.message)
 
-        say(report, "distribute", "running", f"{I.short_id(head.image_id)} to every node")
-        spread = await C.distribute(nodes, image, head.image_id, lambda node, sent, total, s: say(
-            report, "distribute", "running", f"{node}: {sent / 1e6:.0f} MB in {s:.0f} s"))
-        if not spread.ok:
-            return self._refused(report, "distribute", spread.message)
-        say(report, "distribute", "ok", spread.message)
-
         say(report, "check", "running", f"vLLM in {image}")
         checked = await C.vllm_of(nodes, config, image)
         report.vllm_version = checked.vllm_version
@@ -146,6 +139,13 @@ class ImageUpgrade:
         if not arch.ok:
             return self._refused(report, "check", arch.message)
         say(report, "check", "ok", f"{checked.message}; {arch.message}")
+
+        say(report, "distribute", "running", f"{I.short_id(head.image_id)} to every node")
+        spread = await C.distribute(nodes, image, head.image_id, lambda node, sent, total, s: say(
+            report, "distribute", "running", f"{node}: {sent / 1e6:.0f} MB in {s:.0f} s"))
+        if not spread.ok:
+            return self._refused(report, "distribute", spread.message)
+        say(report, "distribute", "ok", spread.message)
 
         say(report, "baseline", "running", "smoke test and a short benchmark of the serving engine")
         baseline = await self._baseline(report, previous)
