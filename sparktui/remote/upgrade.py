@@ -1,14 +1,14 @@
 """``sparktui upgrade IMAGE``: a new engine image tried with a way back.
 
-In order, each a stage the user sees: the image on the head, the way back kept (the image in use, on every
-node), the new image's vLLM checked on the head against this engine's flags and model, the new image on
-every node (by image ID) — all before any downtime — then the baseline (the serving engine's smoke test and a short benchmark, or the
-last one of the same recipe in the bench history), the switch under one hold of the operation lock (stop,
-start on the new image, ready, smoke, the same benchmark), and the verdict (``domain/upgrade/verdict``):
-promoted (kept on the head, so every later start uses it) or rolled back by itself to the image in use,
-verified serving again. The trial image is never kept on the head until promoted: whatever interrupts the
-upgrade, the next start (the supervisor's) is on the previous image. Each outcome is recorded in the
-images history (``domain/upgrade/images``).
+In order, each a stage the user sees: the image on the head; the way back kept (the image in use, on every
+node); the new image's vLLM checked on the head against this engine's flags and model; the new image on
+every node (by image ID) — all before any downtime. Then the baseline (the serving engine's smoke test and
+a short benchmark, or the last one of the same recipe in the bench history); the switch under one hold of
+the operation lock (stop, start on the new image, ready, smoke, the same benchmark); and the verdict
+(``domain/upgrade/verdict``): promoted (kept on the head, so every later start uses it) or rolled back by
+itself to the image in use, verified serving again. The trial image is never kept on the head until
+promoted: whatever interrupts the upgrade, the next start (the supervisor's) is on the previous image.
+Each outcome is recorded in the images history (``domain/upgrade/images``).
 """
 
 from __future__ import annotations
