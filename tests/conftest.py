@@ -11,8 +11,9 @@ from tests.testbed import Testbed, docker_image, docker_unavailable_reason, unav
 
 MakeTestbed = Callable[..., Testbed]
 
-#: The longest test files (real Ray, real dockerd, paced start-ups), run first: CI's workers take whole
-#: files in collection order, so a long file collected last would run alone at the end.
+#: The longest test files (real Ray, real dockerd, paced start-ups), longest first: CI's workers take whole
+#: files in collection order (``--no-loadscope-reorder``), each the next file as it finishes one, so a long
+#: file collected last would run alone at the end.
 LONG_FILES = (
     "test_engine_truth_testbed.py", "test_docker_testbed.py", "test_supervise_testbed.py",
     "test_start_safe_testbed.py", "test_lifecycle_testbed.py", "test_upgrade_docker_testbed.py",
