@@ -106,7 +106,8 @@ def test_the_exporter_keeps_one_series_per_concurrency_for_a_profile():
 
     record = _record((_level(1, 20.0, 0.05), _level(1, 15.0, 0.066, depth=4096)), _fp(), 1000.0)
     series: list[tuple[str, tuple[str, ...], float | None]] = []
-    SparkCollector._bench(record, lambda name, labels, value: series.append((name, tuple(labels), value)))
+    SparkCollector.bench_series(record,
+                                lambda name, labels, value: series.append((name, tuple(labels), value)))
     rates = [(labels, value) for name, labels, value in series
              if name == "sparktui_bench_output_tokens_per_second"]
     assert rates == [(("1",), 20.0)]

@@ -108,11 +108,11 @@ class SparkCollector(Collector):
             add("sparktui_serving_kv_cache_usage_ratio", [], serving.kv_cache_usage)
         bench = self.latest_bench() if self.latest_bench is not None else None
         if bench is not None:
-            self._bench(bench, add)
+            self.bench_series(bench, add)
         yield from fams.values()
 
     @staticmethod
-    def _bench(bench: BenchRecord, add: Callable[[str, list[str], float | None], None]) -> None:
+    def bench_series(bench: BenchRecord, add: Callable[[str, list[str], float | None], None]) -> None:
         add("sparktui_bench_timestamp_seconds", [bench.model, bench.client], bench.started_at)
         for lv in bench.levels:
             if lv.depth:
