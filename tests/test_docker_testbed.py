@@ -291,7 +291,9 @@ async def test_dashboard_s_to_ready_and_x_to_stopped(docker_testbed: Testbed, tm
             shown = str(app.query_one("#operation-steps", Static).render())
             assert f"start: running — {held}" in shown.replace("\n", " "), shown
         finally:
-            assert other.wait(timeout=400) == 0
+            code = other.wait(timeout=400)
+            said = other.stdout.read() if other.stdout is not None else ""
+            assert code == 0, f"the other `sparktui start` exited {code}:\n{said}"
         await wait_until(pilot, lambda: state.operation is not None and not state.operation.running, 30,
                          "the other start over")
         assert not app.query_one("#btn-stop", Button).disabled
