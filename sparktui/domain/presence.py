@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from sparktui.domain.durations import format_duration
+from sparktui.domain.json_report import last_json_object
 from sparktui.domain.wall_time import iso
 
 #: Seconds between the supervisor's heartbeats (one short command on the head's link each).
@@ -94,11 +95,9 @@ class SupervisorPresence:
     @classmethod
     def parse(cls, text: str) -> SupervisorPresence | None:
         """What the head's file holds; ``None`` when there was never a supervisor (or it is not ours)."""
-        try:
-            data = json.loads(text.strip().splitlines()[-1]) if text.strip() else {}
-        except ValueError:
-            return None
-        if not isinstance(data, Mapping):
+        # The script prints the record last (``{}``: never written); noise lines around it are passed over.
+        data = last_json_object(text)
+        if data is None:
             return None
         pid, started, heartbeat = data.get("pid"), _float(data.get("started")), _float(data.get("heartbeat"))
         if not isinstance(pid, int) or started is None or heartbeat is None:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from sparktui.config import SparkConfig
+from sparktui.domain.json_report import last_json_object
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.plan import state_dir
 
@@ -41,11 +42,9 @@ class DesiredState:
     @classmethod
     def parse(cls, text: str) -> DesiredState | None:
         """What ``read`` printed; ``None`` when nothing was ever set (or the file is not ours)."""
-        try:
-            data = json.loads(text.strip().splitlines()[-1]) if text.strip() else {}
-        except ValueError:
-            return None
-        if not isinstance(data, Mapping):
+        # The script prints the record last (``{}``: never written); noise lines around it are passed over.
+        data = last_json_object(text)
+        if data is None:
             return None
         try:
             return cls(Desired(str(data["state"])), str(data.get("by", "")), str(data.get("host", "")),

@@ -24,6 +24,7 @@ from typing import Any
 
 from sparktui.config import SparkConfig
 from sparktui.domain.history import append_line, read_lines, state_dir
+from sparktui.domain.json_report import last_json_object
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.plan import state_dir as head_state_dir
 
@@ -61,11 +62,9 @@ class ImageInUse:
     @classmethod
     def parse(cls, text: str) -> ImageInUse | None:
         """What the node script's ``read`` printed; None when none was written (``{}``) or it is not ours."""
-        try:
-            data = json.loads(text.strip().splitlines()[-1]) if text.strip() else {}
-        except ValueError:
-            return None
-        if not isinstance(data, Mapping) or not data.get("ref") or not data.get("image_id"):
+        # The script prints the record last (``{}``: never written); noise lines around it are passed over.
+        data = last_json_object(text)
+        if data is None or not data.get("ref") or not data.get("image_id"):
             return None
         try:
             return cls(ref=str(data["ref"]), image_id=str(data["image_id"]),
