@@ -159,8 +159,17 @@ def test_a_wedge_is_kept_as_an_incident_then_restarted(setup: tuple[Testbed, Pat
         assert supervisor.end() == 0
     env = {"XDG_STATE_HOME": str(tmp_path / "state")}
     listed = json.loads(run_sparktui("incidents", "--json", env=env).stdout)["incidents"]
-    assert len(listed) == 1 and listed[0]["cause"] == "wedged" and listed[0]["action"] == "restart"
-    evidence_ok(listed[0])
-    wait_until_sync(lambda: json.loads(run_sparktui("incidents", "--json", env=env).stdout)["incidents"][0]
+    said = ([{k: i.get(k) for k in ("cause", "action", "detail", "node")} for i in listed],
+            [line for line in supervisor.lines if line.get("event") in ("state", "decision", "incident")])
+    # Oldest first. The wedge's incident and its restart; once in a CI run (two cores, a docker test bed
+    # beside it) Ray then lost the worker during the restart, and the supervisor rightly kept that as an
+    # incident of its own and restarted every rank: allowed, and shown if it happens.
+    wedge = listed[0]
+    assert wedge["cause"] == "wedged" and wedge["action"] == "restart", said
+    assert all(i["cause"] == "worker_lost" and i["action"] == "full_restart" for i in listed[1:]), said
+    if len(listed) > 1:
+        print("after the wedge's restart:", said)
+    evidence_ok(wedge)
+    wait_until_sync(lambda: json.loads(run_sparktui("incidents", "--json", env=env).stdout)["incidents"][-1]
                     ["serving_again_s"] is not None, "the time to serving again recorded", timeout=30)
     assert run_sparktui("--config", str(config), "stop", timeout=300).returncode == 0
