@@ -21,12 +21,12 @@ import hashlib
 import json
 import os
 import socket
-import struct
 import subprocess
 import sys
 from typing import Any
 
 from sparktui.node.hf_cache import snapshot
+from sparktui.node.if_addr import if_addr
 
 #: Weight files: their size is compared, never their hash (GBs each).
 SHARD_ENDINGS = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack", ".onnx", ".npz")
@@ -146,20 +146,6 @@ def engine_facts(req: dict[str, Any]) -> dict[str, Any]:
     except Exception:
         pass
     return {"python": sys.executable, "vllm": version, "env": env, "nccl": nccl_library()}
-
-
-def if_addr(name: str) -> str | None:
-    """The interface's IPv4 address (SIOCGIFADDR), ``None`` when it has none."""
-    try:
-        import fcntl
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            packed = struct.pack("256s", name[:15].encode())
-            return socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, packed)[20:24])
-        finally:
-            s.close()
-    except OSError:
-        return None
 
 
 def route_source(peer: str) -> str | None:

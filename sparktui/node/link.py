@@ -10,9 +10,10 @@ import errno
 import json
 import os
 import socket
-import struct
 import sys
 from typing import Any
+
+from sparktui.node.if_addr import if_addr
 
 
 def text(*parts: str) -> str | None:
@@ -52,20 +53,6 @@ def rdma_ports(root: str, netdevs: set[str]) -> list[dict[str, Any]]:
                          "link_layer": text(base, "link_layer"), "rate": text(base, "rate"), "netdev": netdev,
                          "rocev2_gids": sorted(int(n) for n, t in types.items() if t == "RoCE v2")})
     return rdma
-
-
-def if_addr(name: str) -> str | None:
-    """The interface's IPv4 address (SIOCGIFADDR), ``None`` when it has none."""
-    try:
-        import fcntl
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            packed = struct.pack("256s", name[:15].encode())
-            return socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, packed)[20:24])
-        finally:
-            s.close()
-    except OSError:
-        return None
 
 
 def reach(peer: str, port: int, source: str | None) -> str:
