@@ -134,7 +134,7 @@ def local_head(tmp_path: Path) -> SparkConfig:
                                     "tensor_parallel_size": 1, "state_dir": str(tmp_path)}})
 
 
-async def test_the_upgrade_writes_it_through_the_node_script_and_a_reader_gets_it_back(tmp_path: Path) -> None:
+async def test_the_upgrade_writes_it_through_the_node_script_and_a_reader_reads_it(tmp_path: Path) -> None:
     config = local_head(tmp_path)
     nodes = EngineNodes(config, {"spark1": LocalTransport("spark1")})
     await nodes.transports["spark1"].connect()
