@@ -118,6 +118,18 @@ def test_the_status_report_names_its_stages_and_outcome() -> None:
     assert report["text"].startswith("upgrade to vllm/vllm-openai:v0.22.0: refused: check: --foo is gone (")
 
 
+def test_status_prints_its_line_between_the_image_and_the_supervisor() -> None:
+    from sparktui.commands.status import render
+
+    done = through_the_switch().finish("promoted", "as fast", 32.94, T0 + 150)
+    text = render({"cluster": "c", "nodes": [], "image": {"text": "image: vllm/vllm-openai:v0.22.0"},
+                   "upgrade": done.report(T0 + 200), "supervisor": None})
+    assert text.splitlines()[-3:-1] == ["image: vllm/vllm-openai:v0.22.0",
+                                        done.status_line(T0 + 200)], text
+    assert done.status_line(T0 + 200).startswith("upgrade to vllm/vllm-openai:v0.22.0: promoted, downtime "
+                                                 "32.9 s (")
+
+
 def test_as_an_operation_its_stages_are_the_steps() -> None:
     view = upgrade_operation(through_the_switch(), T0 + 112.5)
     assert view.kind == "upgrade" and view.running and view.message.startswith("upgrading to ")

@@ -43,6 +43,8 @@ class UpgradeRecorder:
         self.host, self.pid = host, pid
         self.record: U.UpgradeRecord | None = None
         self._changed = asyncio.Event()
+        #: Held by a write: the end waits for one in flight rather than cut its SSH command.
+        self._writing = asyncio.Lock()
         self._writer: asyncio.Task[None] | None = None
 
     def begin(self, image: str, previous: str, *, dry_run: bool) -> None:
@@ -65,11 +67,13 @@ class UpgradeRecorder:
         if self.record is None:
             return
         if self._writer is not None:
-            self._writer.cancel()
+            async with self._writing:
+                self._writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
         self.record = self.record.finish(outcome, reason, downtime_s, time.time())
-        await self._write()
+        async with self._writing:
+            await self._write()
 
     async def _keep_written(self) -> None:
         """The latest state on each change, and a heartbeat while nothing changes."""
@@ -77,7 +81,8 @@ class UpgradeRecorder:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), U.HEARTBEAT_EVERY)
             self._changed.clear()
-            await self._write()
+            async with self._writing:
+                await self._write()
             await asyncio.sleep(WRITE_GAP)
 
     async def _write(self) -> None:
