@@ -51,7 +51,7 @@ _STATUSES = frozenset({"pending", "running", "ok", "failed", "skipped"})
 #: The outcomes ``UpgradeReport`` has (and "interrupted": the upgrade's process ended by an exception).
 _OUTCOME_WORDS = {"promoted": "promoted", "rolled_back": "rolled back", "refused": "refused",
                   "failed": "failed, and the previous image did not serve again: a person is needed",
-                  "checked": "checked (--dry-run), nothing changed", "same": "nothing to do",
+                  "checked": "checked", "same": "nothing to do",
                   "interrupted": "interrupted"}
 #: Outcomes after which the engine serves as it should (the upgrade did its job, whichever way it went).
 _SERVING_AFTER = frozenset({"promoted", "rolled_back", "refused", "checked", "same"})
