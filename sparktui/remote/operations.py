@@ -241,9 +241,12 @@ class Operations:
                     rediscover = False
 
     async def _read_upgrade(self) -> UpgradeRecord | None:
+        """The head's upgrade record (docker: ``sparktui upgrade`` is for images; a host runtime has none)."""
         controller = self._wiring.controller
         if controller is None:
             raise TransportError("not connected yet")
+        if self._wiring.config.engine.runtime != "docker":
+            return None
         return await read_upgrade(controller.nodes)
 
     async def look_at_supervisor(self) -> None:

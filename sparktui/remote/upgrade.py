@@ -8,7 +8,9 @@ the operation lock (stop, start on the new image, ready, smoke, the same benchma
 (``domain/upgrade/verdict``): promoted (kept on the head, so every later start uses it) or rolled back by
 itself to the image in use, verified serving again. The trial image is never kept on the head until
 promoted: whatever interrupts the upgrade, the next start (the supervisor's) is on the previous image.
-Each outcome is recorded in the images history (``domain/upgrade/images``).
+Each outcome is recorded in the images history (``domain/upgrade/images``). All along, the upgrade keeps
+its progress on the head (``upgrade.json``, ``remote/upgrade_record``): each stage as it changes, a
+heartbeat, then the outcome and the downtime — what a dashboard and ``sparktui status`` show of it.
 """
 
 from __future__ import annotations
