@@ -176,6 +176,8 @@ class ImageUpgrade:
         if dry_run:
             report.outcome, report.reason = "checked", "every check passed; nothing was changed (--dry-run)"
             return report
+        if self.confirm is not None:   # (the record only: the report lists stages done)
+            self.progress.stage("switch", "pending", "waits for a yes: the switch stops the engine")
         if self.confirm is not None and not await self.confirm(report):
             report.outcome, report.reason = "refused", "not confirmed: nothing was changed"
             return report

@@ -1,8 +1,8 @@
 """An upgrade's progress kept on the head (``sparktui.domain.upgrade.progress``), written and read as the
-head's other records are (``head_record``): by the upgrade at each stage change and every
-``HEARTBEAT_EVERY`` seconds (so a reader can tell it is still going), by ``sparktui status`` and the dashboard
-read. The writes run beside the upgrade, never in its way: one that fails is a warning in the log, and the
-upgrade goes on."""
+head's other records are (``head_record``): written by the upgrade at each stage change and every
+``HEARTBEAT_EVERY`` seconds, as the supervisor beats (so a reader can tell it is still going); read by
+``sparktui status`` and the dashboard. The writes run beside the upgrade, never in its way: one that fails
+is a warning in the log, and the upgrade goes on."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import time
 from dataclasses import replace
 from functools import partial
 
+from sparktui.domain.presence import HEARTBEAT_EVERY
 from sparktui.domain.upgrade import progress as U
 from sparktui.remote.engine_nodes import EngineNodes
 from sparktui.remote.head_record import read_record, write_record
@@ -79,7 +80,7 @@ class UpgradeRecorder:
         """The latest state on each change, and a heartbeat while nothing changes."""
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), U.HEARTBEAT_EVERY)
+                await asyncio.wait_for(self._changed.wait(), HEARTBEAT_EVERY)
             self._changed.clear()
             async with self._writing:
                 await self._write()

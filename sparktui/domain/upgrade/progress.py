@@ -25,11 +25,9 @@ from sparktui.domain.durations import format_duration
 from sparktui.domain.json_report import last_json_object
 from sparktui.domain.lifecycle import scripts as S
 from sparktui.domain.lifecycle.plan import state_dir as head_state_dir
-from sparktui.domain.presence import HEARTBEAT_EVERY, STALE_AFTER
+from sparktui.domain.presence import STALE_AFTER
 from sparktui.domain.upgrade.images import short_id
 from sparktui.domain.wall_time import iso
-
-__all__ = ["HEARTBEAT_EVERY", "STALE_AFTER"]
 
 #: The record's name in ``engine.state_dir`` on the head.
 UPGRADE_FILE = "upgrade.json"
