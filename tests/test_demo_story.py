@@ -265,8 +265,26 @@ def test_worker_lost_scenario_names_the_node_and_its_address() -> None:
     assert not any(p.name == "raylet" for p in last.sample.processes)
 
 
+def test_upgrade_scenario_shows_another_sparktuis_dry_run_stage_by_stage_then_its_outcome() -> None:
+    from sparktui.domain.events import OperationChanged, StepStatus, UpgradeSeen
+    from sparktui.sim.demo_upgrade import IMAGE, SECONDS
+
+    sim, events = _run("upgrade", 100)
+    assert sim.ready_at is not None and sim.state is EngineState.READY
+    views = [e.operation for e in events if isinstance(e, OperationChanged) and e.operation.kind == "upgrade"]
+    assert views and all(v.running for v in views)   # still at its stages
+    last = views[-1]
+    assert last.message == f"upgrading to {IMAGE} (3c9d5e7f0a1b) from {STORY.image} (--dry-run)"
+    assert [s.status for s in last.steps[:3]] == [StepStatus.OK] * 3
+    sim, events = _run("upgrade", sim.ready_at + 10 + SECONDS + 1)
+    lines = [e for e in events if isinstance(e, UpgradeSeen)]
+    assert lines == [UpgradeSeen(f"upgrade to {IMAGE}: checked: every check passed; nothing was changed "
+                                 "(--dry-run)", "ok")]
+    assert sim.state is EngineState.READY   # a dry run changes nothing
+
+
 def test_every_scenario_is_listed_and_unknown_ones_are_refused() -> None:
-    assert set(SCENARIOS) == {"start", "oom", "nccl-socket-fallback", "wedge", "worker-lost"}
+    assert set(SCENARIOS) == {"start", "oom", "nccl-socket-fallback", "wedge", "worker-lost", "upgrade"}
     with pytest.raises(ValueError, match="unknown demo scenario"):
         DemoSimulation(scenario="nope")
 

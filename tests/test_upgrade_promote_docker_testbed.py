@@ -1,6 +1,6 @@
 """`sparktui upgrade IMAGE` on real Docker Engines: a slower image (the stand-in at half speed) is rolled
-back with both figures; a good one is promoted on both nodes, `status` names it, and the next plain
-`start` uses it."""
+back with both figures; a good one is promoted on both nodes, `status` names it and the upgrade's stages
+and outcome as the head keeps them, and the next plain `start` uses it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.domain.upgrade.progress import STAGES
 from tests.cli_helpers import run_sparktui
 from tests.testbed import Testbed, docker_image
 from tests.testbed.docker_image import derived_image
@@ -47,6 +48,15 @@ def test_a_slower_image_is_rolled_back_with_its_figures_and_a_good_one_promoted_
     status = json.loads(run_sparktui("--config", str(config), "status", "--json", timeout=120).stdout)
     assert status["image"]["source"] == "upgrade" and status["image"]["ref"] == "sparktui-ci:good", status
     assert status["image"]["vllm_version"] == "0.8.4" and status["image"]["image_id"] == good
+    # The upgrade kept its progress on the head (what the dashboard shows): its stages and outcome.
+    kept = status["upgrade"]
+    assert (kept["phase"], kept["outcome"], kept["image"], kept["image_id"]) == (
+        "ended", "promoted", "sparktui-ci:good", good), kept
+    assert kept["downtime_s"] == report["downtime_s"] and kept["pid"] > 0, kept
+    ran = {s["stage"]: s["status"] for s in kept["stages"]}
+    assert list(ran) == list(STAGES) and ran["roll back"] == "skipped", ran
+    assert all(ran[s] == "ok" for s in ("image", "check", "distribute", "switch", "verify", "promote")), ran
+    assert kept["text"].startswith(f"upgrade to sparktui-ci:good: promoted, downtime {kept['downtime_s']} s")
     assert run_sparktui("--config", str(config), "stop", timeout=300).returncode == 0
     out = run_sparktui("--config", str(config), "start", "--wait", timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr

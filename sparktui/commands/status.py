@@ -213,6 +213,7 @@ async def _gather_round(config: SparkConfig, transports: dict[str, Transport],
         "engine": engine,
         "supervisor": _supervisor(rounds[config.head.name]),
         "image": _image(config, rounds[config.head.name]),
+        "upgrade": _upgrade(rounds[config.head.name]),
     }
 
 
@@ -229,6 +230,17 @@ def _image(config: SparkConfig, head_round: NodeRound | None) -> dict[str, Any] 
                 "text": f"image: {config.engine.image} (engine.image)"}
     return {"ref": kept.ref, "image_id": kept.image_id, "vllm_version": kept.vllm_version,
             "source": "upgrade", "previous": kept.previous_ref, "text": f"image: {kept.describe()}"}
+
+
+def _upgrade(head_round: NodeRound | None) -> dict[str, Any] | None:
+    """The last ``sparktui upgrade``, in progress or ended, as the head keeps it
+    (``sparktui.domain.upgrade.progress``): ``None`` when none ever ran (or the head was not read)."""
+    from sparktui.domain.upgrade.progress import UpgradeRecord
+
+    if head_round is None or head_round.upgrade is None:
+        return None
+    record = UpgradeRecord.parse(head_round.upgrade)
+    return None if record is None else record.report(time.time())
 
 
 def _supervisor(head_round: NodeRound | None) -> dict[str, Any] | None:
@@ -410,7 +422,7 @@ def render(report: dict[str, Any]) -> str:
         shown = state == "unknown" or engine.get("state") in (*CANNOT_SERVE, "failed")
         detail = engine.get("detail") if shown else None
         lines.append(f"engine: {state}" + (f" — {detail}" if detail else ""))
-    for part in ("image", "supervisor"):
+    for part in ("image", "upgrade", "supervisor"):
         said = report.get(part)
         if isinstance(said, dict) and said.get("text"):
             lines.append(str(said["text"]))

@@ -13,6 +13,7 @@ returns to the image before the one in use, the same way.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from typing import TYPE_CHECKING
 
@@ -74,7 +75,9 @@ async def upgrade(config: SparkConfig, image: str | None, args: argparse.Namespa
             print("sparktui upgrade: the switch stops the engine; pass --yes to go on without asking",
                   file=sys.stderr)
             return False
-        answer = input(f"Switch from {report.previous} to {report.image} now (the engine stops)? [y/N] ")
+        # In a thread: the loop goes on meanwhile (the upgrade's heartbeat on the head, the links' keepalive).
+        answer = await asyncio.to_thread(
+            input, f"Switch from {report.previous} to {report.image} now (the engine stops)? [y/N] ")
         return answer.strip().lower() in ("y", "yes")
 
     transports = await open_cluster(config)

@@ -301,9 +301,20 @@ class ImageSeen:
         return f"image {self.text}" if self.promoted else f"image {self.text} (engine.image)"
 
 
+@dataclass(frozen=True)
+class UpgradeSeen:
+    """``sparktui upgrade``'s one line once it is over, as its record on the head was just read
+    (``sparktui.domain.upgrade.progress``: its outcome for a while after its end; ``text`` None: nothing
+    to say — none ran lately, or one runs, whose stages are the running operation); ``level`` says how it
+    reads: ``ok``, ``warning``, ``error``."""
+
+    text: str | None
+    level: str = "ok"
+
+
 Event = (
     NodeLinkChanged | NodeIdentified | NodeSampled | LogRecords | EngineChanged | OperationChanged
-    | OperationBusy | ServingSampled | ServingSlow | Notice | SupervisorSeen | ImageSeen
+    | OperationBusy | ServingSampled | ServingSlow | Notice | SupervisorSeen | ImageSeen | UpgradeSeen
 )
 EventSink = Callable[[Event], None]
 #: Every kind of event, for an observer that reads them all.

@@ -1,5 +1,6 @@
 """argv: ``write PATH JSON`` or ``read PATH``. A small JSON record kept on the head, beside the operation
-lock: the engine's desired state (``desired.json``) and the supervisor's presence (``supervisor.json``).
+lock: the engine's desired state (``desired.json``), the supervisor's presence (``supervisor.json``), the
+image in use (``image.json``) and an upgrade's progress (``upgrade.json``).
 ``write`` replaces the file atomically (a reader never sees half of it) and prints ``OK``; ``read`` prints
 the JSON, or ``{}`` when none was ever written.
 """

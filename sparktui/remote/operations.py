@@ -23,16 +23,21 @@ from sparktui.domain.events import (
     OperationView,
     SupervisorSeen,
 )
+from sparktui.domain.lifecycle.oplock import LockHolder
 from sparktui.domain.logs import Timeline
 from sparktui.domain.memory_guard import MemoryGuard, MemoryTrip
 from sparktui.domain.presence import HEARTBEAT_EVERY
 from sparktui.domain.readiness import RestartDecision
 from sparktui.domain.supervise import Action
 from sparktui.domain.telemetry import Sample
+from sparktui.domain.upgrade.progress import UpgradeRecord
+from sparktui.domain.upgrade_view import UPGRADE_KIND
 from sparktui.remote.backend_wiring import BackendWiring
 from sparktui.remote.engine import EngineController
 from sparktui.remote.run_logs import feed_start
 from sparktui.remote.transport import TransportError
+from sparktui.remote.upgrade_record import read_upgrade
+from sparktui.remote.upgrade_watch import UpgradeWatch
 
 #: Seconds between looks at the head's operation lock (another sparktui's start/stop/restart).
 LOCK_POLL_INTERVAL = 3.0
@@ -87,6 +92,11 @@ SUPERVISED: Mapping[Action, Operation] = {
 }
 
 
+def _held_by(holder: LockHolder) -> OperationView:
+    return OperationView(kind=holder.kind, running=True, started=holder.started,
+                         message=f"held by another sparktui: {holder.describe()}")
+
+
 class Operations:
     """Start, stop, restart (asked by the person, the session's restart policy or the memory guard)
     and what another sparktui does to the same engine."""
@@ -102,6 +112,8 @@ class Operations:
         self.readonly = readonly
         config = wiring.config
         self._memory_guard = MemoryGuard(config.engine.memory_floor, config.engine.memory_psi_full)
+        #: Another sparktui's upgrade, from its record on the head (read on this watch's cadence).
+        self.upgrades = UpgradeWatch(self._read_upgrade, wiring.post)
 
     async def start(self) -> None:
         self._wiring.session.manual_start()
@@ -189,7 +201,8 @@ class Operations:
         assert controller is not None
         post = self._wiring.post
         shown: OperationView | None = None
-        rediscover = False
+        #: The session was told of another's operation (the lock held): what runs is discovered after it.
+        rediscover = told = False
         me = (socket.gethostname(), os.getpid())
         while True:
             await asyncio.sleep(LOCK_POLL_INTERVAL)
@@ -199,18 +212,22 @@ class Operations:
             holder = await controller.lock_holder()
             if holder is not None and (holder.host, holder.pid) == me:
                 continue
-            if holder is not None:
-                view = OperationView(kind=holder.kind, running=True, started=holder.started,
-                                     message=f"held by another sparktui: {holder.describe()}")
-                if shown is None or view.message != shown.message:
+            # An upgrade's stages from its record on the head (before, during and after its hold of the lock).
+            upgrading = await self.upgrades.look(holder)
+            view = upgrading if upgrading is not None else _held_by(holder) if holder is not None else None
+            if view is not None:
+                if shown is None or (view.message, view.steps) != (shown.message, shown.steps):
                     shown = view
                     post(OperationChanged(view))
-                    self._wiring.session.operation(view)
+                    if holder is not None:   # the engine is another's (an upgrade's checks leave it be)
+                        self._wiring.session.operation(view)
+                        told = True
                 continue
             if shown is not None:
-                post(OperationChanged(replace(shown, running=False, ok=True,
-                                              message=shown.message.replace("held by", "done by", 1))))
-                shown, rediscover = None, True
+                ended = self.upgrades.ended(time.time()) if shown.kind == UPGRADE_KIND else None
+                post(OperationChanged(ended or replace(
+                    shown, running=False, ok=True, message=shown.message.replace("held by", "done by", 1))))
+                shown, rediscover, told = None, told, False
             if rediscover:
                 with contextlib.suppress(TransportError):
                     found = await controller.discover()
@@ -222,6 +239,15 @@ class Operations:
                         if found.running:
                             await self._feed_start()
                     rediscover = False
+
+    async def _read_upgrade(self) -> UpgradeRecord | None:
+        """The head's upgrade record (docker: ``sparktui upgrade`` is for images; a host runtime has none)."""
+        controller = self._wiring.controller
+        if controller is None:
+            raise TransportError("not connected yet")
+        if self._wiring.config.engine.runtime != "docker":
+            return None
+        return await read_upgrade(controller.nodes)
 
     async def look_at_supervisor(self) -> None:
         """Every ``PRESENCE_READ_EVERY`` s (beside the lock's look): the supervisor's record on the head,

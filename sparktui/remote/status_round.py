@@ -24,6 +24,7 @@ from sparktui.domain.lifecycle.discovery import DetachedState
 from sparktui.domain.lifecycle.preflight import DockerContainer, parse_docker_ps
 from sparktui.domain.lifecycle.ray_state import ProbeError, RayState, last_probe_state
 from sparktui.domain.upgrade import images
+from sparktui.domain.upgrade import progress as upgrade_progress
 from sparktui.node import source
 from sparktui.remote.engine_status import MAX_LOG_BYTES
 from sparktui.remote.host_facts import HostFacts
@@ -66,6 +67,8 @@ class NodeRound:
     supervisor: str | None = None
     #: The head only (docker): the image ``sparktui upgrade`` promoted, as read (as ``supervisor``).
     image: str | None = None
+    #: The head only (docker): the last upgrade's record, in progress or ended, as read (as ``supervisor``).
+    upgrade: str | None = None
 
 
 def round_request(config: SparkConfig, node: NodeConfig) -> dict[str, Any]:
@@ -93,8 +96,9 @@ def round_request(config: SparkConfig, node: NodeConfig) -> dict[str, Any]:
         req["peers"] = [list(p) for p in peers_of(config)]
         # The supervisor's presence beside the desired state: one more part of the same round trip.
         commands["supervisor"] = presence_file.read_argv(config, None)
-        if e.runtime == "docker":   # and the image an upgrade promoted, beside them
+        if e.runtime == "docker":   # and the image an upgrade promoted, and the last upgrade, beside them
             commands["image"] = images.read_argv(config, None)
+            commands["upgrade"] = upgrade_progress.read_argv(config, None)
         req["log"] = [P.vllm_log_path(config, None, node.name), MAX_LOG_BYTES]
     return req
 
@@ -127,6 +131,7 @@ def parse_round(config: SparkConfig, node: NodeConfig, text: str) -> NodeRound:
     ps = commands.get("docker_ps")
     supervisor = commands.get("supervisor")
     image = commands.get("image")
+    upgrade = commands.get("upgrade")
     prefix = config.engine.name_prefix
     detached = commands.get("detached")
     log = doc.get("log")
@@ -146,6 +151,7 @@ def parse_round(config: SparkConfig, node: NodeConfig, text: str) -> NodeRound:
         supervisor=(str(supervisor.get("stdout", "")) if supervisor is not None and supervisor.get("rc") == 0
                     else None),
         image=str(image.get("stdout", "")) if image is not None and image.get("rc") == 0 else None,
+        upgrade=str(upgrade.get("stdout", "")) if upgrade is not None and upgrade.get("rc") == 0 else None,
     )
 
 

@@ -8,12 +8,15 @@ the operation lock (stop, start on the new image, ready, smoke, the same benchma
 (``domain/upgrade/verdict``): promoted (kept on the head, so every later start uses it) or rolled back by
 itself to the image in use, verified serving again. The trial image is never kept on the head until
 promoted: whatever interrupts the upgrade, the next start (the supervisor's) is on the previous image.
-Each outcome is recorded in the images history (``domain/upgrade/images``).
+Each outcome is recorded in the images history (``domain/upgrade/images``). All along, the upgrade keeps
+its progress on the head (``upgrade.json``, ``remote/upgrade_record``): each stage as it changes, a
+heartbeat, then the outcome and the downtime — what a dashboard and ``sparktui status`` show of it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +34,7 @@ from sparktui.remote.engine import EngineController
 from sparktui.remote.engine_wait import wait_until_ready
 from sparktui.remote.image_store import read_image_in_use, write_image_in_use
 from sparktui.remote.transport import TransportError
+from sparktui.remote.upgrade_record import UpgradeRecorder
 
 #: Who the upgrade is, in the operation lock and the image record.
 ORIGIN = "`sparktui upgrade`"
@@ -98,19 +102,38 @@ class ImageUpgrade:
         self.confirm = confirm
         self.history = history if history is not None else I.ImageHistory()
         self.benches = benches if benches is not None else BenchStore()
+        #: The upgrade's progress on the head (a new one for each ``run``).
+        self.progress = UpgradeRecorder(controller.nodes, socket.gethostname(), os.getpid())
 
     def _stage(self, report: UpgradeReport, name: str, status: str, message: str) -> None:
         if status != "running":
             report.stages.append({"stage": name, "status": status, "message": message})
         self.on_stage(name, status, message)
+        self.progress.stage(name, status, message, image_id=report.image_id, previous_id=report.previous_id)
 
     async def run(self, image: str, *, dry_run: bool = False) -> UpgradeReport:
+        """The upgrade, its progress kept on the head from its first stage to its outcome (``upgrade.json``:
+        what the dashboard and ``sparktui status`` show of it)."""
+        self.progress = UpgradeRecorder(self.controller.nodes, socket.gethostname(), os.getpid())
+        report = UpgradeReport(image, "")
+        try:
+            await self._run(report, dry_run)
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await self.progress.finish("interrupted", str(exc) or type(exc).__name__, report.downtime_s)
+            raise
+        await self.progress.finish(report.outcome, report.reason, report.downtime_s)
+        return report
+
+    async def _run(self, report: UpgradeReport, dry_run: bool) -> UpgradeReport:
         controller = self.controller
         nodes = controller.nodes
         config = controller.given_config
+        image = report.image
         kept = await read_image_in_use(nodes)
         previous = I.start_image(config, kept)
-        report = UpgradeReport(image, kept.ref if kept is not None and kept.applies_to(config) else previous)
+        report.previous = kept.ref if kept is not None and kept.applies_to(config) else previous
+        self.progress.begin(image, report.previous, dry_run=dry_run)
         say = self._stage
 
         say(report, "image", "running", f"{image} on the head")
@@ -153,6 +176,8 @@ class ImageUpgrade:
         if dry_run:
             report.outcome, report.reason = "checked", "every check passed; nothing was changed (--dry-run)"
             return report
+        if self.confirm is not None:   # (the record only: the report lists stages done)
+            self.progress.stage("switch", "pending", "waits for a yes: the switch stops the engine")
         if self.confirm is not None and not await self.confirm(report):
             report.outcome, report.reason = "refused", "not confirmed: nothing was changed"
             return report

@@ -43,6 +43,7 @@ from sparktui.domain.events import (
     ServingSampled,
     StepStatus,
     StepView,
+    UpgradeSeen,
 )
 from sparktui.domain.history import RunRecord, record_run
 from sparktui.domain.lifecycle.ray_state import ExpectedNode, RayNode, RayState
@@ -59,8 +60,10 @@ from sparktui.domain.telemetry import (
     RdmaPort,
     Sample,
 )
+from sparktui.domain.upgrade_view import upgrade_operation
 from sparktui.sim.demo_scenarios import DEFAULT_SCENARIO, SCENARIOS, Scenario
 from sparktui.sim.demo_story import ORIGIN, STORY, timed_log
+from sparktui.sim.demo_upgrade import demo_upgrade
 from sparktui.sim.log_stamps import restamp
 from sparktui.sim.timeline_feed import TimelineFeed
 
@@ -378,6 +381,8 @@ class DemoSimulation:
             self.cached_gib[NODES[1]] = STORY.oom_page_cache_gib
         self.ray_lost_at: float | None = None      # when spark2's raylet stopped (worker-lost)
         self.nccl_warned = False
+        #: The ``upgrade`` scenario's upgrade as last shown.
+        self.upgrade_shown: OperationView | None = None
 
     # -- requests ---------------------------------------------------------------------------------
     def request(self, kind: str) -> None:
@@ -558,11 +563,28 @@ class DemoSimulation:
             return
         if event == "wedge" and not self.serving.frozen:
             self.serving.freeze(EPOCH + self.t)
+        elif event == "upgrade":
+            self._upgrade_to(self.ready_at + self.scenario.at)
         elif event == "worker-lost" and self.ray_lost_at is None:
             self.ray_lost_at = self.t
             self.serving.freeze(EPOCH + self.t)        # the tensor-parallel peer is gone: decode hangs
             self.engine_gib[NODES[1]] = 0.0           # its actor died with the raylet
             self._out.append(NodeLinkChanged(NODES[1], "connected"))   # its link stays up: its raylet stopped
+
+    def _upgrade_to(self, began: float) -> None:
+        """The scripted upgrade (``demo_upgrade``) as the dashboard's watch of the head would post it: its
+        stages as the running operation, then its end and its one line."""
+        if self.upgrade_shown is not None and not self.upgrade_shown.running:
+            return
+        record = demo_upgrade(STORY.image, EPOCH + began, EPOCH + self.t)
+        view = upgrade_operation(record, EPOCH + self.t)
+        if view == self.upgrade_shown:
+            return
+        self.upgrade_shown = view
+        self._out.append(OperationChanged(view))
+        if not view.running:
+            line = record.shown_line(EPOCH + self.t)
+            self._out.append(UpgradeSeen(*line) if line is not None else UpgradeSeen(None))
 
     def _replay_to(self, t: float) -> None:
         if self.launched_at is None or self.feed is None:

@@ -15,7 +15,7 @@ class Scenario:
     summary: str
     nccl: str = "ib"                 # "ib" (RoCE over the cable) or "socket" (NCCL fell back to TCP)
     fail: str | None = None          # "oom": CUDA out of memory while profiling memory for the KV cache
-    after_ready: str | None = None   # "wedge" | "worker-lost"
+    after_ready: str | None = None   # "wedge" | "worker-lost" | "upgrade"
     at: float = 15.0                 # seconds after ready that the after-ready event happens
 
 
@@ -29,5 +29,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
                       "wedged", after_ready="wedge"),
     Scenario("worker-lost", "ready, then spark2 drops out of the Ray cluster: degraded",
              after_ready="worker-lost"),
+    Scenario("upgrade", "ready, then another sparktui runs `sparktui upgrade IMAGE --dry-run`: its stages "
+                        "as they run, then its outcome", after_ready="upgrade", at=10.0),
 )}
 DEFAULT_SCENARIO = "start"

@@ -33,6 +33,7 @@ from sparktui.domain.events import (
     OperationChanged,
     ServingSampled,
     SupervisorSeen,
+    UpgradeSeen,
 )
 from sparktui.domain.history import RunRecord
 from sparktui.ui.operations import Operations
@@ -177,6 +178,9 @@ class EventDrain(Operations):
                 case ImageSeen():
                     state.image = event
                     redraw.supervisor = True
+                case UpgradeSeen():
+                    state.upgrade = event
+                    redraw.supervisor = True
         with self.batch_update():
             self._render(redraw)
             if sampled:
@@ -200,7 +204,8 @@ class EventDrain(Operations):
         if redraw.asymmetry:
             self._render_asymmetry()
         if redraw.supervisor:
-            self.query_one(EnginePanel).show_supervisor(self.state.supervisor, self.state.image)
+            self.query_one(EnginePanel).show_supervisor(self.state.supervisor, self.state.image,
+                                                          self.state.upgrade)
 
     def _render_node(self, name: str) -> None:
         # Looked up once (a query walks the DOM, and this runs for every sample of every node).

@@ -21,6 +21,7 @@ from sparktui.domain.events import (
     NodeReading,
     OperationView,
     SupervisorSeen,
+    UpgradeSeen,
     link_text,
 )
 from sparktui.domain.serving import ServingSnapshot
@@ -90,6 +91,8 @@ class DashboardState:
         self.supervisor: SupervisorSeen | None = None
         #: The engine image a start uses, as last read (docker; ``None``: not read yet).
         self.image: ImageSeen | None = None
+        #: The last upgrade's one line, as its record on the head was last read (``None``: not read yet).
+        self.upgrade: UpgradeSeen | None = None
 
     def node(self, name: str) -> NodeState:
         # A node the config did not name (a re-attached cluster that grew): show it rather than drop it.

@@ -24,6 +24,7 @@ from sparktui.domain.events import (
     StepStatus,
     SupervisorSeen,
     TimelineView,
+    UpgradeSeen,
 )
 from sparktui.domain.history import RunRecord, format_remaining
 from sparktui.domain.logs.diagnosis import diagnosis, node_label
@@ -65,6 +66,9 @@ _STEP_MARK = {
     StepStatus.FAILED: ("✗", "bold red"),
     StepStatus.SKIPPED: ("–", "dim"),
 }
+
+#: The last upgrade's line, by its level (``UpgradeSeen``): promoted green; rolled back or refused yellow.
+_UPGRADE_STYLE = {"ok": "green", "warning": "yellow", "error": "bold red"}
 
 
 class StageRow(Horizontal):
@@ -197,6 +201,8 @@ class EnginePanel(VerticalScroll):
         yield Static(id="engine-why")
         # The image a start uses (docker: the one an upgrade promoted, or engine.image).
         yield Static(id="engine-image")
+        # The last upgrade's outcome, for a while after it (while one runs, its stages are the steps below).
+        yield Static(id="engine-upgrade")
         # Who else keeps this engine serving (``sparktui supervise``), its last decision and incident.
         yield Static(id="engine-supervisor")
         yield Label("", id="engine-eta")
@@ -267,14 +273,20 @@ class EnginePanel(VerticalScroll):
             show(summary, stage_summary(views, slow_start_line(timeline.facts)))
         self.query_one(ServingView).display = ready
 
-    def show_supervisor(self, seen: SupervisorSeen | None, image: ImageSeen | None = None) -> None:
+    def show_supervisor(self, seen: SupervisorSeen | None, image: ImageSeen | None = None,
+                        upgrade: UpgradeSeen | None = None) -> None:
         """A line (wrapped where the column is narrow), hidden when there never was a supervisor: dim while
         it is there, yellow once it is not seen (its heartbeats stopped) — then nothing restarts the engine
-        unless this dashboard does. Above it, dim, the image a start uses (hidden until read)."""
+        unless this dashboard does. Above it, dim, the image a start uses (hidden until read), and under
+        that the last upgrade's outcome for a while after its end."""
         shown_image = self.query_one("#engine-image", Static)
         shown_image.display = image is not None
         if image is not None:
             show(shown_image, Text(image.describe(), style="dim"), layout="height")
+        outcome = self.query_one("#engine-upgrade", Static)
+        outcome.display = upgrade is not None and upgrade.text is not None
+        if upgrade is not None and upgrade.text is not None:
+            show(outcome, Text(upgrade.text, style=_UPGRADE_STYLE.get(upgrade.level, "")), layout="height")
         label = self.query_one("#engine-supervisor", Static)
         presence = seen.presence if seen is not None else None
         label.display = presence is not None
