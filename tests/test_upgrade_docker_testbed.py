@@ -15,8 +15,8 @@ from tests.upgrade_helpers import (
     container_ids,
     image_id,
     running_images,
-    serves,
     stages_of,
+    status_says_ready,
     upgrade,
     upgrade_bed,
 )
@@ -53,4 +53,4 @@ def test_a_missing_flag_is_refused_and_a_broken_image_rolled_back(upgrade_bed: t
     assert "did not reach ready" in report["reason"], report["reason"]
     print(f"broken: rolled back, downtime {report['downtime_s']} s: {report['reason'][:200]}")
     assert running_images(bed) == {"spark1": {base}, "spark2": {base}}
-    assert serves(config)
+    assert status_says_ready(config)

@@ -44,7 +44,8 @@ def upgrade_verb(config: Path, *args: str) -> tuple[int, dict[str, Any]]:
         raise AssertionError(f"exit {res.returncode}: {res.stdout}\n{res.stderr}") from None
 
 
-def serves(config: Path) -> bool:
+def status_says_ready(config: Path) -> bool:
+    """`sparktui status --json` says ready (`supervise_helpers.serves` asks for a completion)."""
     res = run_sparktui("--config", str(config), "status", "--json", "--timeout", "15", timeout=120)
     return json.loads(res.stdout)["engine"]["state"] == "ready"
 
