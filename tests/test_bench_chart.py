@@ -46,7 +46,8 @@ def test_rows_hold_this_run_against_the_previous_run_of_the_same_fingerprint() -
     history = [older, previous, other_setup, other_profile, now]
     chart = chart_of(now, history)
     assert chart.previous is previous and chart.runs_of_setup == 3
-    assert [(r.concurrency, r.tok_s, r.previous_tok_s) for r in chart.rows] == [(1, 22.0, 22.0), (4, 76.0, 80.0)]
+    rows = [(r.concurrency, r.tok_s, r.previous_tok_s) for r in chart.rows]
+    assert rows == [(1, 22.0, 22.0), (4, 76.0, 80.0)]
     assert round(chart.rows[1].change_percent or 0, 1) == -5.0
     assert chart.rows[0].ttft_p50 == 0.18 and chart.top_tok_s == 80.0
     # One stream's decode (1 ÷ ITL p50 = 22.7 tok/s) against the recorded ceiling (47.2 tok/s).
@@ -76,7 +77,7 @@ def test_change_and_ceiling_texts() -> None:
 
 
 def test_ceiling_line_names_its_inputs_or_why_it_is_unknown() -> None:
-    ceiling = DecodeCeiling(273.0, 10_000_000_000, 2, 1, 48, 30.0, "assumed: no linktest measured it").to_json()
+    ceiling = DecodeCeiling(273.0, 10_000_000_000, 2, 1, 48, 30.0, "assumed: no linktest").to_json()
     line = ceiling_line(ceiling)
     assert line.startswith(f"decode ceiling {ceiling['tok_s']:.1f} tok/s for one stream: 273 GB/s ÷ 5.00 GB")
     assert "96 all-reduces × 30 µs (assumed)" in line

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from sparktui.domain.bench import BenchRecord
 from sparktui.sim.demo import DemoBackend
 from sparktui.sim.demo_bench import DemoBench
 from sparktui.ui.app import SparkApp
