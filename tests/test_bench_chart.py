@@ -10,12 +10,12 @@ from typing import Any
 from sparktui.domain.bench import BenchRecord, LevelResult, Quantiles
 from sparktui.domain.bench_chart import (
     ceiling_line,
-    ceiling_text,
     change_text,
     chart_of,
     latest_run,
     previous_run,
 )
+from sparktui.domain.pace_reading import ceiling_text
 from sparktui.domain.serve_plan import DecodeCeiling
 from sparktui.sim.demo_bench import demo_ceiling
 from sparktui.ui.screens.bench_chart import chart_text

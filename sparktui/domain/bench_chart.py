@@ -133,13 +133,6 @@ def change_text(change: float | None) -> str:
     return f"{sign}{abs(rounded)} %"
 
 
-def ceiling_text(rate: float | None, ceiling_tok_s: float | None) -> str:
-    """``69 % of ceiling 55``: a decode rate against one stream's ceiling; empty when either is unknown."""
-    if rate is None or ceiling_tok_s is None or ceiling_tok_s <= 0:
-        return ""
-    return f"{100.0 * rate / ceiling_tok_s:.0f} % of ceiling {ceiling_tok_s:.0f}"
-
-
 def ceiling_tok_s(ceiling: Mapping[str, Any] | None) -> float | None:
     """The ceiling's tok/s from its recorded form (``DecodeCeiling.to_json``); None when not recorded."""
     value = (ceiling or {}).get("tok_s")
@@ -165,5 +158,5 @@ def ceiling_line(ceiling: Mapping[str, Any] | None) -> str:
     return text
 
 
-__all__ = ["BenchChart", "BenchDone", "ChartRow", "ceiling_line", "ceiling_text", "ceiling_tok_s",
+__all__ = ["BenchChart", "BenchDone", "ChartRow", "ceiling_line", "ceiling_tok_s",
            "change_text", "chart_of", "latest_run", "previous_run", "same_setup"]
