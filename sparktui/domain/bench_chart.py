@@ -39,6 +39,8 @@ class ChartRow:
     ceiling_percent: float | None
     partial: bool = False
     failed: int = 0
+    #: joules per output token over every node's GPUs (None: GPU power not known)
+    joules_per_token: float | None = None
 
     @property
     def change_percent(self) -> float | None:
@@ -110,7 +112,8 @@ def chart_of(record: BenchRecord, history: Sequence[BenchRecord]) -> BenchChart:
         before = previous.level(lv.concurrency, lv.depth) if previous is not None else None
         rows.append(ChartRow(lv.concurrency, lv.depth, lv.output_tok_s if lv.completed else None,
                              before.output_tok_s if before is not None and before.completed else None,
-                             lv.ttft.p50, ceiling_percent(lv, record.ceiling), lv.partial, lv.failed))
+                             lv.ttft.p50, ceiling_percent(lv, record.ceiling), lv.partial, lv.failed,
+                             lv.energy.joules_per_token if lv.energy is not None else None))
     runs = sum(1 for r in history if r.started_at != record.started_at and same_setup(record, r)) + 1
     return BenchChart(record, previous, tuple(rows), runs)
 

@@ -120,13 +120,12 @@ class Operations(Controls):
         except Exception as exc:
             self.notify(f"failed: {exc}", title="bench", severity="error", timeout=15)
             return
-        self.notify(done.summary, title="bench", timeout=30)
-        if not done.record.levels:
+        if done.record.levels and self.screen is self.screen_stack[0]:
+            self._show_bench_chart(done.record)   # it shows what the summary says, and more
             return
-        if self.screen is self.screen_stack[0]:
-            self._show_bench_chart(done.record)
-        else:   # a dialog is open: the chart waits for its key rather than cover it
-            self.notify(f"{self.key_display('bench_chart')} shows its chart", title="bench", timeout=10)
+        # Nothing measured, or a dialog is open (the chart waits for its key rather than cover it).
+        more = f" — {self.key_display('bench_chart')} shows its chart" if done.record.levels else ""
+        self.notify(done.summary + more, title="bench", timeout=30)
 
     def action_bench_chart(self) -> None:
         """The newest saved benchmark against its setup's history (``b`` opens it when one finishes)."""

@@ -65,6 +65,9 @@ def chart_text(chart: BenchChart, width: int) -> Text:
     if any(row.ceiling_percent is not None for row in chart.rows):
         para("of ceiling: one stream's decode speed (1 ÷ ITL p50) against it; 50–60 % is what TP-2 Sparks "
              "reach, above 100 % means the ceiling's inputs are wrong or speculative decoding is on", "dim")
+    energy = [f"{_label(row)} {row.joules_per_token:.2f}" for row in chart.rows if row.joules_per_token]
+    if energy:
+        para("energy per output token (J/token, all nodes' GPUs): " + " · ".join(energy))
     notes = [f"{row.label}: {row.failed} request(s) failed" for row in chart.rows if row.failed]
     if record.interrupted:
         notes.append("interrupted: * marks a level cut short (its figures cover what finished)")
