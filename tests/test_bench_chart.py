@@ -50,6 +50,7 @@ def test_rows_hold_this_run_against_the_previous_run_of_the_same_fingerprint() -
     assert rows == [(1, 22.0, 22.0), (4, 76.0, 80.0)]
     assert round(chart.rows[1].change_percent or 0, 1) == -5.0
     assert chart.rows[0].ttft_p50 == 0.18 and chart.top_tok_s == 80.0
+    assert chart.spread == (("c=1", 20.0, 22.0), ("c=4", 70.0, 80.0))   # over the 3 runs of the setup
     # One stream's decode (1 ÷ ITL p50 = 22.7 tok/s) against the recorded ceiling (47.2 tok/s).
     assert round(chart.rows[0].ceiling_percent or 0) == round(100 / 0.044 / CEILING["tok_s"])
     # A later run is never "the previous"; the first run of a setup has none.

@@ -60,6 +60,8 @@ class BenchChart:
     rows: tuple[ChartRow, ...]
     #: runs in the history with this run's fingerprint and request shape (this one included)
     runs_of_setup: int
+    #: (level label, slowest, fastest output tok/s) over those runs, where more than one measured the level
+    spread: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def top_tok_s(self) -> float:
@@ -114,8 +116,14 @@ def chart_of(record: BenchRecord, history: Sequence[BenchRecord]) -> BenchChart:
                              before.output_tok_s if before is not None and before.completed else None,
                              lv.ttft.p50, ceiling_percent(lv, record.ceiling), lv.partial, lv.failed,
                              lv.energy.joules_per_token if lv.energy is not None else None))
-    runs = sum(1 for r in history if r.started_at != record.started_at and same_setup(record, r)) + 1
-    return BenchChart(record, previous, tuple(rows), runs)
+    setup = [record, *(r for r in history if r.started_at != record.started_at and same_setup(record, r))]
+    spread = []
+    for row in rows:
+        rates = [rate for r in setup if (same := r.level(row.concurrency, row.depth)) is not None
+                 and same.completed and (rate := same.output_tok_s)]
+        if len(rates) > 1:
+            spread.append((row.label, min(rates), max(rates)))
+    return BenchChart(record, previous, tuple(rows), len(setup), tuple(spread))
 
 
 def latest_run(history: Sequence[BenchRecord], model: str | None = None) -> BenchRecord | None:

@@ -60,6 +60,9 @@ def chart_text(chart: BenchChart, width: int) -> Text:
     top = chart.top_tok_s
     for row in chart.rows:
         _row(out, row, label_w, bar_w, top)
+    if chart.spread:
+        para(f"all {chart.runs_of_setup} runs of this setup: " + " · ".join(
+            f"{label} {lo:.1f}–{hi:.1f}" for label, lo, hi in chart.spread) + " tok/s", "dim")
     out.append("\n")
     para(chart.ceiling_line())
     if any(row.ceiling_percent is not None for row in chart.rows):
