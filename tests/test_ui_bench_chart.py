@@ -103,3 +103,16 @@ def test_bench_chart_120x40(snap_compare: Any, utc: None) -> None:
     assert snap_compare(demo_app(bench), terminal_size=(120, 40), run_before=open_chart)
 
 
+
+
+async def test_a_dialog_open_when_the_benchmark_ends_is_not_covered() -> None:
+    bench = DemoBench(instant=False)
+    app = demo_app(bench)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _serving(pilot)
+        await pilot.press("b")
+        await pilot.press("question_mark")
+        said = "(simulated) — B shows its chart"
+        await wait_until(lambda: any(n.endswith(said) for n in notifications(app)),
+                         "the summary says where the chart is", pilot=pilot)
+        assert not isinstance(app.screen, BenchChartScreen)
