@@ -226,3 +226,32 @@ async def test_the_watch_posts_the_event_and_a_notice_once() -> None:
     sampled = [e.snapshot for e in events if isinstance(e, ServingSampled)]
     assert sampled[-1].pace is not None and sampled[-1].pace.ratio == pytest.approx(0.6)
     assert sampled[-1].pace.slow is not None
+
+
+def test_one_stream_is_held_against_the_decode_ceiling_and_more_streams_are_not() -> None:
+    from dataclasses import replace
+
+    from sparktui.domain.pace_reading import PaceReading
+    from sparktui.domain.serving import LatencyQuantiles
+
+    pace = ServingPace(SETTINGS, replace(BASE, ceiling_tok_s=55.0))
+    one = replace(_snap(38.0), itl=LatencyQuantiles(p50=1 / 38.0))
+    reading = pace.observe(one, 0.0)
+    assert reading.stream_tok_s is not None and round(reading.stream_tok_s) == 38
+    assert reading.against() == ["95 % of bench", "69 % of ceiling 55"]
+    # Four streams: the aggregate is held against the bench, the single-stream ceiling says nothing.
+    four = replace(_snap(90.0, running=4.0), itl=LatencyQuantiles(p50=1 / 22.5))
+    assert pace.observe(four, 10.0).against() == ["90 % of bench"]
+    # No ceiling recorded with the bench (the model's config could not be counted): none shown.
+    assert ServingPace(SETTINGS, BASE).observe(one, 0.0).against() == ["95 % of bench"]
+    assert PaceReading().against() == [] and PaceReading().to_json()["text"] is None
+
+
+def test_the_baseline_carries_the_ceiling_its_benchmark_recorded() -> None:
+    from dataclasses import replace
+
+    record = replace(_record(1.0, "img:a", (), 40.0), ceiling={"tok_s": 47.2})
+    base = baseline_from([record], "m", "img:a", ())
+    assert base is not None and base.ceiling_tok_s == 47.2
+    base = baseline_from([_record(1.0, "img:a", (), 40.0)], "m", "img:a", ())
+    assert base is not None and base.ceiling_tok_s is None

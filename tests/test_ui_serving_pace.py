@@ -34,10 +34,15 @@ async def _serving_text(snap: ServingSnapshot, tmp_path: Path | None = None) -> 
 async def test_acceptance_bench_ratio_and_the_slowdown_at_80x24(tmp_path: Path) -> None:
     text = await _serving_text(_snap(PaceReading(SLOW, True, 0.6, 0.6), SpecAcceptance(0.26, 300.0, 1.78)),
                                tmp_path)
-    assert "vs bench 60 %  accept 26 %  len 1.78" in text
+    assert "60 % of bench  accept 26 %  len 1.78" in text
     assert "slower than it should (6 min): 24 vs 40 tok/s, 60 %" in text
 
 
 async def test_nothing_more_without_them() -> None:
     text = await _serving_text(_snap(None, None))
     assert "accept" not in text and "bench" not in text and "slower" not in text
+
+
+async def test_one_stream_against_the_bench_and_the_decode_ceiling() -> None:
+    text = await _serving_text(_snap(PaceReading(None, False, 0.81, None, 38.0, 55.0), None))
+    assert "81 % of bench · 69 % of ceiling 55" in text

@@ -36,6 +36,7 @@ from sparktui.domain.bench import (
 
 if TYPE_CHECKING:   # the config brings pydantic: loaded when the verb runs, not for its --help
     from sparktui.config import SparkConfig
+    from sparktui.domain.bench_chart import BenchDone
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -334,9 +335,11 @@ def save_and_compare(record: BenchRecord, store: Any, *, save: bool = True) -> l
 QUICK_PLAN = BenchPlan(concurrency=(1, 4), input_len=128, output_len=64, requests=8, warmup=1)
 
 
-async def quick_bench(config: SparkConfig, transport: Any, power: Any = None) -> str:
+async def quick_bench(config: SparkConfig, transport: Any, power: Any = None) -> BenchDone:
     """The dashboard's bench: the built-in client through the head's transport, power from the
-    dashboard's own telemetry (``power``: a ``PowerTap``); saved and compared; one summary line."""
+    dashboard's own telemetry (``power``: a ``PowerTap``); saved and compared; one summary line and the
+    record (the dashboard's chart)."""
+    from sparktui.domain.bench_chart import BenchDone
     from sparktui.domain.bench_history import BenchStore
     from sparktui.remote.api_client import EngineApi
     from sparktui.remote.bench_runner import run_builtin_sweep
@@ -355,7 +358,7 @@ async def quick_bench(config: SparkConfig, transport: Any, power: Any = None) ->
                          started_at=started_at, interrupted=outcome.interrupted, fingerprint=fingerprint,
                          ceiling=ceiling)
     comparisons = save_and_compare(record, BenchStore())
-    return summary(record, comparisons)
+    return BenchDone(summary(record, comparisons), record)
 
 
 def summary(record: BenchRecord, comparisons: list[Comparison]) -> str:

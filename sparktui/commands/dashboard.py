@@ -21,7 +21,8 @@ if TYPE_CHECKING:   # the config module brings pydantic: loaded when the dashboa
     from collections.abc import Awaitable, Callable, Mapping
 
     from sparktui.config import SparkConfig
-    from sparktui.domain.bench import PowerTap
+    from sparktui.domain.bench import BenchRecord, PowerTap
+    from sparktui.domain.bench_chart import BenchDone
     from sparktui.domain.events import ClusterBackend, EventObserver
     from sparktui.domain.history import RunRecord
 
@@ -153,7 +154,16 @@ def run(args: argparse.Namespace) -> int:
         def history() -> list[RunRecord]:  # earlier starts of the same model and image, for ETAs
             return HistoryStore().runs_for(*setup_of(engine))
 
-    bench = None
+    bench: Callable[[], Awaitable[BenchDone]] | None = None
+    bench_history: Callable[[], list[BenchRecord]] | None = None
+    if choice.demo:   # simulated: figures made up in line with the demo's serving, kept in memory
+        from sparktui.sim.demo_bench import DemoBench
+
+        demo_bench = DemoBench(instant=getattr(args, "demo_frozen_at", None) is not None)
+        bench_history = demo_bench.history
+
+        def bench() -> Awaitable[BenchDone]:
+            return demo_bench.run(demo.clock())
     linktest: Callable[[], Awaitable[str]] | None = None
     fix: Callable[[str], Awaitable[str]] | None = None
     power_tap = None
@@ -164,8 +174,13 @@ def run(args: argparse.Namespace) -> int:
         power_tap = PowerTap()
         config = choice.config
 
-        def bench() -> Awaitable[str]:  # the `b` key: through the head's connection, power from our probe
+        def bench() -> Awaitable[BenchDone]:  # the `b` key: through the head's link, power from our probe
             return quick_bench(config, real.transports[config.head.name], power_tap)
+
+        def bench_history() -> list[BenchRecord]:  # the `B` key: this cluster's saved runs
+            from sparktui.domain.bench_history import BenchStore
+
+            return [r for r in BenchStore().load() if r.cluster == config.cluster.name]
 
         async def linktest() -> str:  # the `L` key: what `sparktui linktest` measures and keeps
             from sparktui.commands.linktest import linktest_kept
@@ -179,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
 
     backend, stop_exporter = _observed(backend, choice.config, getattr(args, "export", None), power_tap)
     app = SparkApp(backend, ui, roles=roles, cluster_name=name, notice=choice.notice, clock=clock,
-                   node_addresses=addresses, history=history, bench=bench,
+                   node_addresses=addresses, history=history, bench=bench, bench_history=bench_history,
                    linktest=linktest, fix=fix, switches=AppSwitches(screenshot=screenshot))
     if web_server is not None:
         from sparktui.ui.web_tab import TabDriver

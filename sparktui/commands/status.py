@@ -295,7 +295,10 @@ async def _engine_of(config: SparkConfig, rounds: Mapping[str, NodeRound | None]
                            if answer is not None})
         if judge.ready:
             await _watch_tokens(config, judge, head_transport)
-    return judge.report()
+    report = judge.report()
+    if judge.ready:
+        report["pace"] = await _serving_pace(config, head_transport)
+    return report
 
 
 def raylet_running(processes: list[dict[str, object]]) -> bool:
@@ -321,6 +324,48 @@ async def _watch_tokens(config: SparkConfig, judge: EngineJudge, head_transport:
                                             or config.engine.model), STATUS_WEDGE_SECONDS + 10)
         except (TimeoutError, EngineApiError):
             return
+
+
+#: Seconds between the two /metrics scrapes that give status its one window of the serving pace.
+PACE_WINDOW_SECONDS = 2.0
+
+
+async def _serving_pace(config: SparkConfig, head_transport: Transport,
+                        window: float = PACE_WINDOW_SECONDS) -> dict[str, Any] | None:
+    """The serving pace as one short window shows it (``domain/pace_status.py``: no verdict, which needs
+    minutes): two scrapes ``window`` apart while requests run, against the last benchmark of this engine.
+    None when the API cannot be read."""
+    from sparktui.domain.bench_history import BenchStore
+    from sparktui.domain.pace_status import pace_status
+    from sparktui.domain.serving import MetricsParseError, SampleReader, ServingTracker
+    from sparktui.domain.serving_pace import ServingPace, baseline_for, settings_from
+    from sparktui.remote.api_client import EngineApi, EngineApiError
+    from sparktui.remote.transport import TransportError
+
+    try:
+        history = BenchStore().load()
+    except OSError:
+        history = []
+    baseline = baseline_for(config, history)
+    settings = settings_from(config.serving)
+    if baseline is None:
+        return pace_status(None, settings, None, None)
+    reader, tracker = SampleReader(config.engine.served_model_name or config.engine.model), ServingTracker()
+    pace = ServingPace(settings, baseline)
+    try:
+        api = await EngineApi.connect(head_transport, "127.0.0.1", config.engine.api_port)
+    except (TransportError, OSError):
+        return None
+    async with api:
+        try:
+            snap = tracker.update(reader.read(await api.metrics_text()), time.monotonic())
+            if snap.requests_running:
+                await asyncio.sleep(window)   # a rate needs two scrapes some time apart
+                snap = tracker.update(reader.read(await api.metrics_text()), time.monotonic())
+        except (EngineApiError, MetricsParseError, TransportError, OSError):
+            return None
+    reading = pace.observe(snap, time.monotonic()) if snap.window_seconds else None
+    return pace_status(baseline, settings, snap, reading)
 
 
 async def _gather_overlapped(config: SparkConfig, transports: dict[str, Transport],
@@ -422,6 +467,9 @@ def render(report: dict[str, Any]) -> str:
         shown = state == "unknown" or engine.get("state") in (*CANNOT_SERVE, "failed")
         detail = engine.get("detail") if shown else None
         lines.append(f"engine: {state}" + (f" — {detail}" if detail else ""))
+        pace = engine.get("pace")
+        if isinstance(pace, dict) and pace.get("text"):
+            lines.append(str(pace["text"]))
     for part in ("image", "upgrade", "supervisor"):
         said = report.get(part)
         if isinstance(said, dict) and said.get("text"):

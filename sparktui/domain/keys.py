@@ -15,6 +15,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "stop": "x",
     "smoke_test": "t",
     "bench": "b",
+    "bench_chart": "B",
     "linktest": "L",
     "fix": "F",
     "find": "slash",
@@ -49,7 +50,7 @@ KEY_GROUPS: dict[str, tuple[str, ...]] = {
     "Log": ("find", "find_next", "find_previous", "filter", "level", "node", "log_source", "probes", "wrap",
             "log_down", "log_up", "log_page_down", "log_page_up", "log_top", "follow", "copy_line",
             "save_log"),
-    "View": ("full_log", "engine", "processes", "pause"),
+    "View": ("full_log", "engine", "processes", "bench_chart", "pause"),
     "App": ("help", "quit"),
 }
 

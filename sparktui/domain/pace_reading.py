@@ -70,12 +70,35 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
+def ceiling_text(rate: float | None, ceiling_tok_s: float | None) -> str:
+    """``69 % of ceiling 55``: a decode rate against one stream's ceiling; empty when either is unknown."""
+    if rate is None or ceiling_tok_s is None or ceiling_tok_s <= 0:
+        return ""
+    return f"{100.0 * rate / ceiling_tok_s:.0f} % of ceiling {ceiling_tok_s:.0f}"
+
+
 @dataclass(frozen=True)
 class PaceReading:
     """One snapshot judged: ``slow`` while a rule holds; ``raised`` on the snapshot where it begins (say it
-    once); ``ratio``: output tok/s ÷ the baseline at this load (``None``: no baseline, or another load)."""
+    once); ``ratio``: output tok/s ÷ the baseline at this load (``None``: no baseline, or another load).
+    ``stream_tok_s``: one stream's decode rate (1 ÷ ITL p50), only while a single request runs and the
+    decode ceiling for one stream (``ceiling_tok_s``) is known — at more streams the single-stream ceiling
+    says nothing of the aggregate."""
 
     slow: SlowServing | None = None
     raised: bool = False
     ratio: float | None = None
     early_acceptance: float | None = None
+    stream_tok_s: float | None = None
+    ceiling_tok_s: float | None = None
+
+    def against(self) -> list[str]:
+        """``81 % of bench``, ``69 % of ceiling 55``: each only where known."""
+        out = [] if self.ratio is None else [f"{100 * self.ratio:.0f} % of bench"]
+        ceiling = ceiling_text(self.stream_tok_s, self.ceiling_tok_s)
+        return out + ([ceiling] if ceiling else [])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ratio": _r(self.ratio, 3), "stream_tok_s": _r(self.stream_tok_s),
+                "ceiling_tok_s": _r(self.ceiling_tok_s), "text": " · ".join(self.against()) or None,
+                "slow": None if self.slow is None else self.slow.to_json()}

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from sparktui.domain.bench import BenchRecord
+from sparktui.domain.bench_chart import ceiling_tok_s
 from sparktui.domain.pace_reading import PaceReading, SlowServing
 from sparktui.domain.serving import ServingSnapshot
 
@@ -58,6 +59,8 @@ class Baseline:
 
     levels: tuple[tuple[int, float], ...]     # (concurrency, output tok/s), by concurrency
     started_at: float                         # epoch seconds of the benchmark
+    #: the decode ceiling for one stream the benchmark recorded (``serve_plan``); None: not counted
+    ceiling_tok_s: float | None = None
 
     def level_for(self, running: float) -> tuple[int, float] | None:
         """The level whose load ``running`` requests match (the nearest on a log scale, within
@@ -69,7 +72,8 @@ class Baseline:
 
     def to_json(self) -> dict[str, Any]:
         return {"started_at": self.started_at,
-                "levels": [{"concurrency": c, "output_tok_s": round(r, 2)} for c, r in self.levels]}
+                "levels": [{"concurrency": c, "output_tok_s": round(r, 2)} for c, r in self.levels],
+                "ceiling_tok_s": self.ceiling_tok_s}
 
 
 def baseline_from(history: Iterable[BenchRecord], model: str, image: str,
@@ -82,7 +86,7 @@ def baseline_from(history: Iterable[BenchRecord], model: str, image: str,
         levels = tuple(sorted((lv.concurrency, rate) for lv in record.levels
                               if lv.completed and (rate := lv.output_tok_s)))
         if levels:
-            return Baseline(levels, record.started_at)
+            return Baseline(levels, record.started_at, ceiling_tok_s(record.ceiling))
     return None
 
 
@@ -146,9 +150,10 @@ class ServingPace:
                 and level is not None:
             slow = SlowServing("throughput", now - self._slow_since, snap.generation_tokens_per_s, level[1],
                                level[0], acceptance, early)
+        stream = self._single_stream(snap)
         if slow is None:
             self._reported = False
-            return PaceReading(None, False, ratio, early)
+            return PaceReading(None, False, ratio, early, *stream)
         began = now - slow.seconds
         known = evidence() if evidence is not None else Evidence()
         slow = _with_cause(slow, known, self._low_accept_since is not None,
@@ -156,7 +161,16 @@ class ServingPace:
                            and known.served_seconds - (now - began) <= self.settings.cold_start_seconds)
         raised = not self._reported
         self._reported = True
-        return PaceReading(slow, raised, ratio, early)
+        return PaceReading(slow, raised, ratio, early, *stream)
+
+    def _single_stream(self, snap: ServingSnapshot) -> tuple[float | None, float | None]:
+        """(one stream's decode rate, the ceiling) while a single request runs and the ceiling is known;
+        the rate is 1 ÷ the window's ITL p50 (the stream's own pace, not the aggregate tok/s)."""
+        ceiling = self.baseline.ceiling_tok_s if self.baseline is not None else None
+        running, itl = snap.requests_running or 0.0, snap.itl.p50
+        if ceiling is None or not 0 < running < 2 or not itl:
+            return None, None
+        return 1.0 / itl, ceiling
 
     def _throughput(self, snap: ServingSnapshot, now: float) -> tuple[float | None, tuple[int, float] | None]:
         running = snap.requests_running or 0.0

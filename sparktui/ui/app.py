@@ -26,6 +26,8 @@ from textual.widgets import Header, Static
 from textual.worker import Worker
 
 from sparktui.config import UIConfig
+from sparktui.domain.bench import BenchRecord
+from sparktui.domain.bench_chart import BenchDone
 from sparktui.domain.deadline import within
 from sparktui.domain.events import (
     ClusterBackend,
@@ -81,7 +83,8 @@ class SparkApp(LogActions, EventDrain):
         clock: Callable[[], float] | None = None,
         node_addresses: Mapping[str, str] | None = None,
         history: Callable[[], Sequence[RunRecord]] | None = None,
-        bench: Callable[[], Awaitable[str]] | None = None,
+        bench: Callable[[], Awaitable[BenchDone]] | None = None,
+        bench_history: Callable[[], Sequence[BenchRecord]] | None = None,
         linktest: Callable[[], Awaitable[str]] | None = None,
         fix: Callable[[str], Awaitable[str]] | None = None,
         switches: AppSwitches = AppSwitches(),
@@ -89,8 +92,10 @@ class SparkApp(LogActions, EventDrain):
         super().__init__()
         self.fix_runner = fix
         self._fix_offered: float | None = None
-        #: Runs a short benchmark and returns its one-line summary (``sparktui.commands.bench``).
+        #: Runs a short benchmark and returns its summary and record (``sparktui.commands.bench``).
         self.bench_runner = bench
+        #: The saved benchmarks, for the bench chart (``B``).
+        self.bench_history = bench_history
         #: Measures the cable (``sparktui linktest``) and returns its verdict line.
         self.linktest_runner = linktest
         self.backend = backend

@@ -18,6 +18,7 @@ FOOTER_RANK = ("help", "quit", "start", "stop", "restart", "smoke_test", "find",
 #: The palette's name of an action where its footer label alone says too little.
 PALETTE_TITLES = {
     "start": "Start engine", "restart": "Restart engine", "stop": "Stop engine", "bench": "Benchmark",
+    "bench_chart": "Benchmark chart",
     "fix": "Fix failed check", "find": "Find in log", "filter": "Filter log", "level": "Log level",
     "node": "Log of one node", "log_source": "Log source", "full_log": "Full-screen log",
     "wrap": "Wrap log lines", "probes": "Probe lines in the log", "help": "Keys (help)",
@@ -51,6 +52,9 @@ DASHBOARD_BINDINGS: list[BindingType] = [
             "Switch between the vLLM log and each node's Ray worker log"),
     binding("full_log", "toggle_full_log", "Full log", "Full-screen log"),
     binding("processes", "processes", "Processes", "Our processes on every node, sortable", show=False),
+    binding("bench_chart", "bench_chart", "Bench chart",
+            "The last benchmark's output tok/s per level against the previous run of the same setup, "
+            "TTFT and the decode ceiling", show=False),
     binding("engine", "toggle_engine_focus", "Engine",
             "Scroll the engine column (arrows, j/k, PgUp/PgDn, Home/End); again: back to the log",
             show=False),

@@ -31,6 +31,8 @@ class Controls(App[int]):
     state: DashboardState
     ui_config: UIConfig
     bench_runner: object | None
+    #: The saved benchmarks (``B``'s chart reads them); ``None``: no bench history here.
+    bench_history: object | None
     linktest_runner: object | None
     #: Binding id → its keys now; action name → binding id (``check_action`` runs for every key each time the
     #: footer is drawn: looked up, not searched).
@@ -86,6 +88,11 @@ class Controls(App[int]):
                 return "the benchmark needs a real engine (`sparktui bench` on a configured cluster)"
             if state is not EngineState.READY:
                 return "the engine is not ready: nothing to measure yet"
+        if binding_id == "bench_chart":
+            if self.bench_history is None:
+                return "the bench chart needs a bench history (`sparktui bench` on a configured cluster)"
+            if any(w.group == "bench" and w.is_running for w in self.workers):
+                return "a benchmark is running: its chart opens when it ends"
         if binding_id == "linktest" and self.linktest_runner is None:
             return "the link test needs real nodes (`sparktui linktest` on a configured cluster)"
         if binding_id == "fix":

@@ -3,15 +3,18 @@ test, the benchmark, the link test, the fixes a failed preflight offers, and qui
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from textual import work
 from textual.widgets import Button
 
+from sparktui.domain.bench import BenchRecord
+from sparktui.domain.bench_chart import BenchDone, chart_of, latest_run
 from sparktui.domain.engine_state import RUNNING
 from sparktui.domain.events import ClusterBackend, EngineState, OperationRefused
 from sparktui.domain.lifecycle.fixes import Fix
 from sparktui.ui.controls import Controls
+from sparktui.ui.screens.bench_chart import BenchChartScreen
 from sparktui.ui.screens.confirm import ConfirmScreen
 from sparktui.ui.widgets.engine_panel import ServingView
 
@@ -20,7 +23,8 @@ class Operations(Controls):
     """Part of ``SparkApp`` (``sparktui.ui.app``), which sets what is declared here."""
 
     backend: ClusterBackend
-    bench_runner: Callable[[], Awaitable[str]] | None
+    bench_runner: Callable[[], Awaitable[BenchDone]] | None
+    bench_history: Callable[[], Sequence[BenchRecord]] | None
     linktest_runner: Callable[[], Awaitable[str]] | None
     #: Runs a fix by its id (``image_sync``, ``model_sync``) and returns its one-line outcome.
     fix_runner: Callable[[str], Awaitable[str]] | None
@@ -112,11 +116,39 @@ class Operations(Controls):
     async def _bench(self) -> None:
         assert self.bench_runner is not None
         try:
-            result = await self.bench_runner()
+            done = await self.bench_runner()
         except Exception as exc:
             self.notify(f"failed: {exc}", title="bench", severity="error", timeout=15)
-        else:
-            self.notify(result, title="bench", timeout=30)
+            return
+        if done.record.levels and self.screen is self.screen_stack[0]:
+            self._show_bench_chart(done.record)   # it shows what the summary says, and more
+            return
+        # Nothing measured, or a dialog is open (the chart waits for its key rather than cover it).
+        more = f" — {self.key_display('bench_chart')} shows its chart" if done.record.levels else ""
+        self.notify(done.summary + more, title="bench", timeout=30)
+
+    def action_bench_chart(self) -> None:
+        """The newest saved benchmark against its setup's history (``b`` opens it when one finishes)."""
+        if self._refused("bench_chart"):
+            return
+        record = latest_run(self._saved_benchmarks())
+        if record is None:
+            self.notify(f"no benchmark saved yet: {self.key_display('bench')} runs one while the engine "
+                        "serves (or `sparktui bench`)", title="bench chart", severity="warning", timeout=6)
+            return
+        self._show_bench_chart(record)
+
+    def _saved_benchmarks(self) -> list[BenchRecord]:
+        if self.bench_history is None:
+            return []
+        try:
+            return list(self.bench_history())
+        except OSError as exc:
+            self.notify(f"cannot read the bench history: {exc}", title="bench chart", severity="error")
+            return []
+
+    def _show_bench_chart(self, record: BenchRecord) -> None:
+        self.push_screen(BenchChartScreen(chart_of(record, self._saved_benchmarks())))
 
     def action_linktest(self) -> None:
         if self._refused("linktest"):
