@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -15,15 +16,41 @@ MakeTestbed = Callable[..., Testbed]
 #: files in collection order (``--no-loadscope-reorder``), each the next file as it finishes one, so a long
 #: file collected last would run alone at the end.
 LONG_FILES = (
-    "test_engine_truth_testbed.py", "test_docker_testbed.py", "test_supervise_testbed.py",
-    "test_start_safe_testbed.py", "test_lifecycle_testbed.py", "test_upgrade_docker_testbed.py",
-    "test_upgrade_promote_docker_testbed.py", "test_supervise_limits_testbed.py",
-    "test_supervise_recovery_testbed.py", "test_warm_restart_testbed.py", "test_run_history_testbed.py",
-    "test_model_sync_testbed.py", "test_serving_pace_testbed.py", "test_warm_restart_docker_testbed.py",
-    "test_status.py", "test_lifecycle_cli.py", "test_bench_profile_testbed.py", "test_standin_ray.py",
-    "test_serving_testbed.py", "test_memory_guard_testbed.py", "test_start_explain_testbed.py",
-    "test_bench_cli_testbed.py", "test_init.py", "test_incidents_testbed.py", "test_backend_testbed.py",
+    # The docker unit first (``DOCKER_FILES``, ~15 min of one worker's time: the longest unit of all).
+    "test_docker_testbed.py", "test_upgrade_promote_docker_testbed.py", "test_upgrade_docker_testbed.py",
+    "test_incidents_testbed.py", "test_warm_restart_docker_testbed.py", "test_host_leftovers_testbed.py",
+    "test_engine_truth_testbed.py", "test_supervise_testbed.py", "test_start_safe_testbed.py",
+    "test_lifecycle_testbed.py", "test_supervise_limits_testbed.py", "test_supervise_recovery_testbed.py",
+    "test_warm_restart_testbed.py", "test_run_history_testbed.py", "test_model_sync_testbed.py",
+    "test_serving_pace_testbed.py", "test_status.py", "test_lifecycle_cli.py",
+    "test_bench_profile_testbed.py", "test_standin_ray.py", "test_serving_testbed.py",
+    "test_memory_guard_testbed.py",
+    "test_start_explain_testbed.py", "test_bench_cli_testbed.py", "test_init.py", "test_backend_testbed.py",
 )
+
+
+#: The files that use the docker test bed (``docker_testbed``: two dockerds, the CI image loaded on each,
+#: ~40 s and two cores' worth of work to build). Under ``--dist loadfile`` they go to one worker as one unit,
+#: so the bed is built once per run, not once per worker, and two docker beds never compete for the cores.
+DOCKER_FILES = frozenset({
+    "test_docker_testbed.py", "test_upgrade_docker_testbed.py", "test_upgrade_promote_docker_testbed.py",
+    "test_warm_restart_docker_testbed.py", "test_incidents_testbed.py", "test_host_leftovers_testbed.py",
+})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the docker files as one unit (``DOCKER_FILES``); other modes as xdist has
+    them."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class DockerFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "docker test bed" if os.path.basename(scope) in DOCKER_FILES else scope
+
+    return DockerFilesTogether(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
