@@ -340,3 +340,40 @@ def test_a_model_id_is_read_from_the_cache_the_engine_would_use() -> None:
     assert json.loads(audit_commands(docker, docker.nodes[1]).host[-1])["model"]["hf_home"] == \
         "~/.cache/huggingface"
     assert json.loads(audit_commands(docker, docker.nodes[1]).host[-1])["mounts"][0] == "~/.cache/huggingface"
+
+
+def test_the_images_report_is_asked_once_per_image_id(tmp_path: Path) -> None:
+    """Preflight's audit keeps the image's report per image ID (the node's report names it): the second
+    start on the same image runs no throw-away container; another image, or a failed report, is asked."""
+    import asyncio
+
+    from sparktui.domain.lifecycle.vllm_facts_cache import VllmFactsCache
+    from sparktui.remote.audit import gather_audit
+    from sparktui.remote.transport import CommandResult
+
+    inner = run_script(tmp_path, {"engine": {"env_names": ["PYTHONHASHSEED"], "env_prefixes": []}},
+                       {"PYTHONHASHSEED": "0"})
+    asked: list[str] = []
+    image = {"id": "sha256:" + "ab" * 32, "fails": False}
+
+    async def run(argv: Any) -> CommandResult:
+        asked.append(argv[0])
+        if argv[0] == "host":
+            out = json.dumps({"hostname": "n1", "image_id": image["id"], "model": {}})
+            return CommandResult(tuple(argv), 0, out, "", 0.1)
+        return CommandResult(tuple(argv), 1 if image["fails"] else 0, "" if image["fails"] else inner,
+                             "boom" if image["fails"] else "", 0.1)
+
+    cache = VllmFactsCache(tmp_path / "cache")
+
+    def gather() -> Any:
+        return asyncio.run(gather_audit(run, ["host"], ["docker", "run"], cache))
+
+    image["fails"] = True
+    assert isinstance(gather(), str)          # a failed report is said and never kept
+    image["fails"] = False
+    first, second = gather(), gather()
+    assert isinstance(first, NodeAudit) and first == second and first.env == {"PYTHONHASHSEED": "0"}
+    assert asked == ["host", "docker", "host", "docker", "host"]
+    image["id"] = "sha256:" + "cd" * 32       # a new image: asked afresh
+    assert isinstance(gather(), NodeAudit) and asked[-2:] == ["host", "docker"]

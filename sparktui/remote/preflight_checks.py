@@ -205,7 +205,7 @@ class PreflightChecks:
         assert step.node is not None
         self._got.audits[step.node] = await gather_audit(
             lambda argv: self.nodes.run(step.node or "", argv, step.timeout), step.argv,
-            step.also[0] if step.also else None)
+            step.also[0] if step.also else None, self.facts_cache)
         return Outcome(StepStatus.OK, "read")
 
     # -- the checks --------------------------------------------------------------------------------
