@@ -31,6 +31,8 @@ _NOT_SPARKTUI = "not a sparktui object"
 PRIVATE_READS_ALLOWED: dict[tuple[str, str], str] = {
     ("tests/fixtures/telemetry/nvml/gb10_pynvml.py", "NVMLError._valClassMapping"):
         f"{_NOT_SPARKTUI}: the fake pynvml's own error registry, named as pynvml names it",
+    ("tests/conftest.py", "super()._split_scope"):
+        f"{_NOT_SPARKTUI}: xdist's own extension point (a scheduler subclass says which unit a test is in)",
     ("tests/test_cli_imports.py", "parser._actions"):
         f"{_NOT_SPARKTUI}: argparse has no public list of a parser's sub-commands",
     ("tests/test_memory_guard.py", "backend.session.truth._set"):
