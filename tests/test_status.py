@@ -142,4 +142,6 @@ async def test_status_asks_each_node_one_command_and_says_what_the_previous_way_
     # The head's records (the supervisor's presence, the image an upgrade promoted, the last upgrade) came
     # with the one round; the several commands of before never read them.
     records = ("supervisor", "image", "upgrade")
+    # The serving pace (the engine's /metrics against the last benchmark) is the one round's alone too.
+    assert engine.pop("pace")["verdict"] is None
     assert _steady({k: v for k, v in report.items() if k not in records}) == _steady(previous)

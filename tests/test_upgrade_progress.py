@@ -5,6 +5,7 @@ the engine panel showing both."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -168,6 +169,24 @@ async def test_the_upgrade_writes_it_through_the_node_script_and_a_reader_reads_
     assert (record.outcome, record.reason, record.downtime_s) == ("rolled_back", "smoke: no answer", 12.5)
     (tmp_path / U.UPGRADE_FILE).write_text('{"image": "vllm:new", "stag')   # garbled by hand
     assert await read_upgrade(nodes) is U.UNKNOWN
+
+
+async def test_its_end_never_waits_on_the_writer_whatever_it_is_doing(tmp_path: Path) -> None:
+    """A stage change met by the end (the refused upgrade: its failed stage, then at once its outcome)
+    hung the upgrade forever once, on Python 3.11's ``wait_for`` swallowing the writer's cancel. Now the
+    end is a word to the writer, never a cancel: every moment of the writer's loop ends within seconds."""
+    config = local_head(tmp_path)
+    nodes = EngineNodes(config, {"spark1": LocalTransport("spark1")})
+    await nodes.transports["spark1"].connect()
+    for pause in (0.0, 0.05, 0.5, 1.2):   # while writing, in the gap after a write, waiting for a change
+        recorder = UpgradeRecorder(nodes, "laptop", 4242)
+        recorder.begin("vllm:new", "vllm:old", dry_run=False)
+        await asyncio.sleep(pause)
+        recorder.stage("check", "failed", "vLLM 0.22.0 lacks --max-model-len — nothing was changed")
+        async with asyncio.timeout(5):   # a write takes well under a second here; a heartbeat is 15 s
+            await recorder.finish("refused", "check: lacks --max-model-len", None)
+        record = await read_upgrade(nodes)
+        assert record is not None and record.outcome == "refused", (pause, record)
 
 
 async def test_the_dashboard_watch_shows_its_stages_then_its_outcome() -> None:

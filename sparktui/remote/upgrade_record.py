@@ -44,8 +44,9 @@ class UpgradeRecorder:
         self.host, self.pid = host, pid
         self.record: U.UpgradeRecord | None = None
         self._changed = asyncio.Event()
-        #: Held by a write: the end waits for one in flight rather than cut its SSH command.
-        self._writing = asyncio.Lock()
+        #: Set by ``finish``: the writer ends after the write it is in. It is never cancelled: Python 3.11's
+        #: ``wait_for`` swallows a cancel that meets a set event, and the upgrade then hung on its last word.
+        self._ended = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
 
     def begin(self, image: str, previous: str, *, dry_run: bool) -> None:
@@ -67,24 +68,28 @@ class UpgradeRecorder:
         """The outcome written (once, awaited: the last word must not be lost to a gap)."""
         if self.record is None:
             return
+        self._ended.set()
+        self._changed.set()   # wakes a writer waiting for a change
         if self._writer is not None:
-            async with self._writing:
-                self._writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(Exception):   # a write in flight ends within its own timeout
                 await self._writer
         self.record = self.record.finish(outcome, reason, downtime_s, time.time())
-        async with self._writing:
-            await self._write()
+        await self._write()
 
     async def _keep_written(self) -> None:
-        """The latest state on each change, and a heartbeat while nothing changes."""
-        while True:
+        """The latest state on each change, and a heartbeat while nothing changes; at most one write a
+        ``WRITE_GAP``; ends (after the write it is in) once ``finish`` sets ``_ended``."""
+        while not self._ended.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), HEARTBEAT_EVERY)
+                async with asyncio.timeout(HEARTBEAT_EVERY):
+                    await self._changed.wait()
+            if self._ended.is_set():
+                return
             self._changed.clear()
-            async with self._writing:
-                await self._write()
-            await asyncio.sleep(WRITE_GAP)
+            await self._write()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(WRITE_GAP):
+                    await self._ended.wait()
 
     async def _write(self) -> None:
         record = self.record
