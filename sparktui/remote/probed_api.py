@@ -66,7 +66,9 @@ class ProbedEngineApi:
             try:
                 if left <= 0:
                     raise TimeoutError
-                await asyncio.wait_for(self._arrived.wait(), left)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancel that meets the event.
+                async with asyncio.timeout(left):
+                    await self._arrived.wait()
             except TimeoutError:
                 self._current = None
                 return HealthResult(False, self.clock() - started, None,
