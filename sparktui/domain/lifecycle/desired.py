@@ -16,8 +16,7 @@ from enum import StrEnum
 
 from sparktui.config import SparkConfig
 from sparktui.domain.json_report import last_json_object
-from sparktui.domain.lifecycle import scripts as S
-from sparktui.domain.lifecycle.plan import state_dir
+from sparktui.domain.lifecycle import head_files
 
 #: The file's name in ``engine.state_dir`` on the head.
 DESIRED_FILE = "desired.json"
@@ -57,14 +56,9 @@ class DesiredState:
         return f"{self.state.value} (set by {self.by} on {self.host} at {when})"
 
 
-def desired_path(config: SparkConfig, homes: Mapping[str, str] | None) -> str:
-    return state_dir(config, homes, config.head.name).rstrip("/") + "/" + DESIRED_FILE
-
-
 def write_argv(config: SparkConfig, homes: Mapping[str, str] | None, desired: DesiredState) -> list[str]:
-    """Run on the head's host (not in a container), beside the lock."""
-    return [config.head.python, "-c", S.JSON_FILE_PY, "write", desired_path(config, homes), desired.to_json()]
+    return head_files.write_argv(config, homes, DESIRED_FILE, desired.to_json())
 
 
 def read_argv(config: SparkConfig, homes: Mapping[str, str] | None) -> list[str]:
-    return [config.head.python, "-c", S.JSON_FILE_PY, "read", desired_path(config, homes)]
+    return head_files.read_argv(config, homes, DESIRED_FILE)

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sparktui.config import SparkConfig
-from sparktui.domain.lifecycle import scripts as S
-from sparktui.domain.lifecycle.plan import state_dir
+from sparktui.domain.lifecycle import head_files
 from sparktui.domain.presence import SupervisorPresence
 
 #: The file's name in ``engine.state_dir`` on the head, beside ``desired.json``.
@@ -15,15 +14,13 @@ SUPERVISOR_FILE = "supervisor.json"
 
 
 def presence_path(config: SparkConfig, homes: Mapping[str, str] | None) -> str:
-    return state_dir(config, homes, config.head.name).rstrip("/") + "/" + SUPERVISOR_FILE
+    return head_files.head_file(config, homes, SUPERVISOR_FILE)
 
 
 def write_argv(config: SparkConfig, homes: Mapping[str, str] | None,
                presence: SupervisorPresence) -> list[str]:
-    """Run on the head's host (not in a container), beside the desired state."""
-    return [config.head.python, "-c", S.JSON_FILE_PY, "write", presence_path(config, homes),
-            presence.to_json()]
+    return head_files.write_argv(config, homes, SUPERVISOR_FILE, presence.to_json())
 
 
 def read_argv(config: SparkConfig, homes: Mapping[str, str] | None) -> list[str]:
-    return [config.head.python, "-c", S.JSON_FILE_PY, "read", presence_path(config, homes)]
+    return head_files.read_argv(config, homes, SUPERVISOR_FILE)

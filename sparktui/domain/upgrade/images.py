@@ -25,8 +25,7 @@ from typing import Any
 from sparktui.config import SparkConfig
 from sparktui.domain.history import append_line, read_lines, state_dir
 from sparktui.domain.json_report import last_json_object
-from sparktui.domain.lifecycle import scripts as S
-from sparktui.domain.lifecycle.plan import state_dir as head_state_dir
+from sparktui.domain.lifecycle import head_files
 
 #: The override's name in ``engine.state_dir`` on the head (beside ``desired.json``).
 IMAGE_FILE = "image.json"
@@ -119,18 +118,15 @@ def kept_images(override: ImageInUse | None) -> frozenset[str]:
 
 
 def image_path(config: SparkConfig, homes: Mapping[str, str] | None) -> str:
-    return head_state_dir(config, homes, config.head.name).rstrip("/") + "/" + IMAGE_FILE
+    return head_files.head_file(config, homes, IMAGE_FILE)
 
 
 def write_argv(config: SparkConfig, homes: Mapping[str, str] | None, override: ImageInUse) -> list[str]:
-    """Run on the head's host (not in a container): the head records' script (``node/json_file.py``)
-    writes any small JSON file atomically (``write PATH JSON``) and prints ``OK``."""
-    return [config.head.python, "-c", S.JSON_FILE_PY, "write", image_path(config, homes), override.to_json()]
+    return head_files.write_argv(config, homes, IMAGE_FILE, override.to_json())
 
 
 def read_argv(config: SparkConfig, homes: Mapping[str, str] | None) -> list[str]:
-    """Prints the override's JSON, or ``{}`` when none was written."""
-    return [config.head.python, "-c", S.JSON_FILE_PY, "read", image_path(config, homes)]
+    return head_files.read_argv(config, homes, IMAGE_FILE)
 
 
 # ---- the record of images ------------------------------------------------------------------------------

@@ -23,8 +23,7 @@ from typing import Any
 from sparktui.config import SparkConfig
 from sparktui.domain.durations import format_duration
 from sparktui.domain.json_report import last_json_object
-from sparktui.domain.lifecycle import scripts as S
-from sparktui.domain.lifecycle.plan import state_dir as head_state_dir
+from sparktui.domain.lifecycle import head_files
 from sparktui.domain.presence import STALE_AFTER
 from sparktui.domain.upgrade.images import short_id
 from sparktui.domain.wall_time import iso
@@ -246,18 +245,12 @@ class UpgradeRecord:
         return self.outcome_line(now)
 
 
-def upgrade_path(config: SparkConfig, homes: Mapping[str, str] | None) -> str:
-    return head_state_dir(config, homes, config.head.name).rstrip("/") + "/" + UPGRADE_FILE
-
-
 def write_argv(config: SparkConfig, homes: Mapping[str, str] | None, record: UpgradeRecord) -> list[str]:
-    """Run on the head's host, as the image in use's (``images.write_argv``): replaced atomically."""
-    return [config.head.python, "-c", S.JSON_FILE_PY, "write", upgrade_path(config, homes), record.to_json()]
+    return head_files.write_argv(config, homes, UPGRADE_FILE, record.to_json())
 
 
 def read_argv(config: SparkConfig, homes: Mapping[str, str] | None) -> list[str]:
-    """Prints the record's JSON, or ``{}`` when no upgrade ever wrote one."""
-    return [config.head.python, "-c", S.JSON_FILE_PY, "read", upgrade_path(config, homes)]
+    return head_files.read_argv(config, homes, UPGRADE_FILE)
 
 
 #: A record on the head that cannot be read as one.
