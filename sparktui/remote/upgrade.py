@@ -102,7 +102,7 @@ class ImageUpgrade:
         self.confirm = confirm
         self.history = history if history is not None else I.ImageHistory()
         self.benches = benches if benches is not None else BenchStore()
-        #: The upgrade's progress on the head (a new one for each ``run``).
+        #: The upgrade's progress on the head (each ``run`` begins its record anew).
         self.progress = UpgradeRecorder(controller.nodes, socket.gethostname(), os.getpid())
 
     def _stage(self, report: UpgradeReport, name: str, status: str, message: str) -> None:
@@ -114,7 +114,6 @@ class ImageUpgrade:
     async def run(self, image: str, *, dry_run: bool = False) -> UpgradeReport:
         """The upgrade, its progress kept on the head from its first stage to its outcome (``upgrade.json``:
         what the dashboard and ``sparktui status`` show of it)."""
-        self.progress = UpgradeRecorder(self.controller.nodes, socket.gethostname(), os.getpid())
         report = UpgradeReport(image, "")
         try:
             await self._run(report, dry_run)
@@ -176,11 +175,12 @@ class ImageUpgrade:
         if dry_run:
             report.outcome, report.reason = "checked", "every check passed; nothing was changed (--dry-run)"
             return report
-        if self.confirm is not None:   # (the record only: the report lists stages done)
+        if self.confirm is not None:
+            # The record only (the report lists stages done): a dashboard shows what it waits for.
             self.progress.stage("switch", "pending", "waits for a yes: the switch stops the engine")
-        if self.confirm is not None and not await self.confirm(report):
-            report.outcome, report.reason = "refused", "not confirmed: nothing was changed"
-            return report
+            if not await self.confirm(report):
+                report.outcome, report.reason = "refused", "not confirmed: nothing was changed"
+                return report
 
         async with controller.hold("upgrade"):
             down = time.monotonic()

@@ -52,6 +52,7 @@ class UpgradeRecorder:
     def begin(self, image: str, previous: str, *, dry_run: bool) -> None:
         now = time.time()
         self.record = U.UpgradeRecord(image, previous, self.host, self.pid, now, now, dry_run=dry_run)
+        self._ended.clear()   # a recorder that kept an earlier upgrade begins afresh
         self._changed.set()
         self._writer = asyncio.get_running_loop().create_task(self._keep_written())
 
