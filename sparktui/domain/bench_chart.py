@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparktui.domain.bench import BenchRecord, comparable
-from sparktui.domain.bench_profiles import ceiling_percent
+from sparktui.domain.bench_profiles import ceiling_percent, ceiling_tok_s
 
 
 @dataclass(frozen=True)
@@ -144,12 +144,6 @@ def change_text(change: float | None) -> str:
     return f"{sign}{abs(rounded)} %"
 
 
-def ceiling_tok_s(ceiling: Mapping[str, Any] | None) -> float | None:
-    """The ceiling's tok/s from its recorded form (``DecodeCeiling.to_json``); None when not recorded."""
-    value = (ceiling or {}).get("tok_s")
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
-
-
 def ceiling_line(ceiling: Mapping[str, Any] | None) -> str:
     """The ceiling with its inputs, or why it is not known."""
     top = ceiling_tok_s(ceiling)
@@ -169,5 +163,5 @@ def ceiling_line(ceiling: Mapping[str, Any] | None) -> str:
     return text
 
 
-__all__ = ["BenchChart", "BenchDone", "ChartRow", "ceiling_line", "ceiling_tok_s",
+__all__ = ["BenchChart", "BenchDone", "ChartRow", "ceiling_line",
            "change_text", "chart_of", "latest_run", "previous_run", "same_setup"]

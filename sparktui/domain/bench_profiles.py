@@ -68,9 +68,15 @@ def stream_tok_s(level: LevelResult) -> float | None:
     return 1.0 / level.itl.p50 if level.itl.p50 else None
 
 
+def ceiling_tok_s(ceiling: Mapping[str, Any] | None) -> float | None:
+    """The ceiling's tok/s from its recorded form (``DecodeCeiling.to_json``); None when not recorded."""
+    value = (ceiling or {}).get("tok_s")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
 def ceiling_percent(level: LevelResult, ceiling: Mapping[str, Any] | None) -> float | None:
-    rate, top = stream_tok_s(level), (ceiling or {}).get("tok_s")
-    if rate is None or not isinstance(top, (int, float)) or top <= 0:
+    rate, top = stream_tok_s(level), ceiling_tok_s(ceiling)
+    if rate is None or top is None:
         return None
     return 100.0 * rate / top
 

@@ -38,7 +38,7 @@ class SlowServing:
         if self.acceptance is not None and self.early_acceptance is not None:
             parts.append(f"acceptance {100 * self.acceptance:.0f} % "
                          f"(was {100 * self.early_acceptance:.0f} %)")
-        text = f"serving slower than it should for {_minutes(self.seconds)}: " + "; ".join(parts)
+        text = f"serving slower than it should for {minutes_text(self.seconds)}: " + "; ".join(parts)
         return text + (f" — likely {self.cause}" if self.cause else "")
 
     def short(self) -> str:
@@ -50,7 +50,7 @@ class SlowServing:
             figures = f"acceptance {100 * self.acceptance:.0f} % (was {100 * self.early_acceptance:.0f} %)"
         else:
             figures = self.rule
-        return f"slower than it should ({_minutes(self.seconds)}): {figures}"
+        return f"slower than it should ({minutes_text(self.seconds)}): {figures}"
 
     def to_json(self) -> dict[str, Any]:
         ratio = self.ratio
@@ -66,7 +66,8 @@ def _r(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _minutes(seconds: float) -> str:
+def minutes_text(seconds: float) -> str:
+    """``90 s``, ``5 min``: how long a slowdown held, or must hold."""
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 

@@ -12,13 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sparktui.domain.pace_reading import PaceReading
+from sparktui.domain.pace_reading import PaceReading, minutes_text
 from sparktui.domain.serving import ServingSnapshot
 from sparktui.domain.serving_pace import Baseline, PaceSettings
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def _bench_text(baseline: Baseline) -> str:
@@ -34,8 +30,8 @@ def pace_status(baseline: Baseline | None, settings: PaceSettings, snap: Serving
                 reading: PaceReading | None) -> dict[str, Any]:
     """The report's ``pace``: ``verdict`` is always None here (it needs minutes), ``now`` the one window's
     reading when requests ran, ``text`` one line for people."""
-    note = (f"a slowdown is judged over {_minutes(settings.slow_seconds)} of serving at a comparable load: "
-            "the dashboard and `sparktui supervise` watch for it")
+    note = (f"a slowdown is judged over {minutes_text(settings.slow_seconds)} of serving at a comparable "
+            "load: the dashboard and `sparktui supervise` watch for it")
     out: dict[str, Any] = {"verdict": None, "verdict_note": note,
                            "baseline": None if baseline is None else baseline.to_json(), "now": None,
                            "window_seconds": None if snap is None else round(snap.window_seconds, 1)}

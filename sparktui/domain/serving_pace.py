@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from sparktui.domain.bench import BenchRecord
-from sparktui.domain.bench_chart import ceiling_tok_s
+from sparktui.domain.bench_profiles import ceiling_tok_s
 from sparktui.domain.pace_reading import PaceReading, SlowServing
 from sparktui.domain.serving import ServingSnapshot
 
