@@ -121,7 +121,7 @@ class Operations(Controls):
             self.notify(f"failed: {exc}", title="bench", severity="error", timeout=15)
             return
         if done.record.levels and self.screen is self.screen_stack[0]:
-            self._show_bench_chart(done.record)   # it shows what the summary says, and more
+            self._show_bench_chart(done.record, self._saved_benchmarks())   # the summary's figures, and more
             return
         # Nothing measured, or a dialog is open (the chart waits for its key rather than cover it).
         more = f" — {self.key_display('bench_chart')} shows its chart" if done.record.levels else ""
@@ -131,12 +131,13 @@ class Operations(Controls):
         """The newest saved benchmark against its setup's history (``b`` opens it when one finishes)."""
         if self._refused("bench_chart"):
             return
-        record = latest_run(self._saved_benchmarks())
+        saved = self._saved_benchmarks()
+        record = latest_run(saved)
         if record is None:
             self.notify(f"no benchmark saved yet: {self.key_display('bench')} runs one while the engine "
                         "serves (or `sparktui bench`)", title="bench chart", severity="warning", timeout=6)
             return
-        self._show_bench_chart(record)
+        self._show_bench_chart(record, saved)
 
     def _saved_benchmarks(self) -> list[BenchRecord]:
         if self.bench_history is None:
@@ -147,8 +148,8 @@ class Operations(Controls):
             self.notify(f"cannot read the bench history: {exc}", title="bench chart", severity="error")
             return []
 
-    def _show_bench_chart(self, record: BenchRecord) -> None:
-        self.push_screen(BenchChartScreen(chart_of(record, self._saved_benchmarks())))
+    def _show_bench_chart(self, record: BenchRecord, saved: Sequence[BenchRecord]) -> None:
+        self.push_screen(BenchChartScreen(chart_of(record, saved)))
 
     def action_linktest(self) -> None:
         if self._refused("linktest"):
