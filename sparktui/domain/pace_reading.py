@@ -71,11 +71,16 @@ def minutes_text(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
+def _ceiling_part(rate: float | None, ceiling_tok_s: float | None) -> tuple[str, str] | None:
+    if rate is None or ceiling_tok_s is None or ceiling_tok_s <= 0:
+        return None
+    return f"{100.0 * rate / ceiling_tok_s:.0f} %", f"of ceiling {ceiling_tok_s:.0f}"
+
+
 def ceiling_text(rate: float | None, ceiling_tok_s: float | None) -> str:
     """``69 % of ceiling 55``: a decode rate against one stream's ceiling; empty when either is unknown."""
-    if rate is None or ceiling_tok_s is None or ceiling_tok_s <= 0:
-        return ""
-    return f"{100.0 * rate / ceiling_tok_s:.0f} % of ceiling {ceiling_tok_s:.0f}"
+    part = _ceiling_part(rate, ceiling_tok_s)
+    return "" if part is None else " ".join(part)
 
 
 @dataclass(frozen=True)
@@ -93,11 +98,16 @@ class PaceReading:
     stream_tok_s: float | None = None
     ceiling_tok_s: float | None = None
 
+    def against_parts(self) -> list[tuple[str, str]]:
+        """(figure, its words): ``("81 %", "of bench")``, ``("69 %", "of ceiling 55")``, each only where
+        known (the dashboard shows the figure bold, its words dim)."""
+        out = [] if self.ratio is None else [(f"{100 * self.ratio:.0f} %", "of bench")]
+        ceiling = _ceiling_part(self.stream_tok_s, self.ceiling_tok_s)
+        return out + ([ceiling] if ceiling else [])
+
     def against(self) -> list[str]:
         """``81 % of bench``, ``69 % of ceiling 55``: each only where known."""
-        out = [] if self.ratio is None else [f"{100 * self.ratio:.0f} % of bench"]
-        ceiling = ceiling_text(self.stream_tok_s, self.ceiling_tok_s)
-        return out + ([ceiling] if ceiling else [])
+        return [" ".join(part) for part in self.against_parts()]
 
     def to_json(self) -> dict[str, Any]:
         return {"ratio": _r(self.ratio, 3), "stream_tok_s": _r(self.stream_tok_s),

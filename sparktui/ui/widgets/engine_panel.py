@@ -502,9 +502,8 @@ def _pace_lines(t: Text, snap: ServingSnapshot) -> None:
     only when there is something to say (an engine without either shows nothing more)."""
     pace, spec = snap.pace, snap.spec
     parts: list[tuple[str, str]] = []
-    for i, phrase in enumerate(pace.against() if pace is not None else []):
-        figure, _, rest = phrase.partition(" % ")   # "81 % of bench": the figure bold, its words dim
-        parts += [(" · " if i else "", "dim"), (f"{figure} %", "bold"), (f" {rest}", "dim")]
+    for i, (figure, words) in enumerate(pace.against_parts() if pace is not None else []):
+        parts += [(" · " if i else "", "dim"), (figure, "bold"), (f" {words}", "dim")]
     if spec is not None:
         parts += [("  " if parts else "", ""), ("accept ", "dim"), (f"{100 * spec.rate:.0f} %", "bold")]
         if spec.mean_length is not None:
