@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.sim.standin_http import ServedModel, StandinHTTPServer
 from sparktui.sim.standin_load import LoadShape
-from sparktui.sim.standin_metrics import ServingMetrics
 from tests.cli_helpers import REPO, run_sparktui
 from tests.json_times import bad_times
 from tests.local_node import write_local_config
+from tests.standin_api import standin_api
 
 NVML_ENV = {"PYTHONPATH": str(REPO / "tests" / "fixtures" / "telemetry" / "nvml"),
             "SPARKTUI_PROBE_NVML_MODULE": "gb10_pynvml"}
@@ -28,21 +27,12 @@ NVML_ENV = {"PYTHONPATH": str(REPO / "tests" / "fixtures" / "telemetry" / "nvml"
 
 @pytest.fixture
 def config(tmp_path: Path) -> Iterator[Path]:
-    model = ServedModel(["standin"], "/models/standin-model", 32768, "0.19.2",
-                        ServingMetrics("new", "standin", 32768), lambda line: None)
-    server = StandinHTTPServer("127.0.0.1", 0, model)
-    server.bind_early()
-    server.start_serving()
-    port = server.server_address[1]
-    path = write_local_config(tmp_path / "config.toml", "bench-test", engine=f"""
+    with standin_api() as port:
+        yield write_local_config(tmp_path / "config.toml", "bench-test", engine=f"""
 api_port = {port}
 extra_args = ["--max-model-len", "32768"]
 vllm_command = [{json.dumps(sys.executable)}, "-m", "sparktui.sim.vllm_standin"]
 """)
-    try:
-        yield path
-    finally:
-        server.stop()
 
 
 def _bench(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:

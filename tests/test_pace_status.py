@@ -18,8 +18,7 @@ from sparktui.domain.pace_status import pace_status
 from sparktui.domain.serving import LatencyQuantiles, ServingSnapshot
 from sparktui.domain.serving_pace import Baseline, PaceSettings, ServingPace
 from sparktui.remote.transport import LocalTransport
-from sparktui.sim.standin_http import ServedModel, StandinHTTPServer
-from sparktui.sim.standin_metrics import ServingMetrics
+from tests.standin_api import standin_api
 
 BASE = Baseline(((1, 40.0), (4, 100.0)), started_at=1_775_657_400.0, ceiling_tok_s=55.0)
 SETTINGS = PaceSettings()
@@ -51,15 +50,8 @@ def test_other_load_idle_and_no_bench_say_what_they_can() -> None:
 
 @pytest.fixture
 def server() -> Iterator[int]:
-    model = ServedModel(["standin"], "/models/standin-model", 32768, "0.19.2",
-                        ServingMetrics("new", "standin", 32768), lambda line: None)
-    srv = StandinHTTPServer("127.0.0.1", 0, model)
-    srv.bind_early()
-    srv.start_serving()
-    try:
-        yield int(srv.server_address[1])
-    finally:
-        srv.stop()
+    with standin_api() as port:
+        yield port
 
 
 async def test_status_reads_the_idle_stand_in_and_names_its_last_bench(

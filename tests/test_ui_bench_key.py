@@ -16,25 +16,17 @@ from sparktui.domain.bench import PowerTap
 from sparktui.domain.events import EngineChanged, EngineState, NodeReading, NodeSampled
 from sparktui.domain.telemetry import Sample
 from sparktui.remote.transport import LocalTransport
-from sparktui.sim.standin_http import ServedModel, StandinHTTPServer
-from sparktui.sim.standin_metrics import ServingMetrics
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens.bench_chart import BenchChartScreen, chart_text
+from tests.standin_api import standin_api
 from tests.ui_fakes import FakeBackend, notifications, settle
 from tests.waiting import wait_until
 
 
 @pytest.fixture
 def server() -> Iterator[int]:
-    model = ServedModel(["standin"], "/models/standin-model", 32768, "0.19.2",
-                        ServingMetrics("new", "standin", 32768), lambda line: None)
-    srv = StandinHTTPServer("127.0.0.1", 0, model)
-    srv.bind_early()
-    srv.start_serving()
-    try:
-        yield int(srv.server_address[1])
-    finally:
-        srv.stop()
+    with standin_api() as port:
+        yield port
 
 
 async def test_b_runs_a_short_bench(server: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
